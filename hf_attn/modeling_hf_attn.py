@@ -1,0 +1,496 @@
+"""hf_attn models: a small Transformer encoder whose position scheme is one config field.
+
+Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if
+the scheme has them -> blocks -> final norm -> pooling -> classifier. The model builds the attention
+masks and the relative-position inputs (RoPE's cos/sin, ALiBi's bias) once per forward pass and
+passes them to every layer. The attention math is swappable through transformers'
+`attn_implementation` (`eager` here, `sdpa` from transformers' integration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithCrossAttentions,
+    MaskedLMOutput,
+    SequenceClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_hf_attn import HfAttnConfig
+from .masking import key_padding_mask, self_attention_mask
+from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+    **kwargs: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference attention: softmax(q k^T / sqrt(d) + bias) v, returning the weights too.
+
+    Masked scores are filled with the dtype's minimum before the softmax (not -inf, which turns a fully
+    masked row into NaN) and zeroed again after it, so a fully masked row has weights exactly 0.
+    Inputs are (batch, heads, seq, head_dim); the output is (batch, seq, heads, head_dim) like
+    transformers' other attention functions.
+    """
+    key = repeat_kv(key, module.num_key_value_groups)
+    value = repeat_kv(value, module.num_key_value_groups)
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, Q, K)
+    if position_bias is not None:
+        scores = scores + position_bias
+    if attention_mask is not None:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    if attention_mask is not None:
+        weights = weights.masked_fill(~attention_mask, 0.0)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Q, H, D)
+    return output, weights
+
+
+class HfAttnAttention(nn.Module):
+    """Multi-head / grouped-query attention, as self-attention or as cross-attention.
+
+    Self-attention projects Q, K and V with one fused matmul; cross-attention projects Q from this
+    sequence and K/V (one fused matmul) from the context. Positions (RoPE, ALiBi) apply to
+    self-attention only: in cross-attention, query and key positions index different sequences.
+    """
+
+    def __init__(self, config: HfAttnConfig, is_cross_attention: bool = False) -> None:
+        super().__init__()
+        self.config = config
+        self.head_dim = config.head_dim
+        self.num_heads = config.num_attention_heads
+        self.num_key_value_heads = config.num_key_value_heads
+        self.num_key_value_groups = config.num_key_value_groups
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = config.attention_dropout
+        self.is_cross_attention = is_cross_attention
+        # transformers' SDPA treats a module without this flag as causal when the mask is None.
+        self.is_causal = False
+        q_width = self.num_heads * self.head_dim
+        kv_width = self.num_key_value_heads * self.head_dim
+        self.split_sizes = [q_width, kv_width, kv_width]
+        if is_cross_attention:
+            self.q_proj = nn.Linear(config.hidden_size, q_width, bias=config.attention_bias)
+            self.kv_proj = nn.Linear(config.hidden_size, 2 * kv_width, bias=config.attention_bias)
+        else:
+            self.qkv_proj = nn.Linear(config.hidden_size, q_width + 2 * kv_width, bias=config.attention_bias)
+        self.o_proj = nn.Linear(q_width, config.hidden_size, bias=config.attention_bias)
+
+    def _project(
+        self, hidden_states: torch.Tensor, context: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if context is None:
+            return self.qkv_proj(hidden_states).split(self.split_sizes, dim=-1)
+        key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
+        return self.q_proj(hidden_states), key, value
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        positions: AttentionPositions | None = None,
+        context: torch.Tensor | None = None,
+        empty_query_rows: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        batch, query_length, _ = hidden_states.shape
+        query, key, value = self._project(hidden_states, context)
+        query = query.view(batch, query_length, -1, self.head_dim).transpose(1, 2)  # (B, H, Q, D)
+        key = key.view(batch, key.shape[1], -1, self.head_dim).transpose(1, 2)  # (B, KV, K, D)
+        value = value.view(batch, value.shape[1], -1, self.head_dim).transpose(1, 2)
+        position_bias = None
+        if positions is not None:
+            if positions.rotary is not None:
+                query, key = apply_rotary(query, key, *positions.rotary)
+            position_bias = positions.bias
+
+        attention_function: Callable = eager_attention_forward
+        if not output_attentions and self.config._attn_implementation != "eager":
+            attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+        output, weights = attention_function(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.attention_dropout if self.training else 0.0,
+            position_bias=position_bias,
+            is_causal=False,  # causality is in the explicit mask, so every backend sees the same one
+        )
+        if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
+            output = output.masked_fill(empty_query_rows, 0.0)
+        output = self.o_proj(output.reshape(batch, query_length, -1))
+        return output, weights
+
+
+class HfAttnMLP(nn.Module):
+    """Position-wise feed-forward: act(x W1) W2, or the gated act(x Wg) * (x Wu) W2 (SwiGLU, GeGLU)."""
+
+    GATED = {"swiglu": "silu", "geglu": "gelu"}
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__()
+        self.is_gated = config.hidden_act in self.GATED
+        self.act = ACT2FN[self.GATED.get(config.hidden_act, config.hidden_act)]
+        up_width = 2 * config.intermediate_size if self.is_gated else config.intermediate_size
+        self.up_proj = nn.Linear(config.hidden_size, up_width)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        if self.is_gated:
+            gate, up = self.up_proj(hidden_states).chunk(2, dim=-1)
+            return self.down_proj(self.act(gate) * up)
+        return self.down_proj(self.act(self.up_proj(hidden_states)))
+
+
+def build_norm(config: HfAttnConfig) -> nn.Module:
+    if config.norm_type == "rmsnorm":
+        return nn.RMSNorm(config.hidden_size, eps=config.norm_eps)
+    return nn.LayerNorm(config.hidden_size, eps=config.norm_eps)
+
+
+class HfAttnLayer(GradientCheckpointingLayer):
+    """Self-attention, optional cross-attention, feed-forward; each a residual sublayer.
+
+    Pre-norm: x + dropout(f(norm(x))). Post-norm: norm(x + dropout(f(x))).
+    """
+
+    def __init__(self, config: HfAttnConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.attention_type = config.layer_types[layer_idx]
+        self.pre_norm = config.norm_position == "pre"
+        self.self_attn = HfAttnAttention(config)
+        self.self_attn_norm = build_norm(config)
+        if config.add_cross_attention:
+            self.cross_attn = HfAttnAttention(config, is_cross_attention=True)
+            self.cross_attn_norm = build_norm(config)
+        self.mlp = HfAttnMLP(config)
+        self.mlp_norm = build_norm(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def _sublayer_input(self, hidden_states: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+        return norm(hidden_states) if self.pre_norm else hidden_states
+
+    def _residual(self, hidden_states: torch.Tensor, update: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+        hidden_states = hidden_states + self.dropout(update)
+        return hidden_states if self.pre_norm else norm(hidden_states)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        positions: AttentionPositions,
+        empty_query_rows: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        update, self_weights = self.self_attn(
+            self._sublayer_input(hidden_states, self.self_attn_norm),
+            attention_mask,
+            positions=positions,
+            empty_query_rows=empty_query_rows,
+            output_attentions=output_attentions,
+        )
+        hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
+        cross_weights = None
+        if encoder_hidden_states is not None:
+            update, cross_weights = self.cross_attn(
+                self._sublayer_input(hidden_states, self.cross_attn_norm),
+                encoder_attention_mask,
+                context=encoder_hidden_states,
+                output_attentions=output_attentions,
+            )
+            hidden_states = self._residual(hidden_states, update, self.cross_attn_norm)
+        update = self.mlp(self._sublayer_input(hidden_states, self.mlp_norm))
+        hidden_states = self._residual(hidden_states, update, self.mlp_norm)
+        return hidden_states, self_weights, cross_weights
+
+
+class HfAttnPreTrainedModel(PreTrainedModel):
+    config: HfAttnConfig
+    config_class = HfAttnConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["HfAttnLayer"]
+    _supports_sdpa = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Normal(0, initializer_range) everywhere (transformers' default), with the output projections
+        of residual branches scaled by 1/sqrt(2 * layers) as in GPT-2, so the residual stream's variance
+        does not grow with depth. Cached position tables are recomputed: they are not in checkpoints."""
+        super()._init_weights(module)
+        if isinstance(module, (HfAttnAttention, HfAttnMLP)):
+            projection = module.o_proj if isinstance(module, HfAttnAttention) else module.down_proj
+            std = self.config.initializer_range / math.sqrt(2 * self.config.num_hidden_layers)
+            init.normal_(projection.weight, mean=0.0, std=std)
+        elif isinstance(module, PositionScheme):
+            module.reset_cache()
+
+
+def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab_size):
+        raise ValueError(
+            f"input_ids hold ids outside [0, {vocab_size}) (min {int(input_ids.min())}, max "
+            f"{int(input_ids.max())}): the tokenizer and the model's vocab_size disagree. Use the tokenizer saved "
+            "with this model, or call model.resize_token_embeddings(len(tokenizer))."
+        )
+
+
+def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, Q, 1, 1) flags of query rows that see no key at all, or None when every row sees one."""
+    if mask is None:
+        return None
+    empty = ~mask.any(dim=-1)  # (B|1, 1, Q)
+    return empty.transpose(1, 2)[..., None] if bool(empty.any()) else None
+
+
+class HfAttnModel(HfAttnPreTrainedModel):
+    """The bare encoder: embeddings -> blocks -> final norm (hidden states, attentions on request)."""
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.embedding_scale = math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0
+        self.positions = build_position_scheme(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))
+        # Post-norm blocks already end in a norm; a second one would only rescale.
+        self.norm = build_norm(config) if config.norm_position == "pre" else nn.Identity()
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def _self_attention_masks(self, attention_mask: torch.Tensor | None, length: int, device: torch.device) -> dict:
+        """One mask per layer type present (full / sliding), built once for all layers."""
+        return {
+            kind: self_attention_mask(
+                attention_mask,
+                length,
+                causal=self.config.is_decoder,
+                sliding_window=self.config.sliding_window if kind == "sliding_attention" else None,
+                device=device,
+            )
+            for kind in set(self.config.layer_types)
+        }
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithCrossAttentions | tuple:
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if input_ids is not None:
+            _check_input_ids(input_ids, self.config.vocab_size)
+            inputs_embeds = self.embed_tokens(input_ids)
+        batch, length = inputs_embeds.shape[:2]
+        if attention_mask is not None and attention_mask.shape != (batch, length):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)}; pass "
+                "the tokenizer's attention_mask for the same batch."
+            )
+        if encoder_hidden_states is not None and not self.config.add_cross_attention:
+            raise ValueError(
+                "encoder_hidden_states were given but this model has no cross-attention; build it with "
+                "add_cross_attention=True."
+            )
+        if position_ids is None:
+            position_ids = torch.arange(length, device=inputs_embeds.device)[None, :]
+
+        hidden_states = self.positions.embed(inputs_embeds * self.embedding_scale, position_ids)
+        hidden_states = self.dropout(hidden_states)
+        positions = self.positions.attention_positions(position_ids, length)
+        masks = self._self_attention_masks(attention_mask, length, hidden_states.device)
+        empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
+        cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
+
+        all_hidden_states: tuple[torch.Tensor, ...] = ()
+        all_attentions: tuple[torch.Tensor, ...] = ()
+        all_cross_attentions: tuple[torch.Tensor, ...] = ()
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states,
+                masks[layer.attention_type],
+                positions,
+                empty_query_rows[layer.attention_type],
+                encoder_hidden_states,
+                cross_mask,
+                output_attentions,
+            )
+            if output_attentions:
+                all_attentions += (self_weights,)
+                if cross_weights is not None:
+                    all_cross_attentions += (cross_weights,)
+        hidden_states = self.norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+
+        output = BaseModelOutputWithCrossAttentions(
+            last_hidden_state=hidden_states,
+            hidden_states=all_hidden_states or None,
+            attentions=all_attentions or None,
+            cross_attentions=all_cross_attentions or None,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
+    """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real (unpadded) tokens."""
+    if mode == "cls":
+        return hidden_states[:, 0]
+    if attention_mask is None:
+        return hidden_states.mean(dim=1) if mode == "mean" else hidden_states.amax(dim=1)
+    keep = attention_mask[..., None].to(hidden_states.dtype)
+    if mode == "mean":
+        return (hidden_states * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+    return hidden_states.masked_fill(keep == 0, torch.finfo(hidden_states.dtype).min).amax(dim=1)
+
+
+class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
+    """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
+
+    The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
+    integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = HfAttnModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> SequenceClassifierOutput | tuple:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
+        logits = self.classifier(self.dropout(pooled))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        output = SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output if return_dict else output.to_tuple()
+
+
+class HfAttnForMaskedLM(HfAttnPreTrainedModel):
+    """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
+    embedding: for pretraining on unlabelled text (IMDb's 50,000 unsupervised reviews)."""
+
+    _tied_weights_keys = {"decoder.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACT2FN["gelu"]
+        self.head_norm = build_norm(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.decoder = new_embeddings
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> MaskedLMOutput | tuple:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        logits = self.decoder(self.head_norm(self.act(self.dense(outputs.last_hidden_state))))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
+        output = MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = [
+    "HfAttnForMaskedLM",
+    "HfAttnForSequenceClassification",
+    "HfAttnModel",
+    "HfAttnPreTrainedModel",
+]
