@@ -1,0 +1,67 @@
+"""HfAttnConfig: defaults, serialisation, and a clear ValueError for every invalid value."""
+
+from __future__ import annotations
+
+import pytest
+
+from hf_attn import POSITION_SCHEMES, HfAttnConfig
+
+from helpers import tiny_config_kwargs
+
+
+def test_defaults_match_reference_setup() -> None:
+    config = HfAttnConfig()
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (384, 4, 4)
+    assert (config.intermediate_size, config.max_position_embeddings) == (1536, 128)
+    assert (config.hidden_act, config.norm_position, config.hidden_dropout) == ("gelu", "pre", 0.1)
+    assert config.num_key_value_heads == 4 and config.head_dim == 96
+    assert config.rope_parameters == {"rope_type": "default", "rope_theta": 10_000.0}
+
+
+def test_dict_round_trip_rebuilds_the_same_config() -> None:
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope", sliding_window=4,
+                                               layer_types=["sliding_attention", "full_attention"],
+                                               rope_parameters={"rope_type": "linear", "factor": 2.0}))
+    again = HfAttnConfig.from_dict(config.to_dict())
+    assert again.to_dict() == config.to_dict()
+    assert again.rope_parameters["factor"] == 2.0 and again.layer_types == ["sliding_attention", "full_attention"]
+
+
+INVALID = [
+    (dict(hidden_size=30, num_attention_heads=4), "num_attention_heads", "must divide hidden_size"),
+    (dict(num_attention_heads=4, num_key_value_heads=3), "num_key_value_heads", "must divide"),
+    (dict(hidden_size=36, num_attention_heads=4, position_embedding_type="rope"), "hidden_size", "head_dim"),
+    (dict(hidden_size=33, num_attention_heads=3, position_embedding_type="sinusoidal"), "hidden_size", "even"),
+    (dict(position_embedding_type="relative"), "position_embedding_type", "sinusoidal"),
+    (dict(hidden_act="tanh"), "hidden_act", "swiglu"),
+    (dict(norm_type="batchnorm"), "norm_type", "rmsnorm"),
+    (dict(norm_position="middle"), "norm_position", "pre"),
+    (dict(classifier_pooling="first"), "classifier_pooling", "mean"),
+    (dict(hidden_dropout=1.5), "hidden_dropout", "[0, 1)"),
+    (dict(attention_dropout=-0.1), "attention_dropout", "[0, 1)"),
+    (dict(num_hidden_layers=0), "num_hidden_layers", "positive integer"),
+    (dict(hidden_size="384"), "hidden_size", "positive integer"),
+    (dict(sliding_window=0), "sliding_window", "positive integer"),
+    (dict(layer_types=["full_attention"]), "layer_types", "2 entries"),
+    (dict(layer_types=["sliding_attention", "full_attention"]), "layer_types", "sliding_window"),
+    (dict(pad_token_id=64), "pad_token_id", "[0, 64)"),
+    (dict(position_embedding_type="rope", rope_parameters={"rope_type": "longrope", "factor": 2.0}),
+     "rope_type", "yarn"),
+    (dict(position_embedding_type="rope", rope_parameters={"rope_type": "linear"}), "factor", ">= 1"),
+    (dict(position_embedding_type="rope", rope_parameters={"rope_type": "default", "rope_theta": 0}),
+     "rope_theta", "> 1"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "field", "hint"), INVALID)
+def test_invalid_values_name_field_value_and_fix(overrides: dict, field: str, hint: str) -> None:
+    with pytest.raises(ValueError) as excinfo:
+        HfAttnConfig(**tiny_config_kwargs(**overrides))
+    message = str(excinfo.value)
+    assert field in message and hint in message
+
+
+def test_unknown_scheme_lists_every_known_scheme() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        HfAttnConfig(position_embedding_type="t5")
+    assert all(name in str(excinfo.value) for name in POSITION_SCHEMES)

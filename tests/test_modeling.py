@@ -1,0 +1,371 @@
+"""hf_attn models: behaviour checked against second code paths and invariances, not recorded outputs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import tiny_config_kwargs
+
+from hf_attn import (
+    POSITION_SCHEMES,
+    HfAttnConfig,
+    HfAttnForMaskedLM,
+    HfAttnForSequenceClassification,
+    HfAttnModel,
+)
+
+SCHEMES = list(POSITION_SCHEMES)
+
+
+def build(model_class: type = HfAttnModel, attn: str = "eager", seed: int = 0, **overrides: object):
+    torch.manual_seed(seed)
+    config = HfAttnConfig(**tiny_config_kwargs(**overrides))
+    return _build(model_class, config, attn)
+
+
+def _build(model_class: type, config: HfAttnConfig, attn: str):
+    model = model_class(config)
+    model.set_attn_implementation(attn)
+    return model.eval()
+
+
+def random_batch(batch: int = 3, length: int = 12, pad_rows: dict[int, int] | None = None, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(1, 64, (batch, length), generator=generator)
+    attention_mask = torch.ones(batch, length, dtype=torch.long)
+    for row, real in (pad_rows or {}).items():
+        input_ids[row, real:] = 0
+        attention_mask[row, real:] = 0
+    return input_ids, attention_mask
+
+
+# ---------------------------------------------------------------- eager vs SDPA
+
+
+MASK_SETTINGS = {
+    "padding": dict(),
+    "causal": dict(is_decoder=True),
+    "sliding": dict(sliding_window=2, layer_types=["sliding_attention", "full_attention"]),
+    "causal+sliding": dict(is_decoder=True, sliding_window=3, layer_types=["sliding_attention"] * 2),
+}
+
+
+@pytest.mark.parametrize(("scheme", "masks", "kv_heads"),
+                         list(itertools.product(SCHEMES, MASK_SETTINGS, [4, 2, 1])))
+def test_sdpa_matches_eager(scheme: str, masks: str, kv_heads: int) -> None:
+    overrides = dict(position_embedding_type=scheme, num_key_value_heads=kv_heads, **MASK_SETTINGS[masks])
+    eager = build(attn="eager", **overrides)
+    sdpa = build(attn="sdpa", **overrides)
+    sdpa.load_state_dict(eager.state_dict())
+    input_ids, attention_mask = random_batch(pad_rows={1: 7, 2: 2})
+    with torch.no_grad():
+        expected = eager(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        actual = sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        unpadded = sdpa(input_ids=input_ids[:1]).last_hidden_state  # mask None: the SDPA fast path
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(unpadded, expected[:1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", [
+    dict(norm_position="post"), dict(norm_type="rmsnorm"), dict(hidden_act="swiglu"), dict(hidden_act="geglu"),
+    dict(scale_embeddings=True, position_embedding_type="sinusoidal"), dict(attention_bias=False),
+])
+def test_architecture_variants_agree_across_backends(variant: dict) -> None:
+    eager, sdpa = build(attn="eager", **variant), build(attn="sdpa", **variant)
+    input_ids, attention_mask = random_batch(pad_rows={0: 5})
+    with torch.no_grad():
+        torch.testing.assert_close(
+            sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+            eager(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+            atol=1e-5, rtol=1e-5,
+        )
+
+
+def test_fully_masked_rows_are_exactly_zero_never_nan() -> None:
+    # A window of 1 on a row whose real tokens end at 2: pad queries 4.. see no real key at all.
+    overrides = dict(sliding_window=1, layer_types=["sliding_attention"] * 2, position_embedding_type="alibi")
+    model = build(**overrides)
+    input_ids, attention_mask = random_batch(batch=2, length=8, pad_rows={1: 2})
+    with torch.no_grad():
+        output = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+    weights = output.attentions[0]
+    assert torch.isfinite(weights).all() and torch.isfinite(output.last_hidden_state).all()
+    assert torch.equal(weights[1, :, 4:], torch.zeros_like(weights[1, :, 4:]))
+    real_rows = weights[0].sum(-1)
+    torch.testing.assert_close(real_rows, torch.ones_like(real_rows))
+    sdpa = build(attn="sdpa", **overrides)
+    with torch.no_grad():
+        torch.testing.assert_close(sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+                                   output.last_hidden_state, atol=1e-5, rtol=1e-5)
+
+
+def test_output_attentions_works_with_sdpa_model_too() -> None:
+    eager, sdpa = build(attn="eager"), build(attn="sdpa")
+    input_ids, attention_mask = random_batch(pad_rows={2: 4})
+    with torch.no_grad():
+        expected = eager(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True).attentions
+        actual = sdpa(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True).attentions
+    assert len(actual) == 2 and actual[0].shape == (3, 4, 12, 12)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    assert torch.all(actual[0][2, :, :, 4:] == 0)  # padded keys get no weight
+
+
+# ---------------------------------------------------------------- invariances
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_permutation_equivariant_only_without_positions(scheme: str) -> None:
+    model = build(position_embedding_type=scheme)
+    input_ids, _ = random_batch(batch=1, length=10)
+    permutation = torch.randperm(10, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        output = model(input_ids=input_ids).last_hidden_state
+        permuted = model(input_ids=input_ids[:, permutation]).last_hidden_state
+    equivariant = torch.allclose(permuted, output[:, permutation], atol=1e-5)
+    assert equivariant == (scheme == "none")
+
+
+@pytest.mark.parametrize(("scheme", "attn", "causal"), list(itertools.product(SCHEMES, ["eager", "sdpa"], [False, True])))
+def test_padding_leaves_real_token_outputs_unchanged(scheme: str, attn: str, causal: bool) -> None:
+    model = build(attn=attn, position_embedding_type=scheme, is_decoder=causal)
+    input_ids, _ = random_batch(batch=1, length=7)
+    padded = torch.cat([input_ids, torch.zeros(1, 5, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(1, 7), torch.zeros(1, 5)], dim=1).long()
+    with torch.no_grad():
+        alone = model(input_ids=input_ids).last_hidden_state
+        with_pads = model(input_ids=padded, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(with_pads[:, :7], alone, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_causal_outputs_ignore_future_tokens(scheme: str) -> None:
+    model = build(position_embedding_type=scheme, is_decoder=True)
+    input_ids, _ = random_batch(batch=1, length=10)
+    changed = input_ids.clone()
+    changed[0, 6:] = (changed[0, 6:] % 63) + 1
+    with torch.no_grad():
+        before = model(input_ids=input_ids).last_hidden_state
+        after = model(input_ids=changed).last_hidden_state
+    torch.testing.assert_close(after[:, :6], before[:, :6])
+    assert not torch.allclose(after[:, 6:], before[:, 6:])
+
+
+def test_sliding_window_hides_tokens_beyond_the_window() -> None:
+    model = build(num_hidden_layers=1, sliding_window=2, layer_types=["sliding_attention"])
+    input_ids, _ = random_batch(batch=1, length=10)
+    changed = input_ids.clone()
+    changed[0, 9] = (changed[0, 9] % 63) + 1
+    with torch.no_grad():
+        before, after = model(input_ids=input_ids).last_hidden_state, model(input_ids=changed).last_hidden_state
+    torch.testing.assert_close(after[:, :7], before[:, :7])  # positions more than 2 away from 9
+    assert not torch.allclose(after[:, 7:], before[:, 7:])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_grouped_query_attention_equals_mha_with_shared_heads(scheme: str) -> None:
+    """GQA with 2 KV heads == MHA whose 4 K/V heads copy each shared head for its group of queries."""
+    gqa = build(position_embedding_type=scheme, num_key_value_heads=2)
+    mha = build(position_embedding_type=scheme, num_key_value_heads=4)
+    state = gqa.state_dict()
+    head_dim, q_width = 8, 32
+    for key in list(state):
+        if key.endswith("qkv_proj.weight") or key.endswith("qkv_proj.bias"):
+            q, k, v = state[key].split([q_width, 16, 16], dim=0)
+            expand = lambda t: t.view(2, head_dim, *t.shape[1:]).repeat_interleave(2, dim=0).reshape(q_width, *t.shape[1:])
+            state[key] = torch.cat([q, expand(k), expand(v)], dim=0)
+    mha.load_state_dict(state)
+    input_ids, attention_mask = random_batch(pad_rows={0: 6})
+    with torch.no_grad():
+        torch.testing.assert_close(
+            mha(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+            gqa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+            atol=1e-5, rtol=1e-5,
+        )
+
+
+# ---------------------------------------------------------------- cross-attention
+
+
+def test_decoder_with_cross_attention_reads_the_context_and_ignores_its_padding() -> None:
+    encoder = build(position_embedding_type="rope")
+    decoder = build(position_embedding_type="rope", is_decoder=True, add_cross_attention=True, seed=1)
+    context_ids, context_mask = random_batch(batch=1, length=9, seed=4)
+    query_ids, _ = random_batch(batch=1, length=5, seed=5)
+    with torch.no_grad():
+        context = encoder(input_ids=context_ids).last_hidden_state
+        output = decoder(input_ids=query_ids, encoder_hidden_states=context, output_attentions=True)
+        padded_context = torch.cat([context, torch.randn(1, 4, 32)], dim=1)
+        padded_mask = torch.cat([context_mask, torch.zeros(1, 4, dtype=torch.long)], dim=1)
+        with_pads = decoder(input_ids=query_ids, encoder_hidden_states=padded_context,
+                            encoder_attention_mask=padded_mask).last_hidden_state
+        other = decoder(input_ids=query_ids, encoder_hidden_states=torch.randn_like(context)).last_hidden_state
+    assert output.cross_attentions[0].shape == (1, 4, 5, 9)
+    torch.testing.assert_close(with_pads, output.last_hidden_state, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(other, output.last_hidden_state)
+    with pytest.raises(ValueError, match="add_cross_attention"):
+        encoder(input_ids=query_ids, encoder_hidden_states=context)
+
+
+# ---------------------------------------------------------------- heads and losses
+
+
+def test_classification_losses_match_torch_formulas() -> None:
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    single = build(HfAttnForSequenceClassification, num_labels=3)
+    labels = torch.tensor([0, 2, 1])
+    out = single(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits, labels))
+
+    multi = build(HfAttnForSequenceClassification, num_labels=3, problem_type="multi_label_classification")
+    targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]])
+    out = multi(input_ids=input_ids, attention_mask=attention_mask, labels=targets)
+    torch.testing.assert_close(out.loss, F.binary_cross_entropy_with_logits(out.logits, targets))
+
+    regression = build(HfAttnForSequenceClassification, num_labels=1)
+    scores = torch.tensor([0.5, -1.0, 2.0])
+    out = regression(input_ids=input_ids, attention_mask=attention_mask, labels=scores)
+    torch.testing.assert_close(out.loss, F.mse_loss(out.logits.squeeze(-1), scores))
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+def test_pooling_uses_real_tokens_only(pooling: str) -> None:
+    model = build(HfAttnForSequenceClassification, classifier_pooling=pooling)
+    input_ids, _ = random_batch(batch=1, length=6)
+    padded = torch.cat([input_ids, torch.randint(1, 64, (1, 4))], dim=1)  # junk ids behind the mask
+    mask = torch.cat([torch.ones(1, 6), torch.zeros(1, 4)], dim=1).long()
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=padded, attention_mask=mask).logits,
+                                   model(input_ids=input_ids).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_masked_lm_ties_embeddings_and_resizes() -> None:
+    model = build(HfAttnForMaskedLM)
+    assert model.decoder.weight is model.model.embed_tokens.weight
+    input_ids, attention_mask = random_batch()
+    labels = torch.full_like(input_ids, -100)
+    labels[:, 3] = input_ids[:, 3]
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[:, 3], input_ids[:, 3]))
+    model.resize_token_embeddings(80)
+    assert model.decoder.weight is model.model.embed_tokens.weight and model.decoder.out_features == 80
+    assert model(input_ids=torch.tensor([[79, 1]])).logits.shape == (1, 2, 80)
+
+
+def test_out_of_vocabulary_ids_get_a_clear_error() -> None:
+    model = build()
+    with pytest.raises(ValueError, match="resize_token_embeddings"):
+        model(input_ids=torch.tensor([[1, 64]]))
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        model(input_ids=torch.tensor([[1, 2]]), attention_mask=torch.ones(1, 3))
+
+
+def test_pad_embedding_starts_at_zero() -> None:
+    assert torch.count_nonzero(build().embed_tokens.weight[0]) == 0
+
+
+def test_gradient_checkpointing_gives_the_same_gradients() -> None:
+    input_ids, attention_mask = random_batch(pad_rows={0: 4})
+    labels = torch.tensor([0, 1, 1])
+    grads = []
+    for checkpointing in (False, True):
+        model = build(HfAttnForSequenceClassification).train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_torch_compile_matches_eager_forward() -> None:
+    model = build(HfAttnForSequenceClassification, attn="sdpa", position_embedding_type="rope")
+    input_ids, attention_mask = random_batch(pad_rows={0: 6})
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(input_ids=input_ids, attention_mask=attention_mask).logits,
+                                   model(input_ids=input_ids, attention_mask=attention_mask).logits,
+                                   atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- saving and loading
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_save_and_reload_gives_identical_logits(scheme: str, tmp_path: Path) -> None:
+    from transformers import AutoModelForSequenceClassification
+
+    model = build(HfAttnForSequenceClassification, position_embedding_type=scheme)
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert type(loaded) is HfAttnForSequenceClassification
+    input_ids, attention_mask = random_batch(length=40, pad_rows={1: 30}) if scheme != "learned" else random_batch()
+    with torch.no_grad():
+        assert torch.equal(loaded(input_ids=input_ids, attention_mask=attention_mask).logits,
+                           model(input_ids=input_ids, attention_mask=attention_mask).logits)
+
+
+REMOTE_LOAD = textwrap.dedent("""
+    import json, sys
+    sys.modules["hf_attn"] = None  # what a Hub user has: no hf_attn package at all
+    import torch
+    from transformers import AutoModelForSequenceClassification
+    model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    batch = json.load(open(sys.argv[2]))
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"])).logits
+    print(json.dumps(logits.tolist()))
+""")
+
+
+def test_saved_folder_loads_with_remote_code_where_hf_attn_is_absent(tmp_path: Path) -> None:
+    model = build(HfAttnForSequenceClassification, position_embedding_type="rope", num_key_value_heads=2)
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    for name in ("configuration_hf_attn.py", "modeling_hf_attn.py", "positions.py", "masking.py"):
+        assert (folder / name).is_file(), f"{name} was not copied next to the weights"
+    auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModelForSequenceClassification"] == "modeling_hf_attn.HfAttnForSequenceClassification"
+    assert auto_map["AutoConfig"] == "configuration_hf_attn.HfAttnConfig"
+
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    (tmp_path / "batch.json").write_text(json.dumps({"input_ids": input_ids.tolist(),
+                                                     "attention_mask": attention_mask.tolist()}))
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", REMOTE_LOAD, str(folder), str(tmp_path / "batch.json")],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    torch.testing.assert_close(torch.tensor(json.loads(result.stdout.strip().splitlines()[-1])), expected)
+
+
+def test_text_classification_pipeline_matches_the_model() -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, pipeline
+
+    words = ["[PAD]", "[UNK]", "a", "good", "bad", "movie", "not", "at", "all"]
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]")
+    model = build(HfAttnForSequenceClassification, id2label={0: "NEGATIVE", 1: "POSITIVE"},
+                  label2id={"NEGATIVE": 0, "POSITIVE": 1})
+    classifier = pipeline("text-classification", model=model, tokenizer=tokenizer)
+    texts = ["a good movie", "not bad at all"]
+    predictions = classifier(texts)
+    encoded = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        probabilities = model(**encoded).logits.softmax(-1)
+    for prediction, row in zip(predictions, probabilities):
+        assert prediction["label"] == model.config.id2label[int(row.argmax())]
+        assert prediction["score"] == pytest.approx(float(row.max()), abs=1e-5)

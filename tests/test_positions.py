@@ -1,0 +1,156 @@
+"""Position schemes against closed-form references written independently of the package."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from helpers import tiny_config_kwargs
+
+from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnModel, PositionScheme
+from hf_attn.positions import RotaryPositions, SinusoidalPositions, alibi_slopes, apply_rotary
+
+
+def rope_config(**rope: object) -> HfAttnConfig:
+    parameters = {"rope_type": "default", "rope_theta": 10_000.0, **rope}
+    return HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope", rope_parameters=parameters))
+
+
+def test_sinusoidal_table_equals_vaswani_formula() -> None:
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="sinusoidal"))
+    table = SinusoidalPositions(config).table
+    for pos in (0, 1, 7, 31):
+        for i in range(config.hidden_size // 2):
+            angle = pos / 10_000 ** (2 * i / config.hidden_size)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-5)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
+
+
+def explicit_rotation(vector: torch.Tensor, position: int, theta: float = 10_000.0) -> torch.Tensor:
+    """Rotate channel pair (i, i + d/2) by position * theta^(-2i/d) with a 2x2 matrix, one pair at a time."""
+    dim = vector.shape[-1]
+    rotated = vector.clone()
+    for i in range(dim // 2):
+        angle = position * theta ** (-2 * i / dim)
+        matrix = torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+        rotated[[i, i + dim // 2]] = matrix @ vector[[i, i + dim // 2]]
+    return rotated
+
+
+def rotate(config: HfAttnConfig, vectors: torch.Tensor, positions: list[int]) -> torch.Tensor:
+    """Rotate (len(positions), head_dim) vectors, each at its own position, with the package's RoPE."""
+    rope = RotaryPositions(config)
+    cos, sin = rope.attention_positions(torch.tensor([positions]), len(positions)).rotary
+    query = vectors[None, None]  # (1, 1, T, D)
+    rotated, _ = apply_rotary(query, query, cos, sin)
+    return rotated[0, 0]
+
+
+def test_rope_equals_explicit_rotation_matrices() -> None:
+    config = rope_config()
+    torch.manual_seed(0)
+    vectors = torch.randn(5, config.head_dim)
+    positions = [0, 1, 2, 17, 30]
+    rotated = rotate(config, vectors, positions)
+    for row, position in enumerate(positions):
+        torch.testing.assert_close(rotated[row], explicit_rotation(vectors[row], position), atol=1e-5, rtol=1e-5)
+
+
+def test_rope_score_depends_only_on_offset() -> None:
+    config = rope_config()
+    torch.manual_seed(1)
+    q, k = torch.randn(config.head_dim), torch.randn(config.head_dim)
+    for offset in (0, 3, -5):
+        scores = []
+        for start in (6, 10, 40):  # 40 + offset is beyond max_position_embeddings: extrapolation too
+            rq = rotate(config, q[None], [start + offset])[0]
+            rk = rotate(config, k[None], [start])[0]
+            scores.append(float(rq @ rk))
+        assert scores == pytest.approx([scores[0]] * len(scores), abs=1e-4)
+
+
+def test_rope_leaves_norms_and_values_untouched() -> None:
+    config = rope_config()
+    vectors = torch.randn(4, config.head_dim)
+    rotated = rotate(config, vectors, [0, 5, 9, 12])
+    torch.testing.assert_close(rotated.norm(dim=-1), vectors.norm(dim=-1))
+    torch.testing.assert_close(rotated[0], vectors[0])  # position 0 is the identity
+
+
+def test_linear_scaling_divides_angles_by_factor() -> None:
+    """Position interpolation: position 2p with factor 2 gets exactly the angles of position p unscaled."""
+    vectors = torch.randn(3, 8)
+    scaled = rotate(rope_config(rope_type="linear", factor=2.0), vectors, [2, 8, 20])
+    plain = rotate(rope_config(), vectors, [1, 4, 10])
+    torch.testing.assert_close(scaled, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_dynamic_ntk_is_plain_rope_within_training_length_and_rescaled_beyond() -> None:
+    config, plain = rope_config(rope_type="dynamic", factor=2.0), rope_config()
+    vectors = torch.randn(3, 8)
+    torch.testing.assert_close(rotate(config, vectors, [1, 5, 9]), rotate(plain, vectors, [1, 5, 9]))
+    long = list(range(64))  # twice max_position_embeddings
+    dim, length = config.head_dim, len(long)
+    base = 10_000.0 * ((2.0 * length / 32) - 1) ** (dim / (dim - 2))  # NTK-aware base (bloc97 / emozilla)
+    rotated = rotate(config, torch.ones(length, dim), long)
+    expected = torch.stack([explicit_rotation(torch.ones(dim), p, theta=base) for p in long])
+    torch.testing.assert_close(rotated, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_rope_cache_is_built_once_and_grown_on_demand() -> None:
+    rope = RotaryPositions(rope_config())
+    cache = rope.cos_cached
+    rope.attention_positions(torch.arange(20)[None], 20)
+    assert rope.cos_cached is cache  # no rebuild within the cached length
+    rope.attention_positions(torch.arange(100)[None], 100)
+    assert rope.cached_length >= 100 and rope.cos_cached is not cache
+
+
+@pytest.mark.parametrize(
+    ("heads", "expected"),
+    [
+        (8, [2.0 ** -(i + 1) for i in range(8)]),
+        (4, [2.0 ** -(2 * (i + 1)) for i in range(4)]),
+        # non-power of 2 (paper's reference code): slopes for 4 heads, then the odd-numbered ones for 8
+        (6, [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]),
+    ],
+)
+def test_alibi_slopes_follow_the_papers_geometric_sequence(heads: int, expected: list[float]) -> None:
+    assert alibi_slopes(heads).tolist() == pytest.approx(expected)
+
+
+def test_alibi_bias_is_minus_slope_times_distance() -> None:
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="alibi"))
+    bias = POSITION_SCHEMES["alibi"](config).attention_positions(torch.arange(6)[None], 6).bias
+    slopes = alibi_slopes(4)
+    for head in range(4):
+        for i in range(6):
+            for j in range(6):
+                assert bias[0, head, i, j].item() == pytest.approx(-slopes[head].item() * abs(i - j))
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rope", "alibi", "none"])
+def test_extrapolating_schemes_run_beyond_max_position_embeddings(scheme: str) -> None:
+    model = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme))).eval()
+    output = model(input_ids=torch.randint(1, 64, (2, 80)))  # max_position_embeddings is 32
+    assert output.last_hidden_state.shape == (2, 80, 32)
+    assert torch.isfinite(output.last_hidden_state).all()
+
+
+def test_learned_positions_refuse_longer_inputs_clearly() -> None:
+    model = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(position_embedding_type="learned")))
+    with pytest.raises(ValueError, match="max_position_embeddings.*truncat"):
+        model(input_ids=torch.randint(1, 64, (1, 33)))
+
+
+def test_a_new_scheme_is_one_class_and_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    class ConstantOffset(PositionScheme):
+        def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+            return inputs_embeds + 1.0
+
+    monkeypatch.setitem(POSITION_SCHEMES, "offset", ConstantOffset)
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="offset"))
+    model = HfAttnModel(config).eval()
+    assert isinstance(model.positions, ConstantOffset)
+    model(input_ids=torch.randint(1, 64, (1, 5)))
