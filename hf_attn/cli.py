@@ -1,0 +1,118 @@
+"""`hf-attn` command line: argument parsing only; the work is done by the package's functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _train(args: argparse.Namespace) -> None:
+    from .training import load_experiment, train
+
+    overrides = list(args.overrides)
+    if args.week3:
+        overrides.append(f"week3={args.week3}")
+    if args.dataset:
+        overrides.append(f"dataset={args.dataset}")
+    experiment = load_experiment(args.config, overrides)
+    output_dir = args.output_dir or f"outputs/{experiment.name}"
+    metrics = train(experiment, output_dir, resume=args.resume, results_path=args.results)
+    print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    from .training import evaluate_saved
+
+    metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit)
+    print(json.dumps(metrics, indent=2))
+
+
+def _classifier(model_dir: str):
+    from transformers import pipeline
+
+    return pipeline("text-classification", model=model_dir, tokenizer=model_dir)
+
+
+def _predict(args: argparse.Namespace) -> None:
+    classifier = _classifier(args.model)
+    for text, prediction in zip(args.texts, classifier(list(args.texts))):
+        print(f"{prediction['label']}\t{prediction['score']:.3f}\t{text}")
+
+
+def _probe(args: argparse.Namespace) -> None:
+    from .probes import format_probe, run_hard_probe
+
+    print(format_probe(run_hard_probe(_classifier(args.model))))
+
+
+def _baseline(args: argparse.Namespace) -> None:
+    from .baseline import run_tfidf_baseline
+    from .data import load_imdb
+
+    tokenizer = None
+    if args.week3:
+        from .tokenization_hf_attn import HfAttnTokenizerFast
+
+        tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
+    metrics = run_tfidf_baseline(load_imdb(args.dataset), tokenizer=tokenizer, max_tokens=args.max_tokens)
+    metrics["command"] = " ".join(["hf-attn", *sys.argv[1:]])
+    text = json.dumps(metrics, indent=2, default=str)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+    print(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a classifier from a YAML experiment file")
+    train.add_argument("--config", required=True, help="experiment YAML (see configs/)")
+    train.add_argument("--week3", help="Week 3 folder: tokenizer files and the DAN embedding")
+    train.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample'")
+    train.add_argument("--output-dir", help="where model, tokenizer, checkpoints, metrics.json go")
+    train.add_argument("--results", help="also write the metrics JSON here (e.g. results/rope.json)")
+    train.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+    train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
+    train.set_defaults(func=_train)
+
+    evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
+    evaluate.add_argument("--model", required=True)
+    evaluate.add_argument("--dataset", default="stanfordnlp/imdb")
+    evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
+    evaluate.set_defaults(func=_evaluate)
+
+    predict = commands.add_parser("predict", help="classify texts with a saved model")
+    predict.add_argument("--model", required=True)
+    predict.add_argument("texts", nargs="+")
+    predict.set_defaults(func=_predict)
+
+    probe = commands.add_parser("probe", help="the six-review hard probe")
+    probe.add_argument("--model", required=True)
+    probe.set_defaults(func=_probe)
+
+    baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")
+    baseline.add_argument("--dataset", default="stanfordnlp/imdb")
+    baseline.add_argument("--week3", help="tokenizer whose first --max-tokens tokens define the input")
+    baseline.add_argument("--max-tokens", type=int, default=128)
+    baseline.add_argument("--output", help="write the metrics JSON here (e.g. results/tfidf-128.json)")
+    baseline.set_defaults(func=_baseline)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError) as error:  # user errors: one clear line, no traceback
+        print(f"hf-attn {args.command}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""Experiments: a YAML file -> tokenizer, data, model -> `Trainer` (Accelerate underneath) -> metrics.
+
+One YAML file per experiment (see `configs/`). Its sections are checked against what they feed:
+`model` against `HfAttnConfig`'s fields, `training` against `TrainingArguments`' fields, so a typo
+fails before any data is loaded, with the file, the key and the allowed keys in the message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from sklearn.metrics import accuracy_score, f1_score
+from datasets import DatasetDict
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    EarlyStoppingCallback,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+from .configuration_hf_attn import HfAttnConfig
+from .data import LABEL_NAMES, load_imdb, tokenize_splits
+from .modeling_hf_attn import HfAttnForSequenceClassification
+
+
+class ExperimentConfigError(ValueError):
+    """A YAML experiment file (or a key=value override) that cannot describe an experiment."""
+
+
+@dataclasses.dataclass
+class Experiment:
+    """What one training run needs; every field can come from the YAML file or a key=value override.
+
+    Attributes:
+        name: used for `results/<name>.json` and the default output folder.
+        dataset: anything `hf_attn.data.load_imdb` takes (Hub id, parquet folder, aclImdb/, `sample`).
+        week3: a Week 3 folder (tokenizer files, DAN embedding); `None` trains a tokenizer on the
+            training split (for smoke runs and users without Week 3 files).
+        tokenizer_vocab_size: vocabulary size when a tokenizer is trained here.
+        max_length: tokens per review seen by the model (the reference used 128).
+        init_embedding_from_dan: start the token embedding from the Week 3 DAN embedding.
+        limit_train / limit_eval: keep only the first N reviews of train / of validation and test
+            (smoke tests); `None` keeps all.
+        evals_per_epoch: evaluations (and checkpoints) per epoch; more means finer resumption points
+            on slow machines at the cost of validation passes.
+        early_stopping_patience: evaluations without a lower validation loss before stopping.
+        model: `HfAttnConfig` fields.
+        training: `TrainingArguments` fields.
+    """
+
+    name: str
+    dataset: str = "stanfordnlp/imdb"
+    week3: str | None = None
+    tokenizer_vocab_size: int = 500
+    max_length: int = 128
+    init_embedding_from_dan: bool = True
+    limit_train: int | None = None
+    limit_eval: int | None = None
+    evals_per_epoch: int = 1
+    early_stopping_patience: int | None = 2
+    seed: int = 42
+    model: dict[str, Any] = dataclasses.field(default_factory=dict)
+    training: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# Defaults of this package's runs; the YAML `training` section overrides any of them.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 3,
+    "learning_rate": 5e-4,
+    "per_device_train_batch_size": 32,
+    "per_device_eval_batch_size": 64,
+    "weight_decay": 0.01,
+    "warmup_steps": 0.1,
+    "lr_scheduler_type": "cosine",
+    "logging_steps": 50,
+    "save_total_limit": 2,
+    "report_to": "none",
+    "dataloader_num_workers": 0,
+}
+
+
+def _type_matches(value: Any, default: Any) -> bool:
+    """Loose YAML type check against a field's default: ints are floats, None is always allowed."""
+    if value is None or default is None or default is dataclasses.MISSING:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    return True
+
+
+def _check_section(section: dict[str, Any], cls: type, where: str) -> None:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in section.items():
+        if key not in fields:
+            close = [name for name in fields if key.lower() in name.lower() or name.lower() in key.lower()]
+            hint = f" Did you mean {', '.join(close[:5])}?" if close else ""
+            raise ExperimentConfigError(f"{where}: unknown key `{key}` for {cls.__name__}.{hint}")
+        default = fields[key].default
+        if not _type_matches(value, default):
+            raise ExperimentConfigError(
+                f"{where}: `{key}` must be of type {type(default).__name__} (like its default {default!r}), "
+                f"got {value!r} ({type(value).__name__})."
+            )
+
+
+def parse_override(override: str) -> tuple[list[str], Any]:
+    """`training.learning_rate=1e-3` -> (["training", "learning_rate"], 0.001), values parsed as YAML."""
+    if "=" not in override:
+        raise ExperimentConfigError(f"override {override!r} must look like key=value (e.g. model.hidden_size=256)")
+    key, raw = override.split("=", 1)
+    return key.strip().split("."), yaml.safe_load(raw)
+
+
+def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Experiment:
+    """Read a YAML experiment, apply `key=value` overrides, and validate every section."""
+    path = Path(path)
+    if not path.is_file():
+        raise ExperimentConfigError(f"experiment file {path} does not exist; see configs/ for examples.")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ExperimentConfigError(f"{path} is not valid YAML: {error}") from error
+    if not isinstance(raw, dict):
+        raise ExperimentConfigError(f"{path} must hold a mapping of keys (name, model, training, ...).")
+    raw.setdefault("name", path.stem)
+    for override in overrides:
+        keys, value = parse_override(override)
+        target = raw
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+            if not isinstance(target, dict):
+                raise ExperimentConfigError(f"override {override!r}: `{key}` is not a section")
+        target[keys[-1]] = value
+
+    known = {f.name for f in dataclasses.fields(Experiment)}
+    unknown = set(raw) - known
+    if unknown:
+        raise ExperimentConfigError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}.")
+    for key, value in raw.items():
+        default = Experiment.__dataclass_fields__[key].default
+        if key in ("model", "training"):
+            if not isinstance(value, dict):
+                raise ExperimentConfigError(f"{path}: `{key}` must be a mapping of {key} settings.")
+        elif not _type_matches(value, default):
+            raise ExperimentConfigError(f"{path}: `{key}` must be like {default!r}, got {value!r}.")
+    _check_section(raw.get("model", {}), HfAttnConfig, f"{path} [model]")
+    _check_section(raw.get("training", {}), TrainingArguments, f"{path} [training]")
+    try:
+        HfAttnConfig(**raw.get("model", {}))  # fail now, not after tokenizing 50,000 reviews
+    except ValueError as error:
+        raise ExperimentConfigError(f"{path} [model]: {error}") from error
+    return Experiment(**raw)
+
+
+def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
+    """Accuracy and binary F1 (positive class), computed with scikit-learn."""
+    predicted = np.argmax(prediction.predictions, axis=-1)
+    labels = prediction.label_ids
+    return {"accuracy": float(accuracy_score(labels, predicted)), "f1": float(f1_score(labels, predicted))}
+
+
+def _load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
+    from .tokenization_hf_attn import HfAttnTokenizerFast, train_week3_tokenizer
+
+    if experiment.week3 is not None:
+        return HfAttnTokenizerFast.from_week3(experiment.week3)
+    return train_week3_tokenizer(
+        train_texts, vocab_size=experiment.tokenizer_vocab_size, max_seq=experiment.max_length
+    )
+
+
+def build_model(experiment: Experiment, tokenizer: PreTrainedTokenizerBase) -> HfAttnForSequenceClassification:
+    """The classifier for this experiment, its embedding initialised from the Week 3 DAN if asked."""
+    model_settings = dict(experiment.model)
+    embedding_file = Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
+    use_dan = experiment.init_embedding_from_dan and embedding_file is not None and embedding_file.is_file()
+    if use_dan:
+        from .week3 import read_embedding_width
+
+        model_settings.setdefault("hidden_size", read_embedding_width(embedding_file))
+    config = HfAttnConfig(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        max_position_embeddings=experiment.max_length,
+        id2label=dict(enumerate(LABEL_NAMES)),
+        label2id={name: i for i, name in enumerate(LABEL_NAMES)},
+        **model_settings,
+    )
+    model = HfAttnForSequenceClassification(config)
+    if use_dan:
+        from .week3 import load_week3_embedding
+
+        load_week3_embedding(model, embedding_file)
+    return model
+
+
+def _limit(split: Any, limit: int | None) -> Any:
+    return split if limit is None else split.select(range(min(limit, len(split))))
+
+
+def train(
+    experiment: Experiment,
+    output_dir: str | os.PathLike[str],
+    resume: bool = False,
+    results_path: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, Any]:
+    """Train, keep the best checkpoint by validation loss, score validation and test, save everything.
+
+    Writes `output_dir/` (model + tokenizer + code, loadable with `from_pretrained`),
+    `output_dir/checkpoint-*` (for `resume=True`) and `output_dir/metrics.json`; also copies the
+    metrics to `results_path` when given. Returns the metrics.
+    """
+    output_dir = Path(output_dir)
+    started = time.time()
+    raw = load_imdb(experiment.dataset)
+    raw["train"] = _limit(raw["train"], experiment.limit_train)
+    for name in ("validation", "test"):
+        raw[name] = _limit(raw[name], experiment.limit_eval)
+    tokenizer = _load_tokenizer(experiment, raw["train"]["text"])
+    splits = tokenize_splits(raw, tokenizer, experiment.max_length)
+    model = build_model(experiment, tokenizer)
+
+    settings = {**TRAINING_DEFAULTS, **experiment.training}
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    batch = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1) * world_size
+    steps_per_epoch = max(1, math.ceil(len(splits["train"]) / batch))
+    eval_steps = max(1, steps_per_epoch // experiment.evals_per_epoch)
+    settings.update(
+        output_dir=str(output_dir),
+        eval_strategy="steps",
+        eval_steps=eval_steps,
+        save_strategy="steps",
+        save_steps=eval_steps,
+        load_best_model_at_end=True,
+        metric_for_best_model="loss",
+        greater_is_better=False,
+        seed=experiment.seed,
+        data_seed=experiment.seed,
+    )
+    args = TrainingArguments(**settings)
+    callbacks = list(callbacks)
+    if experiment.early_stopping_patience is not None:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=experiment.early_stopping_patience))
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=splits["train"],
+        eval_dataset=splits["validation"],
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+        compute_metrics=compute_metrics,
+        callbacks=callbacks,
+    )
+    checkpoint = None
+    if resume:
+        checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+        if checkpoint is None:
+            raise FileNotFoundError(
+                f"--resume: no checkpoint-* folder in {output_dir}; start without --resume, or pass the "
+                "--output-dir of the interrupted run."
+            )
+    train_output = trainer.train(resume_from_checkpoint=checkpoint)
+    validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")
+    test = trainer.evaluate(splits["test"], metric_key_prefix="test")
+    trainer.save_model(str(output_dir))
+
+    metrics = {
+        "name": experiment.name,
+        "test_accuracy": test["test_accuracy"],
+        "test_f1": test["test_f1"],
+        "test_loss": test["test_loss"],
+        "val_accuracy": validation["val_accuracy"],
+        "val_f1": validation["val_f1"],
+        "val_loss": validation["val_loss"],
+        "epochs": trainer.state.epoch,
+        "optimizer_steps": trainer.state.global_step,
+        "best_checkpoint": trainer.state.best_model_checkpoint,
+        "train_runtime_s": train_output.metrics.get("train_runtime"),
+        "wall_time_s": time.time() - started,
+        "n_train": len(splits["train"]),
+        "n_validation": len(splits["validation"]),
+        "n_test": len(splits["test"]),
+        "world_size": world_size,
+        "vocab_size": len(tokenizer),
+        "max_length": experiment.max_length,
+        "command": " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None,
+        "experiment": dataclasses.asdict(experiment),
+    }
+    if trainer.is_world_process_zero():
+        text = json.dumps(metrics, indent=2, default=str)
+        (output_dir / "metrics.json").write_text(text)
+        if results_path is not None:
+            Path(results_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(results_path).write_text(text)
+    return metrics
+
+
+def evaluate_saved(
+    model_dir: str | os.PathLike[str],
+    dataset: str = "stanfordnlp/imdb",
+    split: str = "test",
+    limit: int | None = None,
+    batch_size: int = 64,
+) -> dict[str, float]:
+    """Score a saved model (anything `from_pretrained` loads) on one split of the seed split."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+    raw = load_imdb(dataset)
+    if split not in raw:
+        raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
+    tokenized = tokenize_splits(DatasetDict({split: _limit(raw[split], limit)}), tokenizer,
+                                model.config.max_position_embeddings)
+    args = TrainingArguments(output_dir=str(Path(model_dir) / "eval"), report_to="none",
+                             per_device_eval_batch_size=batch_size)
+    trainer = Trainer(model=model, args=args, data_collator=DataCollatorWithPadding(tokenizer),
+                      compute_metrics=compute_metrics)
+    return trainer.evaluate(tokenized[split], metric_key_prefix=split)

@@ -1,0 +1,115 @@
+"""Experiments end to end on the packaged sample: YAML validation, Trainer runs, resume, 2 processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
+
+from hf_attn.training import ExperimentConfigError, evaluate_saved, load_experiment, train
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "configs" / "smoke.yaml"
+# Small enough for seconds per run: 256 training reviews, 64 for validation and test.
+FAST = ["limit_train=256", "limit_eval=64", "model.hidden_size=32", "model.intermediate_size=64",
+        "tokenizer_vocab_size=300"]
+
+
+def write_yaml(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "experiment.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: x\nlearning_rate: 0.1\n", "unknown key(s) ['learning_rate']"),
+    ("name: x\nmodel:\n  hidden: 64\n", "unknown key `hidden` for HfAttnConfig. Did you mean hidden_size"),
+    ("name: x\ntraining:\n  learning_rte: 0.1\n", "unknown key `learning_rte` for TrainingArguments"),
+    ("name: x\ntraining:\n  num_train_epochs: three\n", "`num_train_epochs` must be of type float"),
+    ("name: x\nmax_length: '128'\n", "`max_length` must be like 128"),
+    ("name: x\nmodel:\n  position_embedding_type: t5\n", "position_embedding_type"),
+    ("name: x\nmodel: [1, 2]\n", "`model` must be a mapping"),
+    ("- just\n- a list\n", "must hold a mapping"),
+    ("name: [unclosed\n", "not valid YAML"),
+])
+def test_bad_experiment_files_get_clear_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = write_yaml(tmp_path, text)
+    with pytest.raises(ExperimentConfigError) as excinfo:
+        load_experiment(path)
+    assert message in str(excinfo.value)
+    assert str(path) in str(excinfo.value) or "YAML" in str(excinfo.value) or "mapping" in str(excinfo.value)
+
+
+def test_overrides_are_parsed_as_yaml_and_checked(tmp_path: Path) -> None:
+    experiment = load_experiment(SMOKE, ["training.learning_rate=3e-4", "model.position_embedding_type=alibi",
+                                         "limit_train=10"])
+    assert experiment.training["learning_rate"] == 3e-4 and experiment.limit_train == 10
+    assert experiment.model["position_embedding_type"] == "alibi"
+    with pytest.raises(ExperimentConfigError, match="key=value"):
+        load_experiment(SMOKE, ["learning_rate"])
+    with pytest.raises(ExperimentConfigError, match="does not exist"):
+        load_experiment(tmp_path / "missing.yaml")
+
+
+def test_smoke_run_trains_saves_and_reloads(tmp_path: Path) -> None:
+    experiment = load_experiment(SMOKE, FAST)
+    metrics = train(experiment, tmp_path / "run", results_path=tmp_path / "results" / "smoke.json")
+    for key in ("test_accuracy", "test_f1", "test_loss", "val_accuracy", "epochs", "train_runtime_s"):
+        assert key in metrics
+    assert metrics["n_train"] == 256 and metrics["n_test"] == 64 and metrics["epochs"] == pytest.approx(2.0)
+    assert json.loads((tmp_path / "results" / "smoke.json").read_text())["test_loss"] == metrics["test_loss"]
+    # A second code path: a fresh evaluation of the saved folder gives the recorded test numbers.
+    again = evaluate_saved(tmp_path / "run", dataset="sample", split="test", limit=64)
+    assert again["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
+    assert again["test_loss"] == pytest.approx(metrics["test_loss"], abs=1e-5)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run")
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run")
+    assert model.config.vocab_size == len(tokenizer) and model.config.pad_token_id == tokenizer.pad_token_id
+
+
+class StopAfterFirstCheckpoint(TrainerCallback):
+    """Simulates a killed session: training ends right after the first checkpoint is written."""
+
+    def on_save(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201 - TrainerCallback's signature
+        raise KeyboardInterrupt
+
+
+def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
+    experiment = load_experiment(SMOKE, [*FAST, "evals_per_epoch=2"])
+    straight = train(experiment, tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        train(experiment, tmp_path / "interrupted", callbacks=[StopAfterFirstCheckpoint()])
+    assert not (tmp_path / "interrupted" / "metrics.json").exists()
+    resumed = train(experiment, tmp_path / "interrupted", resume=True)
+    assert resumed["optimizer_steps"] == straight["optimizer_steps"]
+    assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
+    assert resumed["val_accuracy"] == pytest.approx(straight["val_accuracy"])
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train(experiment, tmp_path / "never-started", resume=True)
+
+
+def test_accelerate_launch_on_two_processes(tmp_path: Path) -> None:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    assert accelerate, "accelerate's launcher is not installed next to this Python"
+    output = tmp_path / "ddp"
+    command = [accelerate, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "hf_attn.cli", "train",
+               "--config", str(SMOKE), "--output-dir", str(output), *FAST]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["world_size"] == 2
+    # 256 reviews, 2 processes x batch 32 = 64 per optimizer step, 2 epochs.
+    assert metrics["optimizer_steps"] == 2 * 256 // 64
+    # Metrics gathered across both processes equal a single-process evaluation of the saved model.
+    single = evaluate_saved(output, dataset="sample", split="validation", limit=64)
+    assert metrics["n_validation"] == 64
+    assert single["validation_accuracy"] == pytest.approx(metrics["val_accuracy"])
+    assert single["validation_loss"] == pytest.approx(metrics["val_loss"], abs=1e-4)
