@@ -102,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--max-tokens", type=int, default=128)
     baseline.add_argument("--output", help="write the metrics JSON here (e.g. results/tfidf-128.json)")
     baseline.set_defaults(func=_baseline)
+
+    from . import bench as bench_module
+
+    bench = commands.add_parser("bench", help="speed against transformers' BERT and RoFormer of the same shape")
+    bench_module.add_arguments(bench)
+    bench.set_defaults(func=bench_module.run_from_args)
     return parser
 
 

@@ -1,0 +1,127 @@
+"""Tests for hf_attn.bench: the whole benchmark end to end at toy sizes (seconds, not minutes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_attn.bench import (
+    BASELINES,
+    BenchSettings,
+    add_arguments,
+    epoch_batches,
+    format_markdown,
+    peak_memory_bytes,
+    run_benchmark,
+)
+from hf_attn.positions import POSITION_SCHEMES
+
+# Every section and every scheme, at sizes that make each step a few milliseconds.
+TOY = [
+    "--hidden-size", "32", "--num-hidden-layers", "2", "--num-attention-heads", "4", "--intermediate-size", "64",
+    "--vocab-size", "64", "--train-batch", "2", "--infer-batch", "2", "--seq-lengths", "8,16",
+    "--warmup", "1", "--repeats", "1", "--scaling-lengths", "8,16", "--scaling-batch", "2", "--scaling-repeats", "1",
+    "--epoch-reviews", "12", "--realistic-batch", "4", "--realistic-max-length", "32", "--group-megabatch", "2",
+    "--profile-steps", "1", "--profile-seq", "16", "--threads", "1",
+]
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
+    """One toy run through the command-line path, with a fake tokenizer-benchmark JSON to merge."""
+    from hf_attn.bench import run_from_args
+
+    out = tmp_path_factory.mktemp("bench")
+    tokenizer_report = {"reviews": 40, "rows": [{"method": "fast", "seconds": 0.1, "reviews_per_s": 400}]}
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer_report))  # the layout scripts/bench_tokenizer.py writes
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(TOY + [
+        "--output", str(out / "bench.json"), "--markdown", str(out / "bench.md"),
+        "--plot", str(out / "scaling.png"), "--tokenizer-json", str(out / "tokenizer.json"),
+    ])
+    run_from_args(args)
+    return json.loads((out / "bench.json").read_text()), (out / "bench.md").read_text(), out
+
+
+def test_every_model_and_scheme_has_a_row(toy_run: tuple[dict, str, Path]) -> None:
+    results, markdown, _ = toy_run
+    rows = results["throughput"]["rows"]
+    expected = {("hf-attn", scheme, backend) for scheme in POSITION_SCHEMES for backend in ("eager", "sdpa")}
+    expected |= {("BERT", "absolute", "sdpa"), ("RoFormer", "rope", "eager")}  # RoFormer has no SDPA path
+    for mode in ("train", "infer"):
+        for seq in (8, 16):
+            case = {(r["family"], r["scheme"], r["backend"]) for r in rows if (r["mode"], r["seq"]) == (mode, seq)}
+            assert case == expected
+    assert all(r["median_ms"] > 0 and r["peak_mib"] >= 0 for r in rows)
+    assert all("speedup_vs_BERT" in r and "speedup_vs_RoFormer" in r for r in rows)
+    for family, scheme, backend in expected:
+        assert f"| {family} | {scheme} | {backend} |" in markdown
+    for heading in ("## Throughput", "## Attention cost scaling", "## Realistic batches", "## Profile",
+                    "## Tokenizer speed", "| fast | 0.1 | 400 |", "reviews 40."):
+        assert heading in markdown
+
+
+def test_baselines_have_the_same_shape(toy_run: tuple[dict, str, Path]) -> None:
+    models = {m["family"]: m for m in toy_run[0]["throughput"]["models"]}
+    reference = models["hf-attn"]
+    for family in BASELINES:
+        assert models[family]["hidden_size"] == reference["hidden_size"] == 32
+        assert models[family]["num_layers"] == reference["num_layers"] == 2
+        ratio = models[family]["encoder_layer_params"] / reference["encoder_layer_params"]
+        assert 0.95 < ratio < 1.05, (family, ratio)
+
+
+def test_other_sections_and_outputs(toy_run: tuple[dict, str, Path]) -> None:
+    results, _, out = toy_run
+    json.dumps(results)  # already parsed from disk; this also guards against in-memory non-JSON types
+    scaling = results["scaling"]["rows"]
+    assert {(r["seq"], r["backend"]) for r in scaling} == {(8, "eager"), (8, "sdpa"), (16, "eager"), (16, "sdpa")}
+    assert (out / "scaling.png").stat().st_size > 0
+    realistic = {r["strategy"]: r for r in results["realistic"]["rows"]}
+    assert set(realistic) == {"fixed", "dynamic", "grouped"}
+    assert realistic["fixed"]["padded_tokens"] == 12 * 32
+    assert realistic["grouped"]["padded_tokens"] <= realistic["dynamic"]["padded_tokens"] <= 12 * 32
+    assert len({r["real_tokens"] for r in realistic.values()}) == 1
+    assert results["profile"]["top_ops"]
+    assert results["tokenizer"]["rows"][0]["method"] == "fast"
+    assert results["settings"]["seq_lengths"] == [8, 16]
+
+
+def test_epoch_batches_cover_every_review_once() -> None:
+    import random
+
+    lengths = [5, 1, 9, 3, 7, 2, 8, 4, 6, 10]
+    for grouped in (False, True):
+        batches = epoch_batches(lengths, 3, grouped, megabatch=2, rng=random.Random(0))
+        assert sorted(i for batch in batches for i in batch) == list(range(10))
+    grouped_batches = epoch_batches(lengths, 3, True, megabatch=10, rng=random.Random(0))
+    spreads = [max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in grouped_batches]
+    assert max(spreads) <= 2  # one megabatch spans all reviews, so each batch is 3 neighbours in length
+
+
+def test_peak_memory_counts_only_what_the_step_allocates() -> None:
+    held_before = torch.ones(2_000_000)  # 8 MB alive before the step: not counted
+
+    def step() -> None:
+        temporary = torch.ones(1_000_000)  # 4 MB, freed at once
+        del temporary
+        kept.append(torch.ones(500_000))  # 2 MB, still held at the end
+
+    kept: list[torch.Tensor] = []
+    peak = peak_memory_bytes(step, torch.device("cpu"))
+    assert 4_000_000 <= peak < 4_100_000
+    assert held_before.numel() == 2_000_000 and kept[0].numel() == 500_000
+
+
+def test_unknown_section_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown benchmark section"):
+        run_benchmark(BenchSettings(sections=("throughput", "typo")))
+    assert "## Throughput" not in format_markdown(
+        {"environment": {"torch": "t", "transformers": "t", "device": "cpu", "threads": 1, "cpu_count": 1,
+                         "load_average_start": [0.0], "load_average_end": [0.0], "started": "now"}}
+    )
