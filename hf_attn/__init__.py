@@ -6,7 +6,13 @@ Importing the package registers the model with transformers' Auto classes, so
 `trust_remote_code=True` without installing this package.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+)
 
 from .configuration_hf_attn import HfAttnConfig
 from .modeling_hf_attn import (
@@ -16,6 +22,7 @@ from .modeling_hf_attn import (
     HfAttnPreTrainedModel,
 )
 from .positions import POSITION_SCHEMES, PositionScheme
+from .tokenization_hf_attn import HfAttnTokenizerFast, train_week3_tokenizer
 
 AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig, exist_ok=True)
 for auto_class, model_class in (
@@ -26,6 +33,7 @@ for auto_class, model_class in (
     auto_class.register(HfAttnConfig, model_class, exist_ok=True)
     model_class.register_for_auto_class(auto_class.__name__)
 HfAttnConfig.register_for_auto_class()
+AutoTokenizer.register(HfAttnConfig, fast_tokenizer_class=HfAttnTokenizerFast, exist_ok=True)
 
 __all__ = [
     "POSITION_SCHEMES",
@@ -34,5 +42,7 @@ __all__ = [
     "HfAttnForSequenceClassification",
     "HfAttnModel",
     "HfAttnPreTrainedModel",
+    "HfAttnTokenizerFast",
     "PositionScheme",
+    "train_week3_tokenizer",
 ]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 
 def _train(args: argparse.Namespace) -> None:
+    from accelerate import PartialState
+
     from .training import load_experiment, train
 
     overrides = list(args.overrides)
@@ -20,7 +22,8 @@ def _train(args: argparse.Namespace) -> None:
     experiment = load_experiment(args.config, overrides)
     output_dir = args.output_dir or f"outputs/{experiment.name}"
     metrics = train(experiment, output_dir, resume=args.resume, results_path=args.results)
-    print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
+    if PartialState().is_main_process:
+        print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -66,6 +69,21 @@ def _baseline(args: argparse.Namespace) -> None:
     print(text)
 
 
+def _prepare(args: argparse.Namespace) -> None:
+    from .prepare import prepare_week3
+
+    report = prepare_week3(args.output, dataset=args.dataset, vocab_size=args.vocab_size, min_freq=args.min_freq,
+                           max_seq=args.max_seq, tokenizer_train_size=args.tokenizer_train_size)
+    print(json.dumps(report, indent=2))
+
+
+def _push(args: argparse.Namespace) -> None:
+    from .hub import push
+
+    folder = push(args.model, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
+    print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -79,6 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
     train.set_defaults(func=_train)
+
+    prepare = commands.add_parser("prepare", help="make a complete Week 3 folder (BPE, splits, DAN) from IMDb")
+    prepare.add_argument("--output", required=True, help="folder to create (datasets/ and models/ inside)")
+    prepare.add_argument("--dataset", default="stanfordnlp/imdb", help="Hub id, parquet folder, aclImdb/, or 'sample'")
+    prepare.add_argument("--vocab-size", type=int, default=500, help="256 bytes + merges (the tutorial: 500)")
+    prepare.add_argument("--min-freq", type=int, default=5, help="stop merging below this pair count")
+    prepare.add_argument("--max-seq", type=int, default=128, help="ids per review in the .pt splits")
+    prepare.add_argument("--tokenizer-train-size", type=int, help="train the BPE on the first N training reviews")
+    prepare.set_defaults(func=_prepare)
 
     evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
     evaluate.add_argument("--model", required=True)
@@ -102,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--max-tokens", type=int, default=128)
     baseline.add_argument("--output", help="write the metrics JSON here (e.g. results/tfidf-128.json)")
     baseline.set_defaults(func=_baseline)
+
+    push = commands.add_parser("push", help="upload model, tokenizer, code and model card to the Hub")
+    push.add_argument("--model", required=True, help="a finished `hf-attn train` --output-dir")
+    push.add_argument("--repo-id", required=True, help="e.g. your-name/hf-attn-imdb-rope")
+    push.add_argument("--private", action="store_true")
+    push.add_argument("--dry-run", metavar="DIR", help="only write the folder that would be uploaded to DIR")
+    push.set_defaults(func=_push)
 
     from . import bench as bench_module
 

@@ -327,6 +327,11 @@ class HfAttnModel(HfAttnPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if input_ids is not None:
+            if input_ids.ndim != 2:
+                raise ValueError(
+                    f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}; for one text use "
+                    "input_ids[None] or the tokenizer with return_tensors='pt' on a list."
+                )
             _check_input_ids(input_ids, self.config.vocab_size)
             inputs_embeds = self.embed_tokens(input_ids)
         batch, length = inputs_embeds.shape[:2]

@@ -8,6 +8,7 @@ fails before any data is loaded, with the file, the key and the allowed keys in 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import os
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import yaml
 from sklearn.metrics import accuracy_score, f1_score
+from accelerate import PartialState
 from datasets import DatasetDict
 from transformers import (
     AutoModelForSequenceClassification,
@@ -31,6 +34,7 @@ from transformers import (
     Trainer,
     TrainerCallback,
     TrainingArguments,
+    set_seed,
 )
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -112,7 +116,9 @@ def _check_section(section: dict[str, Any], cls: type, where: str) -> None:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key, value in section.items():
         if key not in fields:
-            close = [name for name in fields if key.lower() in name.lower() or name.lower() in key.lower()]
+            close = difflib.get_close_matches(key, fields, n=3, cutoff=0.6) or [
+                name for name in fields if key.lower() in name.lower()
+            ]
             hint = f" Did you mean {', '.join(close[:5])}?" if close else ""
             raise ExperimentConfigError(f"{where}: unknown key `{key}` for {cls.__name__}.{hint}")
         default = fields[key].default
@@ -128,7 +134,13 @@ def parse_override(override: str) -> tuple[list[str], Any]:
     if "=" not in override:
         raise ExperimentConfigError(f"override {override!r} must look like key=value (e.g. model.hidden_size=256)")
     key, raw = override.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(raw)
+    value = yaml.safe_load(raw)
+    if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string; a user means the number
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    return key.strip().split("."), value
 
 
 def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Experiment:
@@ -239,10 +251,15 @@ def train(
         raw[name] = _limit(raw[name], experiment.limit_eval)
     tokenizer = _load_tokenizer(experiment, raw["train"]["text"])
     splits = tokenize_splits(raw, tokenizer, experiment.max_length)
+    set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
     model = build_model(experiment, tokenizer)
 
     settings = {**TRAINING_DEFAULTS, **experiment.training}
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    # Without a GPU, processes started by `accelerate launch --multi_gpu` / torchrun join over gloo.
+    on_cpu = not torch.cuda.is_available()
+    world_size = PartialState(cpu=on_cpu).num_processes
+    if on_cpu:
+        settings.setdefault("use_cpu", True)
     batch = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1) * world_size
     steps_per_epoch = max(1, math.ceil(len(splits["train"]) / batch))
     eval_steps = max(1, steps_per_epoch // experiment.evals_per_epoch)

@@ -29,7 +29,7 @@ def write_yaml(tmp_path: Path, text: str) -> Path:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("name: x\nlearning_rate: 0.1\n", "unknown key(s) ['learning_rate']"),
-    ("name: x\nmodel:\n  hidden: 64\n", "unknown key `hidden` for HfAttnConfig. Did you mean hidden_size"),
+    ("name: x\nmodel:\n  hidden_sise: 64\n", "unknown key `hidden_sise` for HfAttnConfig. Did you mean hidden_size"),
     ("name: x\ntraining:\n  learning_rte: 0.1\n", "unknown key `learning_rte` for TrainingArguments"),
     ("name: x\ntraining:\n  num_train_epochs: three\n", "`num_train_epochs` must be of type float"),
     ("name: x\nmax_length: '128'\n", "`max_length` must be like 128"),
@@ -98,7 +98,9 @@ def test_accelerate_launch_on_two_processes(tmp_path: Path) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert accelerate, "accelerate's launcher is not installed next to this Python"
     output = tmp_path / "ddp"
-    command = [accelerate, "launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
+    # accelerate 1.x: `--cpu` picks its single-process launcher; `--multi_gpu` starts torchrun, and on a
+    # machine without GPUs the package joins the processes over gloo on the CPU.
+    command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
                "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "hf_attn.cli", "train",
                "--config", str(SMOKE), "--output-dir", str(output), *FAST]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

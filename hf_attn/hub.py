@@ -1,0 +1,143 @@
+"""Model cards from real metrics, and the folder that `push_to_hub` would commit.
+
+The card is generated from a run's `metrics.json` with `huggingface_hub.ModelCard`, so its YAML
+`model-index` holds exactly the measured numbers. `upload_folder` is the only call that touches
+the network; everything before it is a local folder that tests can load in a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+
+# What a Hub repo needs to load with trust_remote_code: weights, config, code, tokenizer, card.
+UPLOAD_SUFFIXES = (".json", ".safetensors", ".py", ".txt", ".model")
+# Never uploaded: optimizer state and pickles from training, per-step checkpoints, local metrics.
+EXCLUDED_NAMES = {"training_args.bin", "metrics.json", "trainer_state.json"}
+
+CARD_TEMPLATE = """---
+{card_data}
+---
+
+# {title}
+
+A {layers}-layer, {heads}-head, d={hidden} Transformer encoder classifier for IMDb sentiment with
+**{scheme}** position encoding, built with hf-attn (a Hugging Face–compatible package whose
+position scheme is one config field).
+
+## Results (seed split of the 50,000 labelled IMDb reviews: 40,000 / 5,000 / 5,000)
+
+| split | accuracy | F1 | loss |
+|---|---|---|---|
+| validation | {val_accuracy:.4f} | {val_f1:.4f} | {val_loss:.4f} |
+| test | {test_accuracy:.4f} | {test_f1:.4f} | {test_loss:.4f} |
+
+Reproduce: `{command}`
+
+## Model
+
+- Position scheme: `{scheme}`; attention: SDPA (eager returns attention weights); pre-norm: {pre_norm}.
+- Tokenizer: Week 3 byte-level BPE, {vocab_size} tokens, first {max_length} tokens of each review.
+- Token embedding initialised from the Week 3 Deep Averaging Network: {dan_init}.
+
+## Training
+
+Hugging Face `Trainer` (Accelerate underneath), {epochs:g} epochs over {n_train} reviews,
+{optimizer_steps} optimizer steps, {train_runtime_s:.0f} s on {world_size} process(es); evaluation and a
+checkpoint every {evals_per_epoch_fraction} epoch, early stopping on validation loss, best
+checkpoint restored. Hyperparameters: `{training}`.
+
+## Intended use and limitations
+
+For studying position encodings and small attention models on English movie reviews. It sees only
+the first {max_length} tokens of a review, was trained on IMDb alone, and is not a general sentiment
+model: expect errors on negation, sarcasm and reviews whose verdict comes late.
+
+## How to load
+
+```python
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+repo = "{repo_id}"
+model = AutoModelForSequenceClassification.from_pretrained(repo, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+print(pipeline("text-classification", model=model, tokenizer=tokenizer)("A moving, wonderful film."))
+```
+"""
+
+
+def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: str) -> ModelCard:
+    """A card whose metadata `model-index` carries the run's validation and test results."""
+    scheme = config["position_embedding_type"]
+    dataset = dict(dataset_type="stanfordnlp/imdb", dataset_name="IMDb (seed split 40k/5k/5k)")
+    eval_results = [
+        EvalResult(task_type="text-classification", metric_type=metric, metric_value=metrics[f"{split}_{metric}"],
+                   dataset_split=split_name, **dataset)
+        for split, split_name in (("test", "test"), ("val", "validation"))
+        for metric in ("accuracy", "f1")
+    ]
+    card_data = ModelCardData(
+        language="en", license="apache-2.0", library_name="transformers", pipeline_tag="text-classification",
+        datasets=["stanfordnlp/imdb"], metrics=["accuracy", "f1"], model_name=repo_id,
+        tags=["hf-attn", f"position-{scheme}", "sentiment-analysis", "custom_code"], eval_results=eval_results,
+    )
+    experiment = metrics.get("experiment", {})
+    evals = experiment.get("evals_per_epoch", 1)
+    text = CARD_TEMPLATE.format(
+        card_data=card_data.to_yaml(),
+        title=f"hf-attn IMDb classifier ({scheme} positions)",
+        layers=config["num_hidden_layers"], heads=config["num_attention_heads"], hidden=config["hidden_size"],
+        scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
+        vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
+        dan_init=bool(experiment.get("week3")) and experiment.get("init_embedding_from_dan", True),
+        evals_per_epoch_fraction="" if evals == 1 else f"1/{evals}",
+        training=json.dumps(experiment.get("training", {})), repo_id=repo_id,
+        command=metrics.get("command") or "see metrics.json",
+        **{key: metrics[key] for key in ("val_accuracy", "val_f1", "val_loss", "test_accuracy", "test_f1",
+                                         "test_loss", "epochs", "n_train", "optimizer_steps", "train_runtime_s",
+                                         "world_size")},
+    )
+    return ModelCard(text)
+
+
+def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
+    """The card of a trained run folder (its `metrics.json` and `config.json`)."""
+    model_dir = Path(model_dir)
+    for name in ("metrics.json", "config.json"):
+        if not (model_dir / name).is_file():
+            raise FileNotFoundError(f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train`.")
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    config = json.loads((model_dir / "config.json").read_text())
+    return build_model_card(metrics, config, repo_id)
+
+
+def assemble_upload(model_dir: str | os.PathLike[str], folder: str | os.PathLike[str], repo_id: str) -> Path:
+    """Copy exactly what would be committed (model, tokenizer, code, card) into `folder`."""
+    model_dir, folder = Path(model_dir), Path(folder)
+    card = card_for_run(model_dir, repo_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file() and path.suffix in UPLOAD_SUFFIXES and path.name not in EXCLUDED_NAMES:
+            shutil.copy2(path, folder / path.name)
+    card.save(folder / "README.md")
+    return folder
+
+
+def push(model_dir: str | os.PathLike[str], repo_id: str, private: bool = False,
+         dry_run_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Upload a run to the Hub; with `dry_run_dir`, only write the folder that would be uploaded."""
+    if dry_run_dir is not None:
+        return assemble_upload(model_dir, dry_run_dir, repo_id)
+    staging = Path(model_dir) / "hub_upload"
+    if staging.exists():
+        shutil.rmtree(staging)
+    assemble_upload(model_dir, staging, repo_id)
+    api = HfApi()
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(folder_path=str(staging), repo_id=repo_id, commit_message="Upload hf-attn classifier")
+    return staging

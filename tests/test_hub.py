@@ -1,0 +1,102 @@
+"""Model cards and the Hub upload, tested at the huggingface_hub boundary (no Hub here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import tiny_config_kwargs
+from huggingface_hub import HfApi, ModelCard
+
+from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
+from hf_attn.data import load_sample
+from hf_attn.hub import push
+from hf_attn.tokenization_hf_attn import train_week3_tokenizer
+
+REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder shaped like a finished `hf-attn train` run: model, tokenizer, code, metrics.json."""
+    folder = tmp_path_factory.mktemp("run")
+    tokenizer = train_week3_tokenizer(load_sample()["train"]["text"][:300], vocab_size=300, max_seq=64)
+    torch.manual_seed(0)
+    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                               position_embedding_type="alibi", max_position_embeddings=64))
+    model = HfAttnForSequenceClassification(config)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "training_args.bin").write_bytes(b"pickle that must never be uploaded")
+    metrics = {"test_accuracy": 0.8123, "test_f1": 0.8011, "test_loss": 0.41, "val_accuracy": 0.8234,
+               "val_f1": 0.8199, "val_loss": 0.4, "epochs": 2.0, "n_train": 40000, "optimizer_steps": 2500,
+               "train_runtime_s": 3600.0, "world_size": 1, "max_length": 64, "command": "hf-attn train ...",
+               "experiment": {"week3": "runs/week3", "training": {"learning_rate": 5e-4}, "evals_per_epoch": 4}}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    return folder
+
+
+def test_card_metadata_carries_the_measured_metrics(run_dir: Path, tmp_path: Path) -> None:
+    folder = push(run_dir, "someone/hf-attn-alibi", dry_run_dir=tmp_path / "upload")
+    card = ModelCard.load(folder / "README.md")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    results = {(r.dataset_split, r.metric_type): r.metric_value for r in card.data.eval_results}
+    assert results == {("test", "accuracy"): metrics["test_accuracy"], ("test", "f1"): metrics["test_f1"],
+                       ("validation", "accuracy"): metrics["val_accuracy"],
+                       ("validation", "f1"): metrics["val_f1"]}
+    assert "position-alibi" in card.data.tags and "trust_remote_code=True" in card.text
+    assert "0.8123" in card.text
+
+
+def test_missing_metrics_get_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="metrics.json is missing"):
+        push(tmp_path, "someone/x", dry_run_dir=tmp_path / "upload")
+
+
+LOAD_AND_PREDICT = textwrap.dedent("""
+    import json, sys
+    sys.modules["hf_attn"] = None  # a Hub user has no hf_attn package
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+    model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True)
+    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    classify = pipeline("text-classification", model=model, tokenizer=tokenizer, top_k=None)
+    print(json.dumps(classify(json.loads(sys.argv[2]))))
+""")
+
+
+def test_uploaded_files_load_and_predict_without_hf_attn(run_dir: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    committed: dict[str, bytes] = {}
+
+    def fake_upload_folder(self: HfApi, *, folder_path: str, repo_id: str, **kwargs: object) -> None:
+        committed.update({p.name: p.read_bytes() for p in Path(folder_path).iterdir()})
+
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kwargs: None)
+    monkeypatch.setattr(HfApi, "upload_folder", fake_upload_folder)
+    push(run_dir, "someone/hf-attn-alibi")
+    assert {"config.json", "model.safetensors", "modeling_hf_attn.py", "positions.py", "tokenizer.json",
+            "README.md"} <= set(committed)
+    assert "training_args.bin" not in committed and "metrics.json" not in committed
+
+    fresh = tmp_path / "from_hub"
+    fresh.mkdir()
+    for name, content in committed.items():
+        (fresh / name).write_bytes(content)
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", LOAD_AND_PREDICT, str(fresh), json.dumps(REVIEWS)],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+
+    from transformers import pipeline
+
+    local = pipeline("text-classification", model=str(run_dir), tokenizer=str(run_dir), top_k=None)(REVIEWS)
+    for remote_scores, local_scores in zip(remote, local):
+        assert {s["label"]: round(s["score"], 5) for s in remote_scores} == \
+               {s["label"]: round(s["score"], 5) for s in local_scores}

@@ -1,0 +1,537 @@
+"""HfAttnTokenizerFast against the Week 3 document, through the independent tests/week3_reference.py.
+
+Every expected id here comes from the reference (or from files made outside this project), never from
+output recorded from the code under test.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import PreTrainedTokenizerFast
+from week3_reference import (
+    END_OF_WORD,
+    WORD_PATTERN,
+    ReferenceTokenizer,
+    reference_vocab,
+    train_reference,
+)
+
+from hf_attn.tokenization_hf_attn import (
+    SENTINELS,
+    HfAttnTokenizerFast,
+    Week3FormatError,
+    train_week3_tokenizer,
+)
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+SAMPLE = SHARED / "week3-sample"
+IMDB = SHARED / "data" / "imdb"
+SAMPLE_FILES = {
+    "bpe_merges.json": SAMPLE / "datasets" / "bpe_merges.json",
+    "bpe_vocab.json": SAMPLE / "datasets" / "bpe_vocab.json",
+    "vocab_config.json": SAMPLE / "models" / "vocab_config.json",
+}
+
+HARD_CASES = {
+    "plain": "We love movies.",
+    "emoji": "I 😀 loved it!!! 👍🏽 family: 👨‍👩‍👧 🇫🇷",
+    "accents_nfc": "Café, naïve résumé — déjà vu à Noël",
+    "accents_nfd": unicodedata.normalize("NFD", "Café, naïve résumé à Noël"),
+    "cjk": "日本語のテキスト、中文，한국어 텍스트。",
+    "url": "See https://www.imdb.com/title/tt0111161/?ref_=nv_sr_1#top or mail me@x.org",
+    "contractions": "don't won't it's y'all rock'n'roll O'Neil",
+    "digits": "10/10, 3.5 stars, 1,000,000 $ in 1999 — x² ½ ① ٣ ५ Ⅻ",
+    "tabs_newlines": "tabs\tand\nnewlines\r\nand\u00a0nbsp\u3000wide\x1cfs\x1fus\u2028ls\u0085nel\x0bvt\x0cff",
+    "br_tags": "Great film.<br /><br />Would watch again.<br/>The end",
+    "empty": "",
+    "whitespace_only": " \t\n\u3000 \x1c",
+    "long_word": "a" * 1500,
+    "long_mixed_word": "supercalifragilistic" * 60 + "!",
+    "long_accented_word": "é" * 700,
+    "combining": "e\u0301\u0301 a\u0308 n\u0303o \u0915\u093f\u0924\u093e\u092c \u05e9\u05c1",
+    "underscores": "snake_case __init__ _ __ a_b_c_",
+    "connector_punctuation": "a\u203fb a\u2040b x\ufe4dy",
+    "format_characters": "zero\u200bwidth\u200djoiner\ufeffbom\u00adsoft",
+    "control_characters": "".join(map(chr, range(32))) + "\x7f text " + SENTINELS,
+    "special_token_lookalikes": "[PAD] [PAD]x </w> e</w> Ġ ĠĠ",
+    "arabic": "هذا فيلم رائع!",
+    "symbols": "x≤y ∑∞ ±5 °C ™ © …",
+    "repeats": "!!!! .... aaaa ---- ????",
+}
+
+
+def require(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"{path} is absent; it holds the Week 3 sample files and IMDb these tests compare against")
+    return path
+
+
+@pytest.fixture(scope="module")
+def sample_dir() -> Path:
+    return require(SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(sample_dir: Path) -> HfAttnTokenizerFast:
+    return HfAttnTokenizerFast.from_week3(sample_dir)
+
+
+@pytest.fixture(scope="module")
+def reference(sample_dir: Path) -> ReferenceTokenizer:
+    return ReferenceTokenizer.from_week3_folder(sample_dir)
+
+
+@pytest.fixture(scope="module")
+def labelled_reviews() -> list[str]:
+    """The 50,000 labelled reviews, IMDb train then test, the order split_indices.json indexes."""
+    require(IMDB)
+    return [
+        text
+        for split in ("train", "test")
+        for text in pq.read_table(next(IMDB.glob(f"{split}-*.parquet")), columns=["text"]).column("text").to_pylist()
+    ]
+
+
+@pytest.fixture(scope="module")
+def split_indices(sample_dir: Path) -> dict[str, list[int]]:
+    return json.loads((sample_dir / "split_indices.json").read_text())
+
+
+def expected_decoding(reference: ReferenceTokenizer, text: str) -> str:
+    """What decoding the reference ids gives back: each word, then a space if its </w> was merged, not dropped."""
+    spaced = "".join(
+        word + ("" if reference.word_tokens(word)[-1] == END_OF_WORD else " ") for word in WORD_PATTERN.findall(text)
+    )
+    return spaced[:-1] if spaced.endswith(" ") else spaced
+
+
+def without_end_of_word(ids: list[int], end_of_word_id: int) -> list[int]:
+    return [i for i in ids if i != end_of_word_id]
+
+
+# --- parity with the document ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(HARD_CASES))
+def test_hard_case_ids_match_reference(
+    name: str, tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer
+) -> None:
+    text = HARD_CASES[name]
+    expected = reference.encode(text)
+    assert tokenizer(text)["input_ids"] == expected
+    assert tokenizer.encode(text) == expected
+    # The Rust tokenizer alone, lone </w> aside: the cache in front of it is not what makes ids right.
+    assert without_end_of_word(tokenizer.backend_tokenizer.encode(text).ids, tokenizer.end_of_word_id) == expected
+
+
+def test_hard_cases_in_one_batch_and_decode(tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer) -> None:
+    texts = list(HARD_CASES.values())
+    encoded = tokenizer(texts)["input_ids"]
+    assert encoded == [reference.encode(text) for text in texts]
+    for text, ids in zip(texts, encoded):
+        assert tokenizer.decode(ids) == expected_decoding(reference, text), text[:40]
+
+
+def test_no_byte_is_lost(tokenizer: HfAttnTokenizerFast) -> None:
+    """Every byte of every non-space character comes back, whatever merges happened."""
+    text = HARD_CASES["emoji"] + HARD_CASES["cjk"] + HARD_CASES["control_characters"] + HARD_CASES["combining"]
+    decoded = tokenizer.decode(tokenizer(text)["input_ids"])
+    assert "".join(decoded.split()) == "".join(text.split())
+
+
+def test_imdb_reviews_match_reference(
+    tokenizer: HfAttnTokenizerFast,
+    reference: ReferenceTokenizer,
+    labelled_reviews: list[str],
+    split_indices: dict[str, list[int]],
+) -> None:
+    """A few thousand reviews from all three parts of the seed split, plain and in the Week 3 format."""
+    rows = split_indices["train"][:2000] + split_indices["val"][:500] + split_indices["test"][:500]
+    texts = [labelled_reviews[i] for i in rows]
+    assert tokenizer(texts)["input_ids"] == [reference.encode(text) for text in texts]
+    padded = tokenizer(texts, truncation=True, padding="max_length")
+    expected = [reference.encode_padded(text) for text in texts]
+    assert padded["input_ids"] == [ids for ids, _ in expected]
+    assert padded["attention_mask"] == [mask for _, mask in expected]
+    rust = tokenizer.backend_tokenizer.encode_batch(texts[:300])
+    assert [without_end_of_word(e.ids, tokenizer.end_of_word_id) for e in rust] == [
+        reference.encode(t) for t in texts[:300]
+    ]
+
+
+@pytest.mark.slow
+def test_all_labelled_reviews_match_reference(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, labelled_reviews: list[str]
+) -> None:
+    assert len(labelled_reviews) == 50_000
+    assert tokenizer(labelled_reviews)["input_ids"] == [reference.encode(text) for text in labelled_reviews]
+
+
+def test_word_split_matches_python_re_on_every_code_point(tokenizer: HfAttnTokenizerFast) -> None:
+    """The normalizer's frozen classes against Python's re, each code point inside a word and doubled."""
+    code_points = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    text = "".join(f"a{c}{c}b " for c in code_points)
+    expected = "".join(f"{word} " for word in WORD_PATTERN.findall(text))
+    normalized = tokenizer.backend_tokenizer.normalizer.normalize_str(text)
+    if normalized != expected:
+        at = next(i for i, (a, b) in enumerate(zip(normalized, expected)) if a != b)
+        pytest.fail(f"split differs near {expected[max(0, at - 20): at + 20]!r} (got {normalized[at - 20: at + 20]!r})")
+
+
+def test_arrow_whitespace_split_is_str_split_on_every_code_point() -> None:
+    """The chunk cache relies on Arrow splitting exactly where str.split() does."""
+    text = "".join(f"a{chr(c)}b" for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    assert pc.utf8_split_whitespace(pa.array([text])).to_pylist()[0] == text.split()
+
+
+# --- the Week 3 files --------------------------------------------------------------------------------
+
+
+def test_sizes_and_special_tokens(tokenizer: HfAttnTokenizerFast) -> None:
+    config = json.loads(SAMPLE_FILES["vocab_config.json"].read_text())
+    assert len(tokenizer) == tokenizer.vocab_size == config["vocab_size"]
+    assert (tokenizer.pad_token, tokenizer.pad_token_id) == (config["pad_token"], config["pad_id"])
+    assert tokenizer.model_max_length == config["max_seq"]
+    assert tokenizer.end_of_word_id == 32
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_save_week3_rewrites_the_sample_files_byte_for_byte(
+    tokenizer: HfAttnTokenizerFast, tmp_path: Path, flat: bool
+) -> None:
+    written = tokenizer.save_week3(tmp_path, flat=flat)
+    assert [path.name for path in written] == list(SAMPLE_FILES)
+    for path in written:
+        assert path.read_bytes() == SAMPLE_FILES[path.name].read_bytes(), path.name
+    assert HfAttnTokenizerFast.from_week3(tmp_path)("don't stop")["input_ids"] == tokenizer("don't stop")["input_ids"]
+
+
+def write_flat_copy(directory: Path, **changes: object) -> Path:
+    """The sample's three files in ``directory``, with some replaced by new JSON values or raw text."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, source in SAMPLE_FILES.items():
+        key = name.removesuffix(".json")
+        if key in changes:
+            value = changes[key]
+            (directory / name).write_text(value if isinstance(value, str) else json.dumps(value), encoding="utf-8")
+        else:
+            shutil.copy(source, directory / name)
+    return directory
+
+
+def sample_json(name: str) -> object:
+    return json.loads(SAMPLE_FILES[name].read_text(encoding="utf-8"))
+
+
+def bad_files() -> dict[str, tuple[dict[str, object], str]]:
+    """Broken variants of the sample files and a pattern their error message must contain."""
+    merges, vocab, config = (
+        sample_json("bpe_merges.json"),
+        sample_json("bpe_vocab.json"),
+        sample_json("vocab_config.json"),
+    )
+    gap_vocab = dict(vocab)
+    gap_vocab["[PAD]"] = 501
+    ghost_merge = [*merges[:10], ["t", "zz"], *merges[10:]]
+    later_made = [["th", "e</w>"], *merges]
+    end_inside = [*merges, ["e</w>", "s"]]
+    return {
+        "invalid_json": ({"bpe_vocab": '{"a": 0,'}, r"bpe_vocab\.json: not valid UTF-8 JSON"),
+        "merges_not_pairs": (
+            {"bpe_merges": [["t", "h", "e"]]},
+            r"bpe_merges\.json: expected a JSON list of \[left, right\]",
+        ),
+        "merge_part_not_a_token": (
+            {"bpe_merges": ghost_merge},
+            r"merge #10 \['t', 'zz'\]: 'zz' is not a token of .*bpe_vocab\.json",
+        ),
+        "ids_not_contiguous": ({"bpe_vocab": gap_vocab}, r"bpe_vocab\.json: ids must be 0\.\.500"),
+        "pad_id_disagrees": (
+            {"vocab_config": {**config, "pad_id": 499}},
+            r"vocab_config\.json says pad_token '\[PAD\]' has id 499",
+        ),
+        "vocab_size_disagrees": (
+            {"vocab_config": {**config, "vocab_size": 600}},
+            r"vocab_size 600 and pad_id 500 must be 501",
+        ),
+        "byte_vocab_size": ({"vocab_config": {**config, "byte_vocab_size": 128}}, r"byte_vocab_size is 128"),
+        "config_key_missing": (
+            {"vocab_config": {k: v for k, v in config.items() if k != "max_seq"}},
+            r"missing key\(s\) max_seq",
+        ),
+        "merges_from_another_run": (
+            {"bpe_merges": merges[:-1]},
+            r"token 'time</w>' has id 499, but the Week 3 construction",
+        ),
+        "end_of_word_inside_merge": ({"bpe_merges": end_inside}, r"</w> ends a word"),
+        "token_used_before_made": (
+            {"bpe_merges": later_made},
+            r"merge #0 \['th', 'e</w>'\]: 'th' is made \(again\) by the later",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "invalid_json",
+        "merges_not_pairs",
+        "merge_part_not_a_token",
+        "ids_not_contiguous",
+        "pad_id_disagrees",
+        "vocab_size_disagrees",
+        "byte_vocab_size",
+        "config_key_missing",
+        "merges_from_another_run",
+        "end_of_word_inside_merge",
+        "token_used_before_made",
+    ],
+)
+def test_bad_week3_files_raise_clear_errors(sample_dir: Path, tmp_path: Path, case: str) -> None:
+    changes, message = bad_files()[case]
+    folder = write_flat_copy(tmp_path / case, **changes)
+    with pytest.raises(Week3FormatError, match=message) as error:
+        HfAttnTokenizerFast.from_week3(folder)
+    assert str(folder) in str(error.value)
+
+
+def test_missing_week3_file_names_what_was_looked_for(sample_dir: Path, tmp_path: Path) -> None:
+    folder = write_flat_copy(tmp_path / "partial")
+    (folder / "bpe_vocab.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"bpe_vocab\.json not found: looked for .*datasets/bpe_vocab\.json"):
+        HfAttnTokenizerFast.from_week3(folder)
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        HfAttnTokenizerFast.from_week3(tmp_path / "nowhere")
+
+
+# --- transformers behaviour -----------------------------------------------------------------------------
+
+
+def test_week3_format_and_tensors(tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer) -> None:
+    texts = [HARD_CASES["plain"], HARD_CASES["long_word"], HARD_CASES["empty"], HARD_CASES["br_tags"] * 30]
+    batch = tokenizer(texts, truncation=True, padding="max_length", return_tensors="pt")
+    assert batch["input_ids"].shape == batch["attention_mask"].shape == (4, 128)
+    assert batch["input_ids"].dtype == torch.long
+    expected = [reference.encode_padded(text) for text in texts]
+    assert batch["input_ids"].tolist() == [ids for ids, _ in expected]
+    assert batch["attention_mask"].tolist() == [mask for _, mask in expected]
+
+
+def test_padding_and_truncation_options(tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer) -> None:
+    texts = ["We love movies.", "don't", ""]
+    ids = [reference.encode(text) for text in texts]
+    pad = tokenizer.pad_token_id
+    longest = tokenizer(texts, padding=True)
+    assert longest["input_ids"] == [one + [pad] * (8 - len(one)) for one in ids]
+    assert longest["attention_mask"] == [[1] * len(one) + [0] * (8 - len(one)) for one in ids]
+    left = tokenizer(texts, padding=True, padding_side="left", pad_to_multiple_of=5)["input_ids"]
+    assert left == [[pad] * (10 - len(one)) + one for one in ids]
+    assert tokenizer(texts, truncation=True, max_length=3)["input_ids"] == [one[:3] for one in ids]
+    single = tokenizer("We love movies.", truncation=True, max_length=4, padding="max_length", return_length=True)
+    assert single["input_ids"] == ids[0][:4] and single["length"] == 4
+    left_cut = copy.deepcopy(tokenizer)
+    left_cut.truncation_side = "left"
+    assert left_cut(texts, truncation=True, max_length=3)["input_ids"] == [one[-3:] for one in ids]
+    extras = tokenizer(texts[:2], padding=True, return_special_tokens_mask=True, return_token_type_ids=True)
+    assert extras["special_tokens_mask"][1] == [0] * len(ids[1]) + [1] * (8 - len(ids[1]))
+    assert extras["token_type_ids"] == [[0] * 8, [0] * 8]
+
+
+def test_offsets_point_at_the_token_text(tokenizer: HfAttnTokenizerFast) -> None:
+    text = "We love movies, don't you?"
+    encoded = tokenizer(text, return_offsets_mapping=True)
+    tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"])
+    assert len(encoded["offset_mapping"]) == len(tokens)
+    for token, (start, end) in zip(tokens, encoded["offset_mapping"]):
+        assert text[start:end].rstrip() == token.removesuffix("Ġ")
+
+
+def test_tokens_words_and_unsupported_inputs(tokenizer: HfAttnTokenizerFast) -> None:
+    assert tokenizer.tokenize("don't") == ["d", "onĠ", "'Ġ", "tĠ"]
+    assert tokenizer.convert_tokens_to_ids(tokenizer.tokenize("don't")) == tokenizer("don't")["input_ids"]
+    assert tokenizer(["don't", "stop"], is_split_into_words=True)["input_ids"] == tokenizer("don't stop")["input_ids"]
+    assert tokenizer("[PAD]")["input_ids"] != [tokenizer.pad_token_id]
+    with pytest.raises(ValueError, match="no sentence-pair format"):
+        tokenizer("a review", "a question")
+    with pytest.raises(ValueError, match="overflowing"):
+        tokenizer("a review", return_overflowing_tokens=True)
+
+
+def test_decode_skips_padding(tokenizer: HfAttnTokenizerFast) -> None:
+    padded = tokenizer("We love movies.", padding="max_length")["input_ids"]
+    assert tokenizer.decode(padded, skip_special_tokens=True) == "We love movies ."
+    assert tokenizer.batch_decode([padded[:3], []]) == ["We l", ""]
+
+
+def test_chunk_cache_is_invisible(sample_dir: Path, reference: ReferenceTokenizer, labelled_reviews: list[str]) -> None:
+    """Cold, warm, restarted past capacity, pickled and in groups with every sentinel used: same ids."""
+    texts = labelled_reviews[:300] + [" ".join([SENTINELS + "x", SENTINELS + "y", "ab" + SENTINELS])] * 2
+    expected = [reference.encode(text) for text in texts]
+    fresh = HfAttnTokenizerFast.from_week3(sample_dir)
+    assert fresh(texts)["input_ids"] == expected
+    assert fresh(texts[::-1])["input_ids"] == expected[::-1]
+    fresh._chunk_ids.capacity = 500
+    assert fresh(texts)["input_ids"] == expected
+    assert len(fresh._chunk_ids.row_of) <= 500 + len(set(" ".join(texts).split()))
+    for clone in (pickle.loads(pickle.dumps(fresh)), copy.deepcopy(fresh)):
+        assert len(clone._chunk_ids.row_of) == 0
+        assert clone(texts)["input_ids"] == expected
+
+
+def test_datasets_map(tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer) -> None:
+    texts = list(HARD_CASES.values())
+    mapped = datasets.Dataset.from_dict({"text": texts}).map(
+        lambda batch: tokenizer(batch["text"], truncation=True, padding="max_length"), batched=True, batch_size=7
+    )
+    assert mapped["input_ids"] == [reference.encode_padded(text)[0] for text in texts]
+
+
+# --- save_pretrained / from_pretrained ------------------------------------------------------------------
+
+FRESH_PROCESS_CHECK = r"""
+import importlib.abc, json, sys
+
+class RefuseHfAttn(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "hf_attn" or name.startswith("hf_attn."):
+            raise ModuleNotFoundError(f"{name} is kept out of this check")
+        return None
+
+sys.meta_path.insert(0, RefuseHfAttn())
+try:
+    import hf_attn
+except ModuleNotFoundError:
+    pass
+else:
+    raise SystemExit("hf_attn is importable here, so this check would prove nothing")
+
+from transformers import AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+texts = json.loads(sys.stdin.read())
+print(json.dumps({
+    "class": type(tokenizer).__module__ + "." + type(tokenizer).__name__,
+    "ids": tokenizer(texts)["input_ids"],
+    "padded": tokenizer(texts, truncation=True, padding="max_length")["input_ids"],
+    "hf_attn_modules": [name for name in sys.modules if name == "hf_attn" or name.startswith("hf_attn.")],
+}))
+"""
+
+
+def test_save_pretrained_loads_in_a_fresh_process_without_hf_attn(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, tmp_path: Path
+) -> None:
+    saved = tmp_path / "tokenizer"
+    tokenizer.save_pretrained(saved)
+    texts = list(HARD_CASES.values())
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    run = subprocess.run(
+        [sys.executable, "-I", "-c", FRESH_PROCESS_CHECK, str(saved)],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["class"].endswith("tokenization_hf_attn.HfAttnTokenizerFast")
+    assert not result["class"].startswith("hf_attn")
+    assert result["hf_attn_modules"] == []
+    assert result["ids"] == [reference.encode(text) for text in texts]
+    assert result["padded"] == [reference.encode_padded(text)[0] for text in texts]
+
+
+def test_from_pretrained_in_process_and_plain_fast_tokenizer(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, tmp_path: Path
+) -> None:
+    tokenizer.save_pretrained(tmp_path)
+    texts = list(HARD_CASES.values())
+    expected = [reference.encode(text) for text in texts]
+    reloaded = HfAttnTokenizerFast.from_pretrained(tmp_path)
+    assert reloaded(texts)["input_ids"] == expected
+    assert reloaded.week3_files() == tokenizer.week3_files()
+    # A plain fast tokenizer reads the same tokenizer.json; it only keeps the lone </w> (id 32) in.
+    plain = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    assert [without_end_of_word(ids, 32) for ids in plain(texts)["input_ids"]] == expected
+
+
+# --- the trainer --------------------------------------------------------------------------------------
+
+TIE_CORPUS = [
+    "ab ab ba ba cd cd dc dc",
+    "abab baba cdcd",
+    "zz yy xx ww zz yy xx ww",
+    "a_b a_b é é è è",
+    "don't don't can't can't",
+    "ééé èèè ab! ab! ab?",
+]
+
+
+@pytest.mark.parametrize(("vocab_size", "min_freq"), [(300, 1), (280, 2), (256, 1), (400, 50)])
+def test_trainer_matches_documented_trainer_on_ties(vocab_size: int, min_freq: int) -> None:
+    files = train_week3_tokenizer(TIE_CORPUS, vocab_size=vocab_size, min_freq=min_freq).week3_files()
+    expected = train_reference(TIE_CORPUS, vocab_size=vocab_size, min_freq=min_freq)
+    assert files.merges == expected
+    assert files.vocab == reference_vocab(expected)
+
+
+def test_trainer_matches_documented_trainer_on_reviews(labelled_reviews: list[str]) -> None:
+    texts = labelled_reviews[:80] + labelled_reviews[-80:]
+    files = train_week3_tokenizer(texts, vocab_size=330, min_freq=3).week3_files()
+    assert files.merges == train_reference(texts, vocab_size=330, min_freq=3)
+
+
+def test_trainer_reproduces_the_sample_files(
+    labelled_reviews: list[str], split_indices: dict[str, list[int]], tmp_path: Path
+) -> None:
+    """The sample files were made by an independent implementation on these 5,000 reviews."""
+    texts = [labelled_reviews[i] for i in split_indices["train"][:5000]]
+    trained = train_week3_tokenizer(texts, vocab_size=500, min_freq=5, max_seq=128)
+    for path in trained.save_week3(tmp_path):
+        assert path.read_bytes() == SAMPLE_FILES[path.name].read_bytes(), path.name
+
+
+@pytest.mark.slow
+def test_documented_trainer_reproduces_the_sample_merges(
+    labelled_reviews: list[str], split_indices: dict[str, list[int]]
+) -> None:
+    """Checks the reference trainer itself against the sample (minutes of pure Python)."""
+    texts = [labelled_reviews[i] for i in split_indices["train"][:5000]]
+    merges = [tuple(pair) for pair in json.loads(SAMPLE_FILES["bpe_merges.json"].read_text())]
+    assert train_reference(texts, vocab_size=500, min_freq=5) == merges
+
+
+def test_trained_files_load_and_match_the_reference(labelled_reviews: list[str], tmp_path: Path) -> None:
+    texts = labelled_reviews[:300]
+    trained = train_week3_tokenizer(texts, vocab_size=320, min_freq=2, max_seq=64)
+    paths = trained.save_week3(tmp_path)
+    reference = ReferenceTokenizer.from_files(*paths)
+    loaded = HfAttnTokenizerFast.from_week3(tmp_path)
+    probe = labelled_reviews[-200:] + list(HARD_CASES.values())
+    assert loaded(probe, truncation=True, padding="max_length")["input_ids"] == [
+        reference.encode_padded(text)[0] for text in probe
+    ]
+    assert loaded.model_max_length == 64
+
+
+def test_trainer_rejects_a_vocabulary_smaller_than_the_bytes() -> None:
+    with pytest.raises(ValueError, match="at least 256"):
+        train_week3_tokenizer(["a b"], vocab_size=100)
