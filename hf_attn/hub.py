@@ -110,7 +110,9 @@ def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
     model_dir = Path(model_dir)
     for name in ("metrics.json", "config.json"):
         if not (model_dir / name).is_file():
-            raise FileNotFoundError(f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train`.")
+            raise FileNotFoundError(
+                f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train`."
+            )
     metrics = json.loads((model_dir / "metrics.json").read_text())
     config = json.loads((model_dir / "config.json").read_text())
     return build_model_card(metrics, config, repo_id)

@@ -28,7 +28,12 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_hf_attn import HfAttnConfig
 from .masking import key_padding_mask, self_attention_mask
-from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
+from .positions import (
+    AttentionPositions,
+    PositionScheme,
+    apply_rotary,
+    build_position_scheme,
+)
 
 
 def eager_attention_forward(
@@ -260,7 +265,8 @@ def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
     lowest, highest = (int(value) for value in torch.aminmax(input_ids))  # one device sync, not two
     if lowest < 0 or highest >= vocab_size:
         raise ValueError(
-            f"input_ids hold ids outside [0, {vocab_size}) (min {lowest}, max {highest}): the tokenizer and the model's vocab_size disagree. Use the tokenizer saved "
+            f"input_ids hold ids outside [0, {vocab_size}) (min {lowest}, max {highest}): the tokenizer and "
+            "the model's vocab_size disagree. Use the tokenizer saved "
             "with this model, or call model.resize_token_embeddings(len(tokenizer))."
         )
 

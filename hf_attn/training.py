@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from sklearn.metrics import accuracy_score, f1_score
 from accelerate import PartialState
 from datasets import DatasetDict
+from sklearn.metrics import accuracy_score, f1_score
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,

@@ -6,17 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import SHARED, require
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
 
-
-@pytest.fixture
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is absent (it holds the Week 3 sample and IMDb); nothing to compare against")
-    return SHARED
+@pytest.fixture(scope="module")
+def sample_dir() -> Path:
+    """The Week 3 sample files made by an independent implementation (skips where ../shared is absent)."""
+    return require(SHARED / "week3-sample")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers import tiny_config_kwargs
 
 from hf_attn import POSITION_SCHEMES, HfAttnConfig
-
-from helpers import tiny_config_kwargs
 
 
 def test_defaults_match_reference_setup() -> None:

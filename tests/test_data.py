@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from helpers import SHARED
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
@@ -21,7 +22,6 @@ from hf_attn.data import (
     tokenize_splits,
 )
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 IMDB_DIR = SHARED / "data" / "imdb"
 SPLIT_JSON = SHARED / "week3-sample" / "split_indices.json"
 

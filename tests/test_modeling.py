@@ -135,7 +135,8 @@ def test_permutation_equivariant_only_without_positions(scheme: str) -> None:
     assert equivariant == (scheme == "none")
 
 
-@pytest.mark.parametrize(("scheme", "attn", "causal"), list(itertools.product(SCHEMES, ["eager", "sdpa"], [False, True])))
+@pytest.mark.parametrize(("scheme", "attn", "causal"),
+                         list(itertools.product(SCHEMES, ["eager", "sdpa"], [False, True])))
 def test_padding_leaves_real_token_outputs_unchanged(scheme: str, attn: str, causal: bool) -> None:
     model = build(attn=attn, position_embedding_type=scheme, is_decoder=causal)
     input_ids, _ = random_batch(batch=1, length=7)
@@ -178,11 +179,15 @@ def test_grouped_query_attention_equals_mha_with_shared_heads(scheme: str) -> No
     mha = build(position_embedding_type=scheme, num_key_value_heads=4)
     state = gqa.state_dict()
     head_dim, q_width = 8, 32
+
+    def copy_each_head_for_its_group(weights: torch.Tensor) -> torch.Tensor:  # (2 heads * D, ...) -> (4 * D, ...)
+        rest = weights.shape[1:]
+        return weights.view(2, head_dim, *rest).repeat_interleave(2, dim=0).reshape(q_width, *rest)
+
     for key in list(state):
         if key.endswith("qkv_proj.weight") or key.endswith("qkv_proj.bias"):
             q, k, v = state[key].split([q_width, 16, 16], dim=0)
-            expand = lambda t: t.view(2, head_dim, *t.shape[1:]).repeat_interleave(2, dim=0).reshape(q_width, *t.shape[1:])
-            state[key] = torch.cat([q, expand(k), expand(v)], dim=0)
+            state[key] = torch.cat([q, copy_each_head_for_its_group(k), copy_each_head_for_its_group(v)], dim=0)
     mha.load_state_dict(state)
     input_ids, attention_mask = random_batch(pad_rows={0: 6})
     with torch.no_grad():
@@ -323,7 +328,8 @@ REMOTE_LOAD = textwrap.dedent("""
     assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
     batch = json.load(open(sys.argv[2]))
     with torch.no_grad():
-        logits = model(input_ids=torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"])).logits
+        inputs = {name: torch.tensor(values) for name, values in batch.items()}
+        logits = model(**inputs).logits
     print(json.dumps(logits.tolist()))
 """)
 

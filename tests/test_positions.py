@@ -9,7 +9,12 @@ import torch
 from helpers import tiny_config_kwargs
 
 from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnModel, PositionScheme
-from hf_attn.positions import RotaryPositions, SinusoidalPositions, alibi_slopes, apply_rotary
+from hf_attn.positions import (
+    RotaryPositions,
+    SinusoidalPositions,
+    alibi_slopes,
+    apply_rotary,
+)
 
 
 def rope_config(**rope: object) -> HfAttnConfig:

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
+from helpers import SHARED, require
 from transformers import PreTrainedTokenizerFast
 from week3_reference import (
     END_OF_WORD,
@@ -38,7 +39,6 @@ from hf_attn.tokenization_hf_attn import (
     train_week3_tokenizer,
 )
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 SAMPLE = SHARED / "week3-sample"
 IMDB = SHARED / "data" / "imdb"
 SAMPLE_FILES = {
@@ -73,17 +73,6 @@ HARD_CASES = {
     "symbols": "x≤y ∑∞ ±5 °C ™ © …",
     "repeats": "!!!! .... aaaa ---- ????",
 }
-
-
-def require(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is absent; it holds the Week 3 sample files and IMDb these tests compare against")
-    return path
-
-
-@pytest.fixture(scope="module")
-def sample_dir() -> Path:
-    return require(SAMPLE)
 
 
 @pytest.fixture(scope="module")

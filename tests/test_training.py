@@ -10,9 +10,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    TrainerCallback,
+)
 
-from hf_attn.training import ExperimentConfigError, evaluate_saved, load_experiment, train
+from hf_attn.training import (
+    ExperimentConfigError,
+    evaluate_saved,
+    load_experiment,
+    train,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "configs" / "smoke.yaml"

@@ -10,7 +10,7 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 import torch
-from helpers import tiny_config_kwargs
+from helpers import SHARED, require, tiny_config_kwargs
 from torch.utils.data import Subset, TensorDataset
 from transformers import BertConfig, BertForSequenceClassification
 from week3_reference import ReferenceTokenizer
@@ -25,21 +25,9 @@ from hf_attn.week3 import (
     save_week3_split,
 )
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 SAMPLE = SHARED / "week3-sample"
 IMDB = SHARED / "data" / "imdb"
 SPLIT_KEYS = {"train": "train", "val": "val", "test": "test"}
-
-
-def require(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is absent; it holds the Week 3 sample files and IMDb these tests compare against")
-    return path
-
-
-@pytest.fixture(scope="module")
-def sample_dir() -> Path:
-    return require(SAMPLE)
 
 
 @pytest.fixture(scope="module")
