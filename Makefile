@@ -24,7 +24,7 @@ install: $(STAMP)
 # RoPE classifier, evaluates it, saves it as a from_pretrained folder, then probes and uses it.
 demo: $(STAMP)
 	$(VENV)/bin/hf-attn train --config configs/smoke.yaml --output-dir outputs/demo
-	$(VENV)/bin/hf-attn probe --model outputs/demo
+	$(VENV)/bin/hf-attn probe --model outputs/demo --output-dir outputs/demo/probe
 	$(VENV)/bin/hf-attn predict --model outputs/demo "A wonderful, moving film." "Dull and far too long."
 
 test: $(STAMP)

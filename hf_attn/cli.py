@@ -46,9 +46,34 @@ def _predict(args: argparse.Namespace) -> None:
 
 
 def _probe(args: argparse.Namespace) -> None:
-    from .probes import format_probe, run_hard_probe
+    from .plots import plot_rope_decay, plot_sinusoidal_table
+    from .probes import (
+        HARD_REVIEWS,
+        cross_attention_probe,
+        format_probe,
+        run_hard_probe,
+        self_attention_heatmaps,
+    )
 
-    print(format_probe(run_hard_probe(_classifier(args.model))))
+    classifier = _classifier(args.model)
+    results = run_hard_probe(classifier)
+    print(format_probe(results))
+    if args.output_dir is None:
+        return
+    output = Path(args.output_dir)
+    model, tokenizer = classifier.model, classifier.tokenizer
+    text = args.heatmap_text or HARD_REVIEWS[0][0]
+    pictures = [str(p) for p in self_attention_heatmaps(model, tokenizer, text, output)]
+    cross = cross_attention_probe(model.model, tokenizer, output)
+    pictures += [record["png"] for record in cross]
+    config = model.config
+    pictures.append(str(plot_sinusoidal_table(output / "sinusoidal_table.png", config.max_position_embeddings,
+                                              config.hidden_size)))
+    pictures.append(str(plot_rope_decay(output / "rope_offset_decay.png")))
+    summary = {"hard_probe_score": sum(r.correct for r in results), "hard_probe": [vars(r) for r in results],
+               "cross_attention": cross, "pictures": pictures}
+    (output / "probe.json").write_text(json.dumps(summary, indent=2))
+    print(f"pictures and probe.json in {output}")
 
 
 def _baseline(args: argparse.Namespace) -> None:
@@ -119,8 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("texts", nargs="+")
     predict.set_defaults(func=_predict)
 
-    probe = commands.add_parser("probe", help="the six-review hard probe")
+    probe = commands.add_parser("probe", help="hard-review probe; with --output-dir also heatmaps and plots")
     probe.add_argument("--model", required=True)
+    probe.add_argument("--output-dir", help="write self- and cross-attention heatmaps, position plots, probe.json")
+    probe.add_argument("--heatmap-text", help="review for the self-attention heatmaps (default: hard review 1)")
     probe.set_defaults(func=_probe)
 
     baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")

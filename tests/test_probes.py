@@ -1,0 +1,95 @@
+"""Probes and pictures: the hard probe's bookkeeping, cross-attention mechanics, PNG output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import tiny_config_kwargs
+
+from hf_attn import HfAttnConfig, HfAttnModel
+from hf_attn.data import load_sample
+from hf_attn.plots import plot_rope_decay, plot_sinusoidal_table, rope_offset_scores
+from hf_attn.positions import apply_rotary
+from hf_attn.probes import (
+    CROSS_ATTENTION_RECORDS,
+    HARD_REVIEWS,
+    cross_attention_probe,
+    paired_decoder,
+    run_hard_probe,
+)
+from hf_attn.tokenization_hf_attn import train_week3_tokenizer
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class FixedScores:
+    """A stand-in text-classification pipeline that gives P(positive) = 0.9 to even-numbered reviews."""
+
+    class model:  # noqa: N801 - mimics pipeline.model.config
+        class config:  # noqa: N801
+            label2id = {"neg": 0, "pos": 1}
+
+    def __call__(self, reviews: list[str], top_k: None = None) -> list[list[dict]]:
+        return [[{"label": "pos", "score": p}, {"label": "neg", "score": 1 - p}]
+                for p in (0.9 if i % 2 == 0 else 0.2 for i in range(len(reviews)))]
+
+
+def test_hard_probe_scores_each_review_against_its_label() -> None:
+    results = run_hard_probe(FixedScores())
+    assert [r.predicted for r in results] == [1, 0, 1, 0, 1, 0]
+    expected = [int(prediction == label) for prediction, (_, label, _) in zip([1, 0, 1, 0, 1, 0], HARD_REVIEWS)]
+    assert [int(r.correct) for r in results] == expected
+
+
+def test_rope_offset_scores_match_rotated_all_ones_vectors() -> None:
+    head_dim, theta = 16, 10_000.0
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    for offset in (0, 1, 7, 40):
+        angles = torch.cat([offset * inv_freq] * 2)[None, None, None, :]  # (1, 1, 1, D) halves layout
+        q = torch.ones(1, 1, 1, head_dim, dtype=torch.float64)
+        zero = torch.zeros_like(angles)
+        rotated_q, _ = apply_rotary(q, q, angles.cos()[0], angles.sin()[0])
+        unrotated_k, _ = apply_rotary(q, q, zero.cos()[0], zero.sin()[0])
+        score = float((rotated_q * unrotated_k).sum()) / head_dim
+        assert rope_offset_scores(head_dim, 40)[offset].item() == pytest.approx(score)
+
+
+def test_position_plots_are_png_files(tmp_path: Path) -> None:
+    for path in (plot_sinusoidal_table(tmp_path / "s.png", 32, 16), plot_rope_decay(tmp_path / "r.png")):
+        assert path.read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():  # noqa: ANN201
+    return train_week3_tokenizer(load_sample()["train"]["text"][:200], vocab_size=300, max_seq=64)
+
+
+def test_cross_attention_probe_reads_each_review(tokenizer, tmp_path: Path) -> None:  # noqa: ANN001
+    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                               position_embedding_type="rope", max_position_embeddings=64))
+    torch.manual_seed(0)
+    encoder = HfAttnModel(config).eval()
+    results = cross_attention_probe(encoder, tokenizer, tmp_path)
+    assert [r["title"] for r in results] == [r["title"] for r in CROSS_ATTENTION_RECORDS]
+    for record, result in zip(CROSS_ATTENTION_RECORDS, results):
+        assert Path(result["png"]).read_bytes().startswith(PNG_MAGIC)
+        assert len(result["top_review_token"]) == len(tokenizer(record["query"])["input_ids"])
+
+
+def test_cross_step_ignores_context_order(tokenizer) -> None:  # noqa: ANN001
+    """No positions in cross-attention: shuffling the encoded review's rows leaves the decoder unchanged."""
+    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                               position_embedding_type="rope", max_position_embeddings=64))
+    encoder = HfAttnModel(config).eval()
+    decoder = paired_decoder(encoder)
+    assert decoder.get_input_embeddings() is encoder.get_input_embeddings()
+    context = tokenizer([CROSS_ATTENTION_RECORDS[0]["context"]], return_tensors="pt")
+    query = tokenizer([CROSS_ATTENTION_RECORDS[0]["query"]], return_tensors="pt")
+    with torch.no_grad():
+        memory = encoder(**context).last_hidden_state
+        order = torch.randperm(memory.shape[1], generator=torch.Generator().manual_seed(0))
+        straight = decoder(**query, encoder_hidden_states=memory).last_hidden_state
+        shuffled = decoder(**query, encoder_hidden_states=memory[:, order]).last_hidden_state
+    torch.testing.assert_close(shuffled, straight, atol=1e-5, rtol=1e-5)
