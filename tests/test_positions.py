@@ -159,3 +159,14 @@ def test_a_new_scheme_is_one_class_and_one_registry_line(monkeypatch: pytest.Mon
     model = HfAttnModel(config).eval()
     assert isinstance(model.positions, ConstantOffset)
     model(input_ids=torch.randint(1, 64, (1, 5)))
+
+
+def test_yarn_scales_cos_sin_by_its_attention_factor() -> None:
+    """YaRN's default attention factor is 0.1 ln(factor) + 1 (Peng et al.), applied to cos and sin."""
+    rope = RotaryPositions(rope_config(rope_type="yarn", factor=4.0))
+    cos, sin = rope.attention_positions(torch.arange(3)[None], 3).rotary
+    expected = 0.1 * math.log(4.0) + 1.0
+    torch.testing.assert_close(cos[0, 0], torch.full_like(cos[0, 0], expected))  # position 0: cos = 1
+    assert torch.allclose(cos[0, 1] ** 2 + sin[0, 1] ** 2, torch.full_like(cos[0, 1], expected**2))
+    model = HfAttnModel(rope_config(rope_type="yarn", factor=4.0)).eval()
+    assert torch.isfinite(model(input_ids=torch.randint(1, 64, (1, 100))).last_hidden_state).all()
