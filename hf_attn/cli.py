@@ -102,6 +102,15 @@ def _prepare(args: argparse.Namespace) -> None:
     print(json.dumps(report, indent=2))
 
 
+def _card(args: argparse.Namespace) -> None:
+    from .hub import card_for_run
+
+    card = card_for_run(args.model, args.repo_id)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    card.save(args.output)
+    print(f"wrote {args.output}")
+
+
 def _push(args: argparse.Namespace) -> None:
     from .hub import push
 
@@ -156,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--max-tokens", type=int, default=128)
     baseline.add_argument("--output", help="write the metrics JSON here (e.g. results/tfidf-128.json)")
     baseline.set_defaults(func=_baseline)
+
+    card = commands.add_parser("card", help="write the model card of a trained run (from its metrics.json)")
+    card.add_argument("--model", required=True, help="a finished `hf-attn train` --output-dir")
+    card.add_argument("--repo-id", required=True, help="the Hub repo the card's loading example names")
+    card.add_argument("--output", required=True, help="e.g. model_cards/rope.md")
+    card.set_defaults(func=_card)
 
     push = commands.add_parser("push", help="upload model, tokenizer, code and model card to the Hub")
     push.add_argument("--model", required=True, help="a finished `hf-attn train` --output-dir")

@@ -30,7 +30,7 @@ A {layers}-layer, {heads}-head, d={hidden} Transformer encoder classifier for IM
 **{scheme}** position encoding, built with hf-attn (a Hugging Face–compatible package whose
 position scheme is one config field).
 
-## Results (seed split of the 50,000 labelled IMDb reviews: 40,000 / 5,000 / 5,000)
+## Results ({split_name}: train / validation / test reviews)
 
 | split | accuracy | F1 | loss |
 |---|---|---|---|
@@ -49,8 +49,8 @@ Reproduce: `{command}`
 
 Hugging Face `Trainer` (Accelerate underneath), {epochs:g} epochs over {n_train} reviews,
 {optimizer_steps} optimizer steps, {train_runtime_s:.0f} s on {world_size} process(es); evaluation and a
-checkpoint every {evals_per_epoch_fraction} epoch, early stopping on validation loss, best
-checkpoint restored. Hyperparameters: `{training}`.
+checkpoint every {evals_per_epoch_fraction}epoch, {early_stopping}, best checkpoint (lowest validation
+loss) restored. Hyperparameters: `{training}`.
 
 ## Intended use and limitations
 
@@ -74,7 +74,10 @@ print(pipeline("text-classification", model=model, tokenizer=tokenizer)("A movin
 def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: str) -> ModelCard:
     """A card whose metadata `model-index` carries the run's validation and test results."""
     scheme = config["position_embedding_type"]
-    dataset = dict(dataset_type="stanfordnlp/imdb", dataset_name="IMDb (seed split 40k/5k/5k)")
+    sizes = f"{metrics['n_train']:,}/{metrics['n_validation']:,}/{metrics['n_test']:,}"
+    source = metrics.get("experiment", {}).get("dataset")
+    split_name = f"IMDb {'sample shipped with hf-attn' if source == 'sample' else 'seed split'} ({sizes})"
+    dataset = dict(dataset_type="stanfordnlp/imdb", dataset_name=split_name)
     eval_results = [
         EvalResult(task_type="text-classification", metric_type=metric, metric_value=metrics[f"{split}_{metric}"],
                    dataset_split=split_name, **dataset)
@@ -90,12 +93,15 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
     evals = experiment.get("evals_per_epoch", 1)
     text = CARD_TEMPLATE.format(
         card_data=card_data.to_yaml(),
-        title=f"hf-attn IMDb classifier ({scheme} positions)",
+        title=f"hf-attn IMDb classifier ({scheme} positions)", split_name=split_name,
         layers=config["num_hidden_layers"], heads=config["num_attention_heads"], hidden=config["hidden_size"],
         scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
         vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
         dan_init=bool(experiment.get("week3")) and experiment.get("init_embedding_from_dan", True),
-        evals_per_epoch_fraction="" if evals == 1 else f"1/{evals}",
+        evals_per_epoch_fraction="" if evals == 1 else f"1/{evals} ",
+        early_stopping=("no early stopping" if experiment.get("early_stopping_patience") is None
+                        else f"early stopping after {experiment['early_stopping_patience']} evaluations without "
+                        "a lower validation loss"),
         training=json.dumps(experiment.get("training", {})), repo_id=repo_id,
         command=metrics.get("command") or "see metrics.json",
         **{key: metrics[key] for key in ("val_accuracy", "val_f1", "val_loss", "test_accuracy", "test_f1",

@@ -35,6 +35,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer.save_pretrained(folder)
     (folder / "training_args.bin").write_bytes(b"pickle that must never be uploaded")
     metrics = {"test_accuracy": 0.8123, "test_f1": 0.8011, "test_loss": 0.41, "val_accuracy": 0.8234,
+               "n_validation": 5000, "n_test": 5000,
                "val_f1": 0.8199, "val_loss": 0.4, "epochs": 2.0, "n_train": 40000, "optimizer_steps": 2500,
                "train_runtime_s": 3600.0, "world_size": 1, "max_length": 64, "command": "hf-attn train ...",
                "experiment": {"week3": "runs/week3", "training": {"learning_rate": 5e-4}, "evals_per_epoch": 4}}
