@@ -2,9 +2,12 @@
 
 The reference is the pure-Python encoder of tests/week3_reference.py with its per-word cache, the
 way the Week 3 notebook tokenized. Both start cold and run in the same process, one after the
-other, on the Week 3 output (``max_seq`` ids, padded, plus the mask); every result is compared id
-for id with the reference's. Also timed: a second, warm call; the Rust tokenizer alone (without
-the chunk cache, to show why the cache exists); and ``datasets.map`` over the whole split.
+other, and produce the Week 3 output: ``input_ids`` and ``padding_mask`` as ``[N, max_seq]`` int64
+tensors (what the notebook stores in its ``TensorDataset``; the reference builds lists, then
+tensors). Every result is compared id for id with the reference's. The tokenizer is also timed
+returning Python lists, the default of a transformers tokenizer call. Also timed: a second, warm
+call; the Rust tokenizer alone (without the chunk cache, to show why the cache exists); and
+``datasets.map`` over the whole split.
 
     python scripts/bench_tokenizer.py --out results/bench_tokenizer.json
 """
@@ -49,9 +52,16 @@ def seed_train_reviews(imdb: Path, limit: int | None) -> list[str]:
     return [texts[i] for i in rows[:limit]]
 
 
-def encode_week3(tokenizer: HfAttnTokenizerFast, texts: list[str]) -> dict[str, list[list[int]]]:
+def encode_week3(tokenizer: HfAttnTokenizerFast, texts: list[str], return_tensors: str | None = "pt") -> Any:
     """The Week 3 encoding: ``max_seq`` ids per review, ``[PAD]``-padded, and the padding mask."""
-    return tokenizer(texts, truncation=True, padding="max_length")
+    return tokenizer(texts, truncation=True, padding="max_length", return_tensors=return_tensors)
+
+
+def reference_week3(reference: ReferenceTokenizer, texts: list[str]) -> dict[str, torch.Tensor]:
+    """The notebook's way: per-text lists from the cached reference encoder, stacked into tensors."""
+    encoded = [reference.encode_padded(text) for text in texts]
+    return {"input_ids": torch.tensor([ids for ids, _ in encoded]),
+            "attention_mask": torch.tensor([mask for _, mask in encoded])}
 
 
 def timed(function: Callable[[], Any]) -> tuple[Any, float]:
@@ -75,16 +85,18 @@ def main(argv: list[str] | None = None) -> None:
     load_start = os.getloadavg()
 
     reference = ReferenceTokenizer.from_week3_folder(args.week3)
-    expected, reference_seconds = timed(lambda: [reference.encode_padded(text) for text in texts])
-    expected_ids = [ids for ids, _ in expected]
-    expected_masks = [mask for _, mask in expected]
+    expected, reference_seconds = timed(lambda: reference_week3(reference, texts))
+    expected_ids = expected["input_ids"].tolist()
+    expected_masks = expected["attention_mask"].tolist()
 
-    def matches(encoded: dict[str, list[list[int]]]) -> bool:
-        return encoded["input_ids"] == expected_ids and encoded["attention_mask"] == expected_masks
+    def matches(encoded: Any) -> bool:
+        return all(torch.equal(torch.as_tensor(encoded[name]), expected[name]) for name in expected)
 
     tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
     cold, cold_seconds = timed(lambda: encode_week3(tokenizer, texts))
     warm, warm_seconds = timed(lambda: encode_week3(tokenizer, texts))
+    lists_tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
+    cold_lists, cold_lists_seconds = timed(lambda: encode_week3(lists_tokenizer, texts, return_tensors=None))
 
     backend = HfAttnTokenizerFast.from_week3(args.week3).backend_tokenizer
     end_of_word = tokenizer.end_of_word_id
@@ -95,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     dataset = datasets.Dataset.from_dict({"text": texts})
     mapped, map_seconds = timed(
         lambda: dataset.map(
-            lambda batch: encode_week3(mapped_tokenizer, batch["text"]),
+            lambda batch: encode_week3(mapped_tokenizer, batch["text"], return_tensors="np"),
             batched=True,
             batch_size=args.map_batch_size,
             remove_columns=["text"],
@@ -117,9 +129,10 @@ def main(argv: list[str] | None = None) -> None:
         "max_seq": tokenizer.model_max_length,
         "week3": str(args.week3),
         "rows": [
-            row("reference: pure Python, per-word cache, cold", reference_seconds, True),
-            row("HfAttnTokenizerFast, one call, cold", cold_seconds, matches(cold)),
-            row("HfAttnTokenizerFast, same call again, warm", warm_seconds, matches(warm)),
+            row("reference: pure Python, per-word cache, cold (lists, then tensors)", reference_seconds, True),
+            row("HfAttnTokenizerFast, one call, cold (tensors)", cold_seconds, matches(cold)),
+            row("HfAttnTokenizerFast, same call again, warm (tensors)", warm_seconds, matches(warm)),
+            row("HfAttnTokenizerFast, one call, cold (Python lists)", cold_lists_seconds, matches(cold_lists)),
             row(
                 "Rust tokenizer alone (encode_batch_fast; lone </w> dropped after)",
                 rust_seconds,
@@ -128,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
             row(
                 f"datasets.map, batched ({args.map_batch_size}), cold",
                 map_seconds,
-                mapped["input_ids"] == expected_ids and mapped["attention_mask"] == expected_masks,
+                matches(mapped.with_format("torch")[:]),
             ),
         ],
         "environment": {
