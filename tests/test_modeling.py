@@ -48,6 +48,16 @@ def random_batch(batch: int = 3, length: int = 12, pad_rows: dict[int, int] | No
     return input_ids, attention_mask
 
 
+def assert_same_hidden_states(actual_model, expected_model, input_ids, attention_mask) -> None:  # noqa: ANN001
+    """Two models (a second code path and its reference) give the same last hidden states on one batch."""
+    with torch.no_grad():
+        torch.testing.assert_close(
+            actual_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+            expected_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
+            atol=1e-5, rtol=1e-5,
+        )
+
+
 # ---------------------------------------------------------------- eager vs SDPA
 
 
@@ -81,13 +91,7 @@ def test_sdpa_matches_eager(scheme: str, masks: str, kv_heads: int) -> None:
 ])
 def test_architecture_variants_agree_across_backends(variant: dict) -> None:
     eager, sdpa = build(attn="eager", **variant), build(attn="sdpa", **variant)
-    input_ids, attention_mask = random_batch(pad_rows={0: 5})
-    with torch.no_grad():
-        torch.testing.assert_close(
-            sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
-            eager(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
-            atol=1e-5, rtol=1e-5,
-        )
+    assert_same_hidden_states(sdpa, eager, *random_batch(pad_rows={0: 5}))
 
 
 def test_fully_masked_rows_are_exactly_zero_never_nan() -> None:
@@ -189,13 +193,7 @@ def test_grouped_query_attention_equals_mha_with_shared_heads(scheme: str) -> No
             q, k, v = state[key].split([q_width, 16, 16], dim=0)
             state[key] = torch.cat([q, copy_each_head_for_its_group(k), copy_each_head_for_its_group(v)], dim=0)
     mha.load_state_dict(state)
-    input_ids, attention_mask = random_batch(pad_rows={0: 6})
-    with torch.no_grad():
-        torch.testing.assert_close(
-            mha(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
-            gqa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
-            atol=1e-5, rtol=1e-5,
-        )
+    assert_same_hidden_states(mha, gqa, *random_batch(pad_rows={0: 6}))
 
 
 # ---------------------------------------------------------------- cross-attention
