@@ -118,18 +118,19 @@ class HfAttnAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, query_length, _ = hidden_states.shape
         query, key, value = self._project(hidden_states, context)
-        query = query.view(batch, query_length, -1, self.head_dim).transpose(1, 2)  # (B, H, Q, D)
-        key = key.view(batch, key.shape[1], -1, self.head_dim).transpose(1, 2)  # (B, KV, K, D)
-        value = value.view(batch, value.shape[1], -1, self.head_dim).transpose(1, 2)
+        query = query.view(batch, query_length, -1, self.head_dim)  # (B, Q, H, D)
+        key = key.view(batch, key.shape[1], -1, self.head_dim)  # (B, K, KV, D)
+        value = value.view(batch, value.shape[1], -1, self.head_dim)
         position_bias = None
         if positions is not None:
             if positions.rotary is not None:
-                query, key = apply_rotary(query, key, *positions.rotary)
+                query, key = apply_rotary(query, key, *positions.rotary, heads_dim=2)
                 # Q and K are new tensors now; V, still a view of the fused projection, would keep all of
                 # it alive for backward. A copy of V frees Q's and K's two thirds (measured: -48 MiB at
                 # batch 8 x 512 tokens, BERT's peak).
                 value = value.contiguous()
             position_bias = positions.bias
+        query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
 
         attention_function: Callable = eager_attention_forward
         if not output_attentions and self.config._attn_implementation != "eager":
