@@ -12,7 +12,8 @@ say more about the machine than about the model. Three sections:
 * `scaling`: inference time and memory of hf-attn, eager vs SDPA, from 128 to 2048 tokens: eager
   materialises the (batch, heads, T, T) score matrix, SDPA's fused kernels need not.
 * `realistic`: one epoch of training batches over real IMDb review lengths, padded to the maximum
-  length versus dynamically padded to each batch's longest review (random and length-grouped batches).
+  length versus dynamically padded to each batch's longest review (random and length-grouped batches),
+  for each truncation length (128, the reference's, and 512).
 
 Peak memory is the high-water mark of bytes held by torch's allocator during one step, *above what
 was already held when the step began* (parameters, AdamW state, other models and cached tables are
@@ -52,7 +53,7 @@ BASELINES = ("BERT", "RoFormer")
 # Written by scripts/bench_tokenizer.py; merged into the report when present.
 DEFAULT_TOKENIZER_JSON = "results/bench_tokenizer.json"
 MIB = 2**20
-WEEK3_VOCAB = 500  # BPE tokens of the Week 3 tokenizer (plus [PAD]), used for real review lengths
+WEEK3_VOCAB = 500  # BPE tokens of the Week 3 tokenizer's default (plus [PAD])
 
 
 def _setting(default: Any, help_text: str) -> Any:
@@ -97,7 +98,11 @@ class BenchSettings:
     realistic_scheme: str = _setting("rope", "hf-attn position scheme of the realistic section")
     realistic_backend: str = _setting("sdpa", "attention implementation of the realistic section")
     realistic_batch: int = _setting(32, "training batch size of the realistic section")
-    realistic_max_length: int = _setting(512, "truncation length, and the width of fixed padding")
+    realistic_max_lengths: tuple[int, ...] = _setting(
+        (128, 512), "truncation lengths, each also the width of fixed padding")
+    realistic_vocab_size: int = _setting(
+        WEEK3_VOCAB, "BPE vocabulary of the tokenizer that measures review lengths (a larger one makes reviews "
+        "shorter in tokens; the full IMDb runs use 8000)")
     epoch_reviews: int | None = _setting(None, "reviews in the epoch (default: the sample's whole train split)")
     group_megabatch: int = _setting(50, "length-grouped batching sorts chunks of this many batches")
     # Profile of hf-attn training steps.
@@ -388,13 +393,14 @@ def bench_scaling(settings: BenchSettings, device: torch.device) -> dict[str, An
     return {"scheme": settings.scaling_scheme, "rows": rows}
 
 
-def review_token_lengths(texts: Sequence[str]) -> list[int]:
+def review_token_lengths(texts: Sequence[str], vocab_size: int = WEEK3_VOCAB) -> tuple[list[int], int]:
     """Token counts of `texts` under a byte-pair tokenizer trained on them the Week 3 way.
 
     The recipe of `shared/docs/week3-format.md`: words are `\\w+` runs or single punctuation marks,
-    each ending in `</w>`, merges learned up to 500 tokens with min_freq 5. It is `tokenizers`' BPE, not
+    each ending in `</w>`, merges learned up to `vocab_size` tokens with min_freq 5. It is `tokenizers`' BPE, not
     the byte-level Week 3 implementation, so counts are close but not identical (non-ASCII bytes and
     tie-breaking differ); only lengths are used, and they do not depend on the benchmarked model's vocab.
+    Returns the lengths and the vocabulary actually reached (a small corpus may stop short of `vocab_size`).
     """
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
@@ -403,10 +409,10 @@ def review_token_lengths(texts: Sequence[str]) -> list[int]:
         [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(r"\w+|[^\w\s]"), behavior="isolated")]
     )
     trainer = trainers.BpeTrainer(
-        vocab_size=WEEK3_VOCAB, min_frequency=5, end_of_word_suffix="</w>", show_progress=False
+        vocab_size=vocab_size, min_frequency=5, end_of_word_suffix="</w>", show_progress=False
     )
     tokenizer.train_from_iterator(texts, trainer)
-    return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))]
+    return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))], tokenizer.get_vocab_size()
 
 
 def epoch_batches(
@@ -432,14 +438,31 @@ def epoch_batches(
 
 
 def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """One training epoch over IMDb review lengths: fixed padding vs dynamic vs length-grouped."""
+    """One training epoch over IMDb review lengths: fixed padding vs dynamic vs length-grouped, for each
+    truncation length."""
     from .data import load_sample
 
-    texts = list(load_sample()["train"]["text"])[: settings.epoch_reviews]
-    all_lengths = review_token_lengths(texts)
-    lengths = [max(1, min(n, settings.realistic_max_length)) for n in all_lengths]
+    texts = list(load_sample()["train"]["text"])  # the tokenizer learns from all of them
+    all_lengths, vocab = review_token_lengths(texts, settings.realistic_vocab_size)
+    all_lengths = all_lengths[: settings.epoch_reviews]
+    ordered = sorted(all_lengths)
+    return {
+        "scheme": settings.realistic_scheme, "backend": settings.realistic_backend, "reviews": len(all_lengths),
+        "batch": settings.realistic_batch,
+        "tokenizer": f"tokenizers BPE, Week 3 recipe (vocab {vocab} of {settings.realistic_vocab_size} asked, "
+                     f"min_freq 5), trained on the sample's {len(texts):,} training reviews",
+        "length_median": ordered[len(ordered) // 2],
+        "length_p90": ordered[int(0.9 * (len(ordered) - 1))],
+        "runs": [_realistic_epoch(settings, all_lengths, max_length, device)
+                 for max_length in settings.realistic_max_lengths],
+    }
 
-    config = hf_attn_config(settings, settings.realistic_scheme, settings.realistic_max_length)
+
+def _realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_length: int,
+                     device: torch.device) -> dict[str, Any]:
+    """The three padding strategies over one epoch of reviews truncated to `max_length`, interleaved."""
+    lengths = [max(1, min(n, max_length)) for n in all_lengths]
+    config = hf_attn_config(settings, settings.realistic_scheme, max_length)
     # One model and optimizer per strategy, all from the same initial weights, so no strategy trains on
     # weights another has moved.
     candidates = {}
@@ -461,7 +484,7 @@ def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, 
         padded = 0
         for indices in batches:
             batch_lengths = [lengths[i] for i in indices]
-            width = settings.realistic_max_length if strategy == "fixed" else max(batch_lengths)
+            width = max_length if strategy == "fixed" else max(batch_lengths)
             padded += width * len(indices)
             plans[strategy].append(
                 make_batch(len(indices), batch_lengths, width, settings.vocab_size, generator, device)
@@ -485,16 +508,8 @@ def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, 
         stat["epoch_s"] = totals[strategy]
         stat["speedup_vs_fixed"] = totals["fixed"] / totals[strategy]
         rows.append(stat)
-    ordered = sorted(all_lengths)
-    return {
-        "scheme": settings.realistic_scheme, "backend": settings.realistic_backend, "reviews": len(lengths),
-        "batch": settings.realistic_batch, "max_length": settings.realistic_max_length,
-        "tokenizer": f"tokenizers BPE, Week 3 recipe (vocab {WEEK3_VOCAB}, min_freq 5), trained on these reviews",
-        "length_median": ordered[len(ordered) // 2],
-        "length_p90": ordered[int(0.9 * (len(ordered) - 1))],
-        "truncated_fraction": sum(n > settings.realistic_max_length for n in all_lengths) / len(lengths),
-        "rows": rows,
-    }
+    return {"max_length": max_length,
+            "truncated_fraction": sum(n > max_length for n in all_lengths) / len(all_lengths), "rows": rows}
 
 
 def profile_training(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
@@ -641,15 +656,18 @@ def _format_scaling(section: dict[str, Any]) -> list[str]:
 
 
 def _format_realistic(section: dict[str, Any]) -> list[str]:
-    rows = [[r["strategy"], r["batches"], f"{r['real_tokens']:,}", f"{r['padded_tokens']:,}",
-             f"{r['padding_efficiency']:.0%}", f"{r['epoch_s']:.1f}", _ratio(r["speedup_vs_fixed"])]
-            for r in section["rows"]]
-    return [f"## Realistic batches (one epoch of {section['reviews']} IMDb reviews, hf-attn {section['scheme']} "
-            f"{section['backend']}, batch {section['batch']}, max {section['max_length']} tokens)", "",
-            f"Lengths: {section['tokenizer']}; median {section['length_median']}, 90th percentile "
-            f"{section['length_p90']}, {section['truncated_fraction']:.0%} truncated.", "",
-            _table(["padding", "batches", "real tokens", "padded tokens", "efficiency", "epoch s", "vs fixed"], rows),
-            ""]
+    out = [f"## Realistic batches (one epoch of {section['reviews']} IMDb reviews, hf-attn {section['scheme']} "
+           f"{section['backend']}, batch {section['batch']})", "",
+           f"Lengths: {section['tokenizer']}; median {section['length_median']}, 90th percentile "
+           f"{section['length_p90']} tokens.", ""]
+    for run in section["runs"]:
+        rows = [[r["strategy"], r["batches"], f"{r['real_tokens']:,}", f"{r['padded_tokens']:,}",
+                 f"{r['padding_efficiency']:.0%}", f"{r['epoch_s']:.1f}", _ratio(r["speedup_vs_fixed"])]
+                for r in run["rows"]]
+        out += [f"### Truncated to {run['max_length']} tokens ({run['truncated_fraction']:.0%} of reviews longer)", "",
+                _table(["padding", "batches", "real tokens", "padded tokens", "efficiency", "epoch s", "vs fixed"],
+                       rows), ""]
+    return out
 
 
 def _format_profile(section: dict[str, Any]) -> list[str]:

@@ -25,7 +25,7 @@ TOY = [
     "--hidden-size", "32", "--num-hidden-layers", "2", "--num-attention-heads", "4", "--intermediate-size", "64",
     "--vocab-size", "64", "--train-batch", "2", "--infer-batch", "2", "--seq-lengths", "8,16",
     "--warmup", "1", "--repeats", "1", "--scaling-lengths", "8,16", "--scaling-batch", "2", "--scaling-repeats", "1",
-    "--epoch-reviews", "12", "--realistic-batch", "4", "--realistic-max-length", "32", "--group-megabatch", "2",
+    "--epoch-reviews", "12", "--realistic-batch", "4", "--realistic-max-lengths", "16,32", "--group-megabatch", "2",
     "--profile-steps", "1", "--profile-seq", "16", "--threads", "1",
 ]
 
@@ -82,11 +82,17 @@ def test_other_sections_and_outputs(toy_run: tuple[dict, str, Path]) -> None:
     scaling = results["scaling"]["rows"]
     assert {(r["seq"], r["backend"]) for r in scaling} == {(8, "eager"), (8, "sdpa"), (16, "eager"), (16, "sdpa")}
     assert (out / "scaling.png").stat().st_size > 0
-    realistic = {r["strategy"]: r for r in results["realistic"]["rows"]}
-    assert set(realistic) == {"fixed", "dynamic", "grouped"}
-    assert realistic["fixed"]["padded_tokens"] == 12 * 32
-    assert realistic["grouped"]["padded_tokens"] <= realistic["dynamic"]["padded_tokens"] <= 12 * 32
-    assert len({r["real_tokens"] for r in realistic.values()}) == 1
+    runs = results["realistic"]["runs"]
+    assert [run["max_length"] for run in runs] == [16, 32]
+    for run in runs:
+        width = run["max_length"]
+        realistic = {r["strategy"]: r for r in run["rows"]}
+        assert set(realistic) == {"fixed", "dynamic", "grouped"}
+        assert realistic["fixed"]["padded_tokens"] == 12 * width
+        assert realistic["grouped"]["padded_tokens"] <= realistic["dynamic"]["padded_tokens"] <= 12 * width
+        assert len({r["real_tokens"] for r in realistic.values()}) == 1
+    # Truncating shorter can only cut tokens, never add them.
+    assert runs[0]["rows"][0]["real_tokens"] <= runs[1]["rows"][0]["real_tokens"]
     assert results["profile"]["top_ops"]
     assert results["tokenizer"]["rows"][0]["method"] == "fast"
     assert results["settings"]["seq_lengths"] == [8, 16]
