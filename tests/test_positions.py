@@ -92,11 +92,14 @@ def test_rope_backward_equals_autograd_of_the_plain_formula() -> None:
 def test_rope_keeps_half_precision_inputs_in_half_precision() -> None:
     """fp32 cos/sin tables must not promote bf16 queries and keys to fp32 (which doubles their memory and
     hands attention q/k of another dtype than v)."""
+    torch.manual_seed(3)
     cos, sin = RotaryPositions(rope_config()).attention_positions(torch.arange(5)[None], 5).rotary
     query = torch.randn(1, 2, 5, cos.shape[-1], dtype=torch.bfloat16)
     rotated, _ = apply_rotary(query, query, cos, sin)
     assert rotated.dtype == torch.bfloat16
-    torch.testing.assert_close(rotated, apply_rotary(query.float(), query.float(), cos, sin)[0].bfloat16())
+    # bf16 keeps 8 bits of mantissa: x1 cos - x2 sin rounds twice, so allow a few bf16 steps of |x| ~ 1.
+    expected = apply_rotary(query.float(), query.float(), cos, sin)[0]
+    torch.testing.assert_close(rotated.float(), expected, atol=3e-2, rtol=2e-2)
 
 
 def test_rope_score_depends_only_on_offset() -> None:
