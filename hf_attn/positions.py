@@ -167,12 +167,11 @@ def apply_rotary(
     transposes to heads-first). Tables are cast to the query's dtype, so half-precision models stay
     in half precision.
     """
+    cos, sin = cos.unsqueeze(heads_dim).to(query.dtype), sin.unsqueeze(heads_dim).to(query.dtype)
     if torch.compiler.is_compiling():  # the compiler fuses the plain formula (and its backward) itself
-        cos, sin = cos.unsqueeze(heads_dim).to(query.dtype), sin.unsqueeze(heads_dim).to(query.dtype)
         return query * cos + rotate_half(query) * sin, key * cos + rotate_half(key) * sin
-    half = cos.shape[-1] // 2
-    cos = cos[..., :half].unsqueeze(heads_dim).to(query.dtype)
-    sin = sin[..., :half].unsqueeze(heads_dim).to(query.dtype)
+    half = cos.shape[-1] // 2  # both halves of a pair share an angle: the hand-written path takes one
+    cos, sin = cos[..., :half], sin[..., :half]
     return _RotaryFunction.apply(query, cos, sin), _RotaryFunction.apply(key, cos, sin)
 
 
