@@ -123,39 +123,6 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, direction: float) -> torch.Tensor:
-    """Rotate each channel pair (i, i + d/2) of `x` by +angle (`direction` 1) or -angle (-1).
-
-    `cos`/`sin` are half-width tables broadcastable to x[..., : d/2]. Two half-width passes (a multiply,
-    then a fused multiply-add) per half, instead of the five full-width kernels of
-    `x * cos + rotate_half(x) * sin`.
-    """
-    half = x.shape[-1] // 2
-    first, second = x[..., :half], x[..., half:]
-    out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    torch.mul(first, cos, out=out[..., :half]).addcmul_(second, sin, value=-direction)
-    torch.mul(second, cos, out=out[..., half:]).addcmul_(first, sin, value=direction)
-    return out
-
-
-class _RotaryFunction(torch.autograd.Function):
-    """RoPE with a hand-written backward. A rotation is orthogonal, so the gradient is the incoming
-    gradient rotated back by -angle: backward needs only the (tiny) tables, not the input. Autograd of
-    the plain formula keeps the input and `rotate_half(input)` alive until backward (two activations of
-    Q's and K's size per layer) and runs about twice the elementwise passes each way."""
-
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, cos: torch.Tensor,
-                sin: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(cos, sin)
-        return _rotate_pairs(x, cos, sin, 1.0)
-
-    @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        cos, sin = ctx.saved_tensors
-        return _rotate_pairs(grad, cos, sin, -1.0), None, None
-
-
 def apply_rotary(
     query: torch.Tensor, key: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads_dim: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,11 +135,7 @@ def apply_rotary(
     in half precision.
     """
     cos, sin = cos.unsqueeze(heads_dim).to(query.dtype), sin.unsqueeze(heads_dim).to(query.dtype)
-    if torch.compiler.is_compiling():  # the compiler fuses the plain formula (and its backward) itself
-        return query * cos + rotate_half(query) * sin, key * cos + rotate_half(key) * sin
-    half = cos.shape[-1] // 2  # both halves of a pair share an angle: the hand-written path takes one
-    cos, sin = cos[..., :half], sin[..., :half]
-    return _RotaryFunction.apply(query, cos, sin), _RotaryFunction.apply(key, cos, sin)
+    return query * cos + rotate_half(query) * sin, key * cos + rotate_half(key) * sin
 
 
 def default_rope_inv_freq(config: HfAttnConfig) -> tuple[torch.Tensor, float]:

@@ -62,33 +62,6 @@ def test_rope_equals_explicit_rotation_matrices() -> None:
         torch.testing.assert_close(rotated[row], explicit_rotation(vectors[row], position), atol=1e-5, rtol=1e-5)
 
 
-def test_rope_backward_equals_autograd_of_the_plain_formula() -> None:
-    """The hand-written backward (rotate the gradient back) against autograd of x cos + rotate_half(x) sin,
-    for heads-first and sequence-first layouts and a non-contiguous input (a slice of a fused projection)."""
-    torch.manual_seed(2)
-    cos_sin = RotaryPositions(rope_config()).attention_positions(torch.arange(7)[None], 7).rotary
-    cos, sin = (table.double() for table in cos_sin)  # (1, T, D)
-
-    def plain(x: torch.Tensor, heads_dim: int) -> torch.Tensor:
-        c, s = cos.unsqueeze(heads_dim), sin.unsqueeze(heads_dim)
-        first, second = x.chunk(2, dim=-1)
-        return x * c + torch.cat((-second, first), dim=-1) * s
-
-    head_dim = cos.shape[-1]
-    for heads_dim, shape in ((1, (2, 3, 7, head_dim)), (2, (2, 7, 3, head_dim))):
-        fused = torch.randn(*shape[:-1], 3 * head_dim, dtype=torch.float64, requires_grad=True)
-        query, key = fused[..., :head_dim], fused[..., 2 * head_dim:]  # strided views, like Q and K
-        upstream_q, upstream_k = torch.randn(shape, dtype=torch.float64), torch.randn(shape, dtype=torch.float64)
-        rotated_q, rotated_k = apply_rotary(query, key, cos, sin, heads_dim=heads_dim)
-        (grad,) = torch.autograd.grad((rotated_q * upstream_q).sum() + (rotated_k * upstream_k).sum(), fused)
-        expected_q, expected_k = plain(query, heads_dim), plain(key, heads_dim)
-        (expected_grad,) = torch.autograd.grad((expected_q * upstream_q).sum() + (expected_k * upstream_k).sum(),
-                                               fused)
-        torch.testing.assert_close(rotated_q, expected_q)
-        torch.testing.assert_close(rotated_k, expected_k)
-        torch.testing.assert_close(grad, expected_grad)
-
-
 def test_rope_keeps_half_precision_inputs_in_half_precision() -> None:
     """fp32 cos/sin tables must not promote bf16 queries and keys to fp32 (which doubles their memory and
     hands attention q/k of another dtype than v)."""
