@@ -9,21 +9,38 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-def _train(args: argparse.Namespace) -> None:
-    from accelerate import PartialState
-
-    from .training import load_experiment, train
+def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.training.Experiment (imported lazily)
+    """The YAML experiment with the command line's --week3 / --dataset and key=value overrides applied."""
+    from .training import load_experiment
 
     overrides = list(args.overrides)
     if args.week3:
         overrides.append(f"week3={args.week3}")
     if args.dataset:
         overrides.append(f"dataset={args.dataset}")
-    experiment = load_experiment(args.config, overrides)
+    return load_experiment(args.config, overrides)
+
+
+def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - train or pretrain
+    from accelerate import PartialState
+
+    experiment = _experiment(args)
     output_dir = args.output_dir or f"outputs/{experiment.name}"
-    metrics = train(experiment, output_dir, resume=args.resume, results_path=args.results)
+    metrics = run(experiment, output_dir, resume=args.resume, results_path=args.results)
     if PartialState().is_main_process:
         print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
+
+
+def _train(args: argparse.Namespace) -> None:
+    from .training import train
+
+    _run_experiment(args, train)
+
+
+def _pretrain(args: argparse.Namespace) -> None:
+    from .pretraining import pretrain
+
+    _run_experiment(args, pretrain)
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -122,15 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a classifier from a YAML experiment file")
-    train.add_argument("--config", required=True, help="experiment YAML (see configs/)")
-    train.add_argument("--week3", help="Week 3 folder: tokenizer files and the DAN embedding")
-    train.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample'")
-    train.add_argument("--output-dir", help="where model, tokenizer, checkpoints, metrics.json go")
-    train.add_argument("--results", help="also write the metrics JSON here (e.g. results/rope.json)")
-    train.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
-    train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
-    train.set_defaults(func=_train)
+    for name, func, help_text in (
+        ("train", _train, "train a classifier from a YAML experiment file"),
+        ("pretrain", _pretrain, "masked-LM pretraining of an encoder (IMDb train + unlabelled text) for init_from"),
+    ):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("--config", required=True, help="experiment YAML (see configs/)")
+        command.add_argument("--week3", help="Week 3 folder: tokenizer files and the DAN embedding")
+        command.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample'")
+        command.add_argument("--output-dir", help="where model, tokenizer, checkpoints, metrics.json go")
+        command.add_argument("--results", help="also write the metrics JSON here (e.g. results/rope.json)")
+        command.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+        command.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
+        command.set_defaults(func=func)
 
     prepare = commands.add_parser("prepare", help="make a complete Week 3 folder (BPE, splits, DAN) from IMDb")
     prepare.add_argument("--output", required=True, help="folder to create (datasets/ and models/ inside)")

@@ -72,6 +72,9 @@ class HfAttnConfig(PreTrainedConfig):
         add_cross_attention: a cross-attention sublayer in each block, attending over
             `encoder_hidden_states` (no positions are applied in that step).
         pad_token_id: id of `[PAD]`; its embedding row is kept at zero and gets no gradient.
+        sparse_prediction: masked-LM only: when labels are given, run the vocabulary projection on the
+            labelled (masked) positions alone and return their logits as (masked tokens, vocab), as
+            ModernBERT does; with 15% masking that skips ~85% of the largest matmul of pretraining.
 
     Example:
         ```python
@@ -109,6 +112,7 @@ class HfAttnConfig(PreTrainedConfig):
     add_cross_attention: bool = False
     pad_token_id: int | None = 500
     tie_word_embeddings: bool = True
+    sparse_prediction: bool = False
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.num_key_value_heads is None:

@@ -111,6 +111,30 @@ def load_labelled(source: str | os.PathLike[str] | None = None) -> datasets.Data
     return _read_hf_layout(source)
 
 
+def load_unlabelled(source: str | os.PathLike[str] | None = None) -> datasets.Dataset | None:
+    """IMDb's 50,000 unlabelled reviews (``unsupervised`` split, ``aclImdb/train/unsup``) as a ``text`` column.
+
+    They are disjoint from the labelled 50,000, so pretraining on them cannot leak the seed split's
+    validation or test reviews. Returns None where the source has none (the packaged sample, a
+    parquet copy without ``unsupervised-*.parquet``).
+    """
+    if isinstance(source, str) and source == "sample":
+        return None
+    source = IMDB_HUB_ID if source is None else source
+    path = Path(source)
+    if path.is_dir() and _is_aclimdb(path):
+        files = sorted((path / "train" / "unsup").glob("*.txt"), key=_file_id)
+        texts = [f.read_bytes().decode("utf-8") for f in files]
+        return datasets.Dataset.from_dict({"text": texts}) if texts else None
+    if path.is_dir():
+        files = sorted(path.glob("unsupervised-*.parquet")) or sorted(path.glob("*/unsupervised-*.parquet"))
+        if not files:
+            return None
+        unlabelled = datasets.load_dataset("parquet", data_files={"unsupervised": [str(f) for f in files]})
+        return unlabelled["unsupervised"].select_columns(["text"])
+    return datasets.load_dataset(str(source), split="unsupervised").select_columns(["text"])
+
+
 def _looks_like_path(source: str) -> bool:
     """Whether a missing ``source`` was meant as a path rather than a Hub id (``name`` or ``owner/name``)."""
     return os.path.isabs(source) or source.startswith((".", "~")) or source.count("/") > 1 or "\\" in source

@@ -456,7 +456,9 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
 
 class HfAttnForMaskedLM(HfAttnPreTrainedModel):
     """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
-    embedding: for pretraining on unlabelled text (IMDb's 50,000 unsupervised reviews)."""
+    embedding: for pretraining on unlabelled text (IMDb's 50,000 unsupervised reviews); see
+    `hf_attn.pretraining`. With `config.sparse_prediction` and labels, logits cover only the
+    labelled positions, flattened to (labelled tokens, vocab)."""
 
     _tied_weights_keys = {"decoder.weight": "model.embed_tokens.weight"}
 
@@ -496,7 +498,12 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
             output_hidden_states=output_hidden_states,
             return_dict=True,
         )
-        logits = self.decoder(self.head_norm(self.act(self.dense(outputs.last_hidden_state))))
+        hidden_states = outputs.last_hidden_state
+        if labels is not None and self.config.sparse_prediction:
+            predicted = labels.reshape(-1) != -100
+            hidden_states = hidden_states.reshape(-1, hidden_states.size(-1))[predicted]
+            labels = labels.reshape(-1)[predicted]
+        logits = self.decoder(self.head_norm(self.act(self.dense(hidden_states))))
         loss = None
         if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)

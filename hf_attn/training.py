@@ -12,6 +12,7 @@ import difflib
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from .configuration_hf_attn import HfAttnConfig
 from .data import LABEL_NAMES, load_imdb, tokenize_splits
-from .modeling_hf_attn import HfAttnForSequenceClassification
+from .modeling_hf_attn import HfAttnForSequenceClassification, HfAttnPreTrainedModel
 
 
 class ExperimentConfigError(ValueError):
@@ -64,6 +65,10 @@ class Experiment:
         evals_per_epoch: evaluations (and checkpoints) per epoch; more means finer resumption points
             on slow machines at the cost of validation passes.
         early_stopping_patience: evaluations without a lower validation loss before stopping.
+        init_from: a saved hf_attn model folder (e.g. from `hf-attn pretrain`) whose encoder and tokenizer
+            start the classifier instead of a fresh encoder with the DAN embedding; `model` may then
+            change only the fine-tuning settings in `FINE_TUNING_SETTINGS`.
+        mlm_probability: `hf-attn pretrain` only: the share of real tokens each batch predicts.
         model: `HfAttnConfig` fields.
         training: `TrainingArguments` fields.
     """
@@ -79,6 +84,8 @@ class Experiment:
     evals_per_epoch: int = 1
     early_stopping_patience: int | None = 2
     seed: int = 42
+    init_from: str | None = None
+    mlm_probability: float = 0.15
     model: dict[str, Any] = dataclasses.field(default_factory=dict)
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -129,17 +136,23 @@ def _check_section(section: dict[str, Any], cls: type, where: str) -> None:
             )
 
 
+# Numbers in exponent form without a dot (3e-4, 1E5), which YAML 1.1 leaves as strings; nothing else
+# (names like `nan`, `inf`, `1_000`) is turned into a float behind the user's back.
+_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+# What a classifier started from a pretrained folder (`init_from`) may set differently from it;
+# anything else (width, positions, layers) is the pretrained architecture and must match.
+FINE_TUNING_SETTINGS = frozenset({"hidden_dropout", "attention_dropout", "classifier_dropout", "classifier_pooling"})
+
+
 def parse_override(override: str) -> tuple[list[str], Any]:
     """`training.learning_rate=1e-3` -> (["training", "learning_rate"], 0.001), values parsed as YAML."""
     if "=" not in override:
         raise ExperimentConfigError(f"override {override!r} must look like key=value (e.g. model.hidden_size=256)")
     key, raw = override.split("=", 1)
     value = yaml.safe_load(raw)
-    if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string; a user means the number
-        try:
-            value = float(value)
-        except ValueError:
-            pass
+    if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value):  # YAML 1.1 reads 3e-4 as a string
+        value = float(value)
     return key.strip().split("."), value
 
 
@@ -181,7 +194,10 @@ def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ())
         HfAttnConfig(**raw.get("model", {}))  # fail now, not after tokenizing 50,000 reviews
     except ValueError as error:
         raise ExperimentConfigError(f"{path} [model]: {error}") from error
-    return Experiment(**raw)
+    experiment = Experiment(**raw)
+    if experiment.init_from is not None:
+        check_init_from(experiment)
+    return experiment
 
 
 def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
@@ -191,9 +207,12 @@ def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
     return {"accuracy": float(accuracy_score(labels, predicted)), "f1": float(f1_score(labels, predicted))}
 
 
-def _load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
+def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
+    """The pretrained folder's tokenizer (`init_from`), the Week 3 one (`week3`), or one trained here."""
     from .tokenization_hf_attn import HfAttnTokenizerFast, train_week3_tokenizer
 
+    if experiment.init_from is not None:
+        return AutoTokenizer.from_pretrained(experiment.init_from)
     if experiment.week3 is not None:
         return HfAttnTokenizerFast.from_week3(experiment.week3)
     return train_week3_tokenizer(
@@ -201,8 +220,16 @@ def _load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTr
     )
 
 
-def build_model(experiment: Experiment, tokenizer: PreTrainedTokenizerBase) -> HfAttnForSequenceClassification:
-    """The classifier for this experiment, its embedding initialised from the Week 3 DAN if asked."""
+def build_model(
+    experiment: Experiment,
+    tokenizer: PreTrainedTokenizerBase,
+    model_class: type[HfAttnPreTrainedModel] = HfAttnForSequenceClassification,
+) -> HfAttnPreTrainedModel:
+    """The model for this experiment: from `experiment.init_from` when set, else a fresh one whose
+    token embedding starts from the Week 3 DAN embedding if asked."""
+    label_maps = {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {name: i for i, name in enumerate(LABEL_NAMES)}}
+    if experiment.init_from is not None:
+        return _from_pretrained(experiment, model_class, label_maps)
     model_settings = dict(experiment.model)
     embedding_file = Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
     use_dan = experiment.init_embedding_from_dan and embedding_file is not None and embedding_file.is_file()
@@ -214,16 +241,103 @@ def build_model(experiment: Experiment, tokenizer: PreTrainedTokenizerBase) -> H
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         max_position_embeddings=experiment.max_length,
-        id2label=dict(enumerate(LABEL_NAMES)),
-        label2id={name: i for i, name in enumerate(LABEL_NAMES)},
+        **label_maps,
         **model_settings,
     )
-    model = HfAttnForSequenceClassification(config)
+    model = model_class(config)
     if use_dan:
         from .week3 import load_week3_embedding
 
         load_week3_embedding(model, embedding_file)
     return model
+
+
+def _from_pretrained(
+    experiment: Experiment, model_class: type[HfAttnPreTrainedModel], label_maps: dict[str, Any]
+) -> HfAttnPreTrainedModel:
+    """Load `experiment.init_from` (checked by `check_init_from`) with the experiment's fine-tuning settings."""
+    fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
+    return model_class.from_pretrained(experiment.init_from, **label_maps, **fine_tuning)
+
+
+def check_init_from(experiment: Experiment) -> None:
+    """Refuse an `init_from` folder that is not a saved model, or architecture settings that disagree
+    with what was pretrained (they would load silently and then mean something else, e.g. RoPE weights
+    read as sinusoidal)."""
+    source = Path(experiment.init_from)
+    if not (source / "config.json").is_file():
+        raise ExperimentConfigError(
+            f"init_from: {source} holds no config.json; pass a folder written by `hf-attn pretrain` "
+            "(or any hf_attn save_pretrained folder)."
+        )
+    pretrained = HfAttnConfig.from_pretrained(source)
+    for key, value in experiment.model.items():
+        if key not in FINE_TUNING_SETTINGS and getattr(pretrained, key, None) != value:
+            raise ExperimentConfigError(
+                f"[model] {key}={value!r} but {source} was pretrained with {key}={getattr(pretrained, key, None)!r}; "
+                f"drop the key or make it match (fine-tuning may change only {sorted(FINE_TUNING_SETTINGS)})."
+            )
+    if experiment.max_length > pretrained.max_position_embeddings:
+        raise ExperimentConfigError(
+            f"max_length {experiment.max_length} exceeds the {pretrained.max_position_embeddings} positions "
+            f"{source} was pretrained on; use max_length <= {pretrained.max_position_embeddings}."
+        )
+
+
+def training_arguments(experiment: Experiment, output_dir: Path, n_train: int, **fixed: Any) -> TrainingArguments:
+    """`TrainingArguments` from the package defaults, the YAML `training` section and `fixed` (which wins).
+
+    Evaluation and checkpoints come `evals_per_epoch` times per epoch unless the YAML sets `eval_steps`
+    / `save_steps`; on a machine without a GPU the run stays on the CPU (also under `accelerate launch`).
+    """
+    settings = {**TRAINING_DEFAULTS, **experiment.training}
+    if not torch.cuda.is_available():
+        settings.setdefault("use_cpu", True)
+    world_size = PartialState(cpu=not torch.cuda.is_available()).num_processes
+    batch = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1) * world_size
+    steps_per_epoch = max(1, math.ceil(n_train / batch))
+    settings.setdefault("eval_steps", max(1, steps_per_epoch // experiment.evals_per_epoch))
+    settings.setdefault("save_steps", settings["eval_steps"])
+    settings.update(
+        output_dir=str(output_dir),
+        eval_strategy="steps",
+        save_strategy="steps",
+        seed=experiment.seed,
+        data_seed=experiment.seed,
+        **fixed,
+    )
+    return TrainingArguments(**settings)
+
+
+def resume_checkpoint(output_dir: Path, resume: bool) -> str | None:
+    """The last checkpoint in `output_dir` when resuming (an error if there is none), else None."""
+    if not resume:
+        return None
+    checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+    if checkpoint is None:
+        raise FileNotFoundError(
+            f"--resume: no checkpoint-* folder in {output_dir}; start without --resume, or pass the "
+            "--output-dir of the interrupted run."
+        )
+    return checkpoint
+
+
+def write_metrics(
+    trainer: Trainer, metrics: dict[str, Any], output_dir: Path, results_path: str | os.PathLike[str] | None
+) -> None:
+    """`output_dir/metrics.json` (and a copy at `results_path`), written by the main process only."""
+    if not trainer.is_world_process_zero():
+        return
+    text = json.dumps(metrics, indent=2, default=str)
+    (output_dir / "metrics.json").write_text(text)
+    if results_path is not None:
+        Path(results_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(results_path).write_text(text)
+
+
+def command_line() -> str | None:
+    """The `hf-attn ...` command that is running, for the metrics record (None when called from Python)."""
+    return " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None
 
 
 def _limit(split: Any, limit: int | None) -> Any:
@@ -249,33 +363,14 @@ def train(
     raw["train"] = _limit(raw["train"], experiment.limit_train)
     for name in ("validation", "test"):
         raw[name] = _limit(raw[name], experiment.limit_eval)
-    tokenizer = _load_tokenizer(experiment, raw["train"]["text"])
+    tokenizer = load_tokenizer(experiment, raw["train"]["text"])
     splits = tokenize_splits(raw, tokenizer, experiment.max_length)
     set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
     model = build_model(experiment, tokenizer)
-
-    settings = {**TRAINING_DEFAULTS, **experiment.training}
-    # Without a GPU, processes started by `accelerate launch --multi_gpu` / torchrun join over gloo.
-    on_cpu = not torch.cuda.is_available()
-    world_size = PartialState(cpu=on_cpu).num_processes
-    if on_cpu:
-        settings.setdefault("use_cpu", True)
-    batch = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1) * world_size
-    steps_per_epoch = max(1, math.ceil(len(splits["train"]) / batch))
-    eval_steps = max(1, steps_per_epoch // experiment.evals_per_epoch)
-    settings.update(
-        output_dir=str(output_dir),
-        eval_strategy="steps",
-        eval_steps=eval_steps,
-        save_strategy="steps",
-        save_steps=eval_steps,
-        load_best_model_at_end=True,
-        metric_for_best_model="loss",
-        greater_is_better=False,
-        seed=experiment.seed,
-        data_seed=experiment.seed,
+    args = training_arguments(
+        experiment, output_dir, len(splits["train"]),
+        load_best_model_at_end=True, metric_for_best_model="loss", greater_is_better=False,
     )
-    args = TrainingArguments(**settings)
     callbacks = list(callbacks)
     if experiment.early_stopping_patience is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=experiment.early_stopping_patience))
@@ -289,15 +384,7 @@ def train(
         compute_metrics=compute_metrics,
         callbacks=callbacks,
     )
-    checkpoint = None
-    if resume:
-        checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
-        if checkpoint is None:
-            raise FileNotFoundError(
-                f"--resume: no checkpoint-* folder in {output_dir}; start without --resume, or pass the "
-                "--output-dir of the interrupted run."
-            )
-    train_output = trainer.train(resume_from_checkpoint=checkpoint)
+    train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume))
     validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")
     test = trainer.evaluate(splits["test"], metric_key_prefix="test")
     trainer.save_model(str(output_dir))
@@ -318,18 +405,13 @@ def train(
         "n_train": len(splits["train"]),
         "n_validation": len(splits["validation"]),
         "n_test": len(splits["test"]),
-        "world_size": world_size,
+        "world_size": args.world_size,
         "vocab_size": len(tokenizer),
         "max_length": experiment.max_length,
-        "command": " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None,
+        "command": command_line(),
         "experiment": dataclasses.asdict(experiment),
     }
-    if trainer.is_world_process_zero():
-        text = json.dumps(metrics, indent=2, default=str)
-        (output_dir / "metrics.json").write_text(text)
-        if results_path is not None:
-            Path(results_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(results_path).write_text(text)
+    write_metrics(trainer, metrics, output_dir, results_path)
     return metrics
 
 

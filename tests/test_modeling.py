@@ -264,6 +264,22 @@ def test_masked_lm_ties_embeddings_and_resizes() -> None:
     assert model(input_ids=torch.tensor([[79, 1]])).logits.shape == (1, 2, 80)
 
 
+def test_sparse_prediction_scores_only_labelled_positions_with_the_dense_loss() -> None:
+    dense = build(HfAttnForMaskedLM)
+    sparse = build(HfAttnForMaskedLM, sparse_prediction=True)
+    sparse.load_state_dict(dense.state_dict())
+    input_ids, attention_mask = random_batch(pad_rows={1: 4})
+    labels = torch.full_like(input_ids, -100)
+    labels[0, [1, 5]] = input_ids[0, [1, 5]]
+    labels[2, 7] = input_ids[2, 7]
+    full = dense(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    picked = sparse(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    # Row-major order of the labelled positions: (0, 1), (0, 5), (2, 7).
+    torch.testing.assert_close(picked.logits, full.logits[[0, 0, 2], [1, 5, 7]])
+    torch.testing.assert_close(picked.loss, full.loss)
+    assert sparse(input_ids=input_ids, attention_mask=attention_mask).logits.shape == full.logits.shape
+
+
 def test_out_of_vocabulary_ids_get_a_clear_error() -> None:
     model = build()
     with pytest.raises(ValueError, match="resize_token_embeddings"):

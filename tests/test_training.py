@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -20,6 +21,7 @@ from hf_attn.training import (
     ExperimentConfigError,
     evaluate_saved,
     load_experiment,
+    parse_override,
     train,
 )
 
@@ -62,6 +64,9 @@ def test_overrides_are_parsed_as_yaml_and_checked(tmp_path: Path) -> None:
     assert experiment.model["position_embedding_type"] == "alibi"
     with pytest.raises(ExperimentConfigError, match="key=value"):
         load_experiment(SMOKE, ["learning_rate"])
+    # Only YAML 1.1's dot-less exponents become numbers; other number-like names stay what was typed.
+    assert parse_override("training.learning_rate=3e-4") == (["training", "learning_rate"], 3e-4)
+    assert parse_override("name=nan")[1] == "nan" and parse_override("name=inf")[1] == "inf"
     with pytest.raises(ExperimentConfigError, match="does not exist"):
         load_experiment(tmp_path / "missing.yaml")
 
@@ -124,3 +129,39 @@ def test_accelerate_launch_on_two_processes(tmp_path: Path) -> None:
     assert metrics["n_validation"] == 64
     assert single["validation_accuracy"] == pytest.approx(metrics["val_accuracy"])
     assert single["validation_loss"] == pytest.approx(metrics["val_loss"], abs=1e-4)
+
+
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[path.stem for path in CONFIGS])
+def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
+    raw = yaml.safe_load(path.read_text())
+    if raw.get("init_from") and not (REPO / raw["init_from"] / "config.json").is_file():
+        # A fine-tuning config reads its pretrained folder, which exists only after `hf-attn pretrain`:
+        # check that it says so, then check everything else in the file.
+        with pytest.raises(ExperimentConfigError, match="holds no config.json"):
+            load_experiment(path)
+        raw.pop("init_from")
+        experiment = load_experiment(write_yaml(tmp_path, yaml.safe_dump(raw)))
+    else:
+        experiment = load_experiment(path)
+    assert experiment.name == path.stem
+
+
+@pytest.mark.parametrize(("first", "second", "difference"), [
+    ("absolute", "rope", {"model.position_embedding_type"}),
+    ("pretrain-absolute", "pretrain-rope", {"model.position_embedding_type"}),
+    ("absolute-pretrained", "rope-pretrained", {"init_from"}),
+    ("absolute", "absolute-grouped", {"training.train_sampling_strategy"}),
+])
+def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
+    def flat(name: str) -> dict[str, object]:
+        raw = yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
+        raw.pop("name")
+        return {f"{section}.{key}" if isinstance(values, dict) else section: value
+                for section, values in raw.items()
+                for key, value in (values.items() if isinstance(values, dict) else [(None, values)])}
+
+    left, right = flat(first), flat(second)
+    assert {key for key in left.keys() | right.keys() if left.get(key) != right.get(key)} == difference

@@ -1,0 +1,216 @@
+"""Masked-language-model pretraining of an hf_attn encoder on IMDb text, for a classifier to start from.
+
+Why it exists: trained on 40,000 labelled reviews from a DAN embedding, the reference-shape encoder ends
+where the bag-of-words DAN ends (results/absolute.json, results/rope.json: validation loss 0.39 for all
+three). Text it never reads could teach it how words combine: IMDb's 50,000 unlabelled reviews, and the
+~60% of each training review's tokens that lie past the first 128. Pretraining reads both, cut into
+`max_length`-token chunks; validation and test reviews are never trained on.
+
+`hf-attn pretrain --config configs/pretrain-rope.yaml --week3 DIR --output-dir runs/pretrain-rope`
+writes an `HfAttnForMaskedLM` folder (model + tokenizer); a classification experiment with
+`init_from: runs/pretrain-rope` fine-tunes it with `hf-attn train`.
+
+Week 3 vocabularies have no mask token. Rather than grow the vocabulary (and break the match with the
+Week 3 embedding and tokenizer files), the `[PAD]` id stands in for it: its embedding row is fixed at
+zero, so a masked position reads as "position only, no token" — and a classifier never sees `[PAD]` at a
+position it attends to. A tokenizer that has a mask token uses its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from transformers import PreTrainedTokenizerBase, Trainer, set_seed
+
+from .data import load_imdb, load_unlabelled
+from .modeling_hf_attn import HfAttnForMaskedLM
+from .training import (
+    Experiment,
+    ExperimentConfigError,
+    build_model,
+    command_line,
+    load_tokenizer,
+    resume_checkpoint,
+    training_arguments,
+    write_metrics,
+)
+
+IGNORE_INDEX = -100  # labels of positions that are not predicted (PyTorch's cross-entropy default)
+MIN_CHUNK_TOKENS = 16  # a review's last chunk shorter than this is dropped: little to predict from
+EVAL_SEED = 1234  # the evaluation chunks are masked once, with this seed, so every evaluation is comparable
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    probability: float,
+    mask_token_id: int,
+    replacement_ids: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's corruption: pick `probability` of the real tokens (at least one per sequence); of those,
+    80% become `mask_token_id`, 10% a random id from `replacement_ids`, 10% stay. Returns the corrupted
+    ids and labels (the original id where picked, `IGNORE_INDEX` elsewhere)."""
+    real = attention_mask.bool()
+    scores = torch.rand(input_ids.shape, generator=generator)
+    picked = (scores < probability) & real
+    nothing_picked = ~picked.any(dim=1) & real.any(dim=1)
+    if nothing_picked.any():
+        lowest = scores.masked_fill(~real, 2.0).argmin(dim=1)
+        picked[nothing_picked, lowest[nothing_picked]] = True
+    labels = input_ids.masked_fill(~picked, IGNORE_INDEX)
+    action = torch.rand(input_ids.shape, generator=generator)
+    corrupted = input_ids.masked_fill(picked & (action < 0.8), mask_token_id)
+    randomised = picked & (action >= 0.8) & (action < 0.9)
+    draws = torch.randint(len(replacement_ids), (int(randomised.sum()),), generator=generator)
+    corrupted[randomised] = replacement_ids[draws]
+    return corrupted, labels
+
+
+class MaskedLMCollator:
+    """Pads a batch to its longest chunk and masks it afresh (a new mask every epoch); examples that
+    already carry `labels` (the fixed evaluation set) are only padded."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15) -> None:
+        if not 0.0 < mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in (0, 1), got {mlm_probability}; BERT uses 0.15.")
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token; masked-LM batches need one to pad (and to mask).")
+        self.pad_token_id = tokenizer.pad_token_id
+        self.mask_token_id = tokenizer.mask_token_id if tokenizer.mask_token_id is not None else tokenizer.pad_token_id
+        special = set(tokenizer.all_special_ids)
+        self.replacement_ids = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
+        self.mlm_probability = mlm_probability
+
+    def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return mask_tokens(input_ids, attention_mask, probability=self.mlm_probability,
+                           mask_token_id=self.mask_token_id, replacement_ids=self.replacement_ids, generator=generator)
+
+    def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        length = max(len(feature["input_ids"]) for feature in features)
+
+        def padded(key: str, fill: int) -> torch.Tensor:
+            return torch.tensor([list(f[key]) + [fill] * (length - len(f[key])) for f in features])
+
+        input_ids = padded("input_ids", self.pad_token_id)
+        attention_mask = padded("attention_mask", 0)
+        if "labels" in features[0]:
+            return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": padded("labels", IGNORE_INDEX)}
+        input_ids, labels = self.mask(input_ids, attention_mask)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def chunk_texts(texts: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, chunk_length: int) -> datasets.Dataset:
+    """Every review's tokens cut into consecutive `chunk_length` pieces (a last piece under
+    `MIN_CHUNK_TOKENS` is dropped): `input_ids` and `attention_mask` rows, unpadded."""
+
+    def cut(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        chunks = [
+            ids[start : start + chunk_length]
+            for ids in tokenizer(batch["text"], add_special_tokens=False, verbose=False)["input_ids"]
+            for start in range(0, len(ids), chunk_length)
+        ]
+        kept = [chunk for chunk in chunks if len(chunk) >= MIN_CHUNK_TOKENS]
+        return {"input_ids": kept, "attention_mask": [[1] * len(chunk) for chunk in kept]}
+
+    return texts.map(cut, batched=True, remove_columns=texts.column_names, desc="Cutting reviews into chunks")
+
+
+def masked_once(chunks: datasets.Dataset, collator: MaskedLMCollator, seed: int = EVAL_SEED) -> datasets.Dataset:
+    """The chunks with one fixed masking (from `seed`), so successive evaluations score the same task."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = {"input_ids": [], "attention_mask": [], "labels": []}
+    for chunk in chunks:
+        ids = torch.tensor([chunk["input_ids"]])
+        corrupted, labels = collator.mask(ids, torch.ones_like(ids), generator=generator)
+        rows["input_ids"].append(corrupted[0].tolist())
+        rows["attention_mask"].append(chunk["attention_mask"])
+        rows["labels"].append(labels[0].tolist())
+    return datasets.Dataset.from_dict(rows)
+
+
+def pretraining_corpus(experiment: Experiment) -> tuple[datasets.Dataset, datasets.Dataset, int]:
+    """(training texts, validation texts, unlabelled reviews used): the seed split's training reviews
+    plus IMDb's unlabelled ones where the source has them; validation texts (first `limit_eval`) only
+    measure the masked-LM loss."""
+    splits = load_imdb(experiment.dataset)
+    train_texts = splits["train"].select_columns(["text"])
+    if experiment.limit_train is not None:
+        train_texts = train_texts.select(range(min(experiment.limit_train, len(train_texts))))
+    unlabelled = load_unlabelled(experiment.dataset)
+    n_unlabelled = 0
+    if unlabelled is not None:
+        if experiment.limit_train is not None:
+            unlabelled = unlabelled.select(range(min(experiment.limit_train, len(unlabelled))))
+        n_unlabelled = len(unlabelled)
+        train_texts = datasets.concatenate_datasets([train_texts, unlabelled])
+    validation = splits["validation"].select_columns(["text"])
+    if experiment.limit_eval is not None:
+        validation = validation.select(range(min(experiment.limit_eval, len(validation))))
+    return train_texts, validation, n_unlabelled
+
+
+def pretrain(
+    experiment: Experiment,
+    output_dir: str | os.PathLike[str],
+    resume: bool = False,
+    results_path: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Masked-LM training of the experiment's encoder; writes an `HfAttnForMaskedLM` folder (model and
+    tokenizer) that `init_from` reads, its checkpoints, and `metrics.json`. Returns the metrics."""
+    if experiment.init_from is not None:
+        raise ExperimentConfigError("pretraining starts a new encoder; remove init_from from the experiment.")
+    output_dir = Path(output_dir)
+    started = time.time()
+    train_texts, validation_texts, n_unlabelled = pretraining_corpus(experiment)
+    tokenizer = load_tokenizer(experiment, train_texts["text"])
+    collator = MaskedLMCollator(tokenizer, experiment.mlm_probability)
+    train_chunks = chunk_texts(train_texts, tokenizer, experiment.max_length)
+    eval_chunks = masked_once(chunk_texts(validation_texts, tokenizer, experiment.max_length), collator)
+    set_seed(experiment.seed)
+    experiment = dataclasses.replace(experiment, model={"sparse_prediction": True, **experiment.model})
+    model = build_model(experiment, tokenizer, HfAttnForMaskedLM)
+    args = training_arguments(experiment, output_dir, len(train_chunks), prediction_loss_only=True)
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_chunks,
+        eval_dataset=eval_chunks,
+        data_collator=collator,
+        processing_class=tokenizer,
+    )
+    train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume))
+    evaluation = trainer.evaluate()
+    trainer.save_model(str(output_dir))
+    metrics = {
+        "name": experiment.name,
+        "eval_mlm_loss": evaluation["eval_loss"],
+        "eval_perplexity": math.exp(evaluation["eval_loss"]),
+        "optimizer_steps": trainer.state.global_step,
+        "epochs": trainer.state.epoch,
+        "chunks_seen": trainer.state.global_step * args.train_batch_size * args.gradient_accumulation_steps
+        * args.world_size,
+        "n_train_chunks": len(train_chunks),
+        "n_train_reviews": len(train_texts),
+        "n_unlabelled_reviews": n_unlabelled,
+        "n_eval_chunks": len(eval_chunks),
+        "train_runtime_s": train_output.metrics.get("train_runtime"),
+        "wall_time_s": time.time() - started,
+        "world_size": args.world_size,
+        "vocab_size": len(tokenizer),
+        "max_length": experiment.max_length,
+        "command": command_line(),
+        "experiment": dataclasses.asdict(experiment),
+    }
+    write_metrics(trainer, metrics, output_dir, results_path)
+    return metrics
