@@ -43,8 +43,8 @@ Reproduce: `{command}`
 
 - Position scheme: `{scheme}`; attention: SDPA (eager returns attention weights); pre-norm: {pre_norm}.
 - Tokenizer: Week 3 byte-level BPE, {vocab_size} tokens, first {max_length} tokens of each review.
-- Token embedding initialised from the Week 3 Deep Averaging Network: {dan_init}.
-
+- Token embedding: {embedding_origin}.
+{pretraining}
 ## Training
 
 Hugging Face `Trainer` (Accelerate underneath), {epochs:g} epochs over {n_train} reviews,
@@ -97,7 +97,7 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
         layers=config["num_hidden_layers"], heads=config["num_attention_heads"], hidden=config["hidden_size"],
         scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
         vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
-        dan_init=bool(experiment.get("week3")) and experiment.get("init_embedding_from_dan", True),
+        embedding_origin=_embedding_origin(experiment), pretraining=_pretraining_text(metrics.get("pretraining")),
         evals_per_epoch_fraction="" if evals == 1 else f"1/{evals} ",
         early_stopping=("no early stopping" if experiment.get("early_stopping_patience") is None
                         else f"early stopping after {experiment['early_stopping_patience']} evaluations without "
@@ -109,6 +109,33 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
                                          "world_size")},
     )
     return ModelCard(text)
+
+
+def _embedding_origin(experiment: dict[str, Any]) -> str:
+    if experiment.get("init_from"):
+        return f"from the masked-LM encoder `{experiment['init_from']}` (see Pretraining)"
+    if experiment.get("week3") and experiment.get("init_embedding_from_dan", True):
+        return "initialised from the Week 3 Deep Averaging Network's embedding"
+    return "randomly initialised"
+
+
+def _pretraining_text(pretraining: dict[str, Any] | None) -> str:
+    """The card's pretraining section, from the pretraining run's metrics (empty when there was none)."""
+    if not pretraining:
+        return ""
+    experiment = pretraining.get("experiment", {})
+    dan = "the Week 3 DAN embedding" if experiment.get("week3") and experiment.get("init_embedding_from_dan") else (
+        "a random embedding")
+    return (
+        "\n## Pretraining\n\n"
+        f"The encoder was first trained as a masked language model (`hf-attn pretrain`) from {dan}: "
+        f"{pretraining['optimizer_steps']} steps over {pretraining['chunks_seen']:,} chunks of up to "
+        f"{pretraining['max_length']} tokens, cut from {pretraining['n_train_reviews']:,} reviews (the training "
+        f"split and {pretraining['n_unlabelled_reviews']:,} unlabelled IMDb reviews; no validation or test text), "
+        f"{experiment.get('mlm_probability', 0.15):.0%} of tokens masked; masked-LM loss "
+        f"{pretraining['eval_mlm_loss']:.3f} on {pretraining['n_eval_chunks']:,} validation chunks. "
+        f"Reproduce: `{pretraining.get('command') or 'see the pretraining metrics.json'}`\n"
+    )
 
 
 def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:

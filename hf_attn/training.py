@@ -411,6 +411,9 @@ def train(
         "command": command_line(),
         "experiment": dataclasses.asdict(experiment),
     }
+    if experiment.init_from is not None:  # where the encoder came from, for tables and model cards
+        pretraining = Path(experiment.init_from) / "metrics.json"
+        metrics["pretraining"] = json.loads(pretraining.read_text()) if pretraining.is_file() else None
     write_metrics(trainer, metrics, output_dir, results_path)
     return metrics
 

@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from hf_attn.data import load_imdb, load_unlabelled
+from hf_attn.hub import card_for_run
 from hf_attn.pretraining import (
     IGNORE_INDEX,
     MIN_CHUNK_TOKENS,
@@ -138,6 +139,10 @@ def test_pretrained_encoder_starts_the_classifier(tmp_path: Path) -> None:
     encoder = {name: value for name, value in weights.items() if name.startswith("model.")}
     assert encoder and all(torch.equal(capture.start[name], value) for name, value in encoder.items())
     assert result["vocab_size"] == metrics["vocab_size"]
+    assert result["pretraining"]["eval_mlm_loss"] == metrics["eval_mlm_loss"]
+    card = card_for_run(tmp_path / "classifier", "someone/rope-pretrained").content
+    assert "## Pretraining" in card and f"masked-LM loss {metrics['eval_mlm_loss']:.3f}" in card
+    assert "4 steps over 128 chunks" in card
 
     with pytest.raises(ExperimentConfigError, match="pretrained with position_embedding_type='rope'"):
         load_experiment(SMOKE, [f"init_from={pretrained}", "model.position_embedding_type=alibi"])
