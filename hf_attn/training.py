@@ -60,8 +60,9 @@ class Experiment:
         tokenizer_vocab_size: vocabulary size when a tokenizer is trained here.
         max_length: tokens per review seen by the model (the reference used 128).
         init_embedding_from_dan: start the token embedding from the Week 3 DAN embedding.
-        limit_train / limit_eval: keep only the first N reviews of train / of validation and test
-            (smoke tests); `None` keeps all.
+        limit_train / limit_eval: keep only the first N reviews of train (when pretraining, also of the
+            unlabelled reviews) / of validation and test (smoke tests, pretraining's evaluation);
+            `None` keeps all.
         evals_per_epoch: evaluations (and checkpoints) per epoch; more means finer resumption points
             on slow machines at the cost of validation passes.
         early_stopping_patience: evaluations without a lower validation loss before stopping.
