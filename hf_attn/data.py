@@ -127,7 +127,7 @@ def load_unlabelled(source: str | os.PathLike[str] | None = None) -> datasets.Da
         texts = [f.read_bytes().decode("utf-8") for f in files]
         return datasets.Dataset.from_dict({"text": texts}) if texts else None
     if path.is_dir():
-        files = sorted(path.glob("unsupervised-*.parquet")) or sorted(path.glob("*/unsupervised-*.parquet"))
+        files = _parquet_shards(path, "unsupervised")
         if not files:
             return None
         unlabelled = datasets.load_dataset("parquet", data_files={"unsupervised": [str(f) for f in files]})
@@ -152,12 +152,14 @@ def _is_aclimdb(root: Path) -> bool:
     return not missing
 
 
+def _parquet_shards(root: Path, split: str) -> list[Path]:
+    """``root``'s parquet files of one split, at the top or one folder down (e.g. plain_text/), as on the Hub."""
+    return sorted(root.glob(f"{split}-*.parquet")) or sorted(root.glob(f"*/{split}-*.parquet"))
+
+
 def _has_parquet_splits(root: Path) -> bool:
     """Whether ``root`` holds train and test parquet shards the way the Hub repo lays them out."""
-    return all(
-        any(root.glob(f"{split}-*.parquet")) or any(root.glob(f"*/{split}-*.parquet"))
-        for split in ("train", "test")
-    )
+    return all(_parquet_shards(root, split) for split in ("train", "test"))
 
 
 def _file_id(path: Path) -> int:

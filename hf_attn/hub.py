@@ -124,11 +124,10 @@ def _pretraining_text(pretraining: dict[str, Any] | None) -> str:
     if not pretraining:
         return ""
     experiment = pretraining.get("experiment", {})
-    dan = "the Week 3 DAN embedding" if experiment.get("week3") and experiment.get("init_embedding_from_dan") else (
-        "a random embedding")
     return (
         "\n## Pretraining\n\n"
-        f"The encoder was first trained as a masked language model (`hf-attn pretrain`) from {dan}: "
+        "The encoder was first trained as a masked language model (`hf-attn pretrain`), its token embedding "
+        f"{_embedding_origin(experiment)}: "
         f"{pretraining['optimizer_steps']} steps over {pretraining['chunks_seen']:,} chunks of up to "
         f"{pretraining['max_length']} tokens, cut from {pretraining['n_train_reviews']:,} reviews (the training "
         f"split and {pretraining['n_unlabelled_reviews']:,} unlabelled IMDb reviews; no validation or test text), "

@@ -36,9 +36,10 @@ from .training import (
     Experiment,
     ExperimentConfigError,
     build_model,
-    command_line,
+    limit_rows,
     load_tokenizer,
     resume_checkpoint,
+    run_record,
     training_arguments,
     write_metrics,
 )
@@ -144,19 +145,14 @@ def pretraining_corpus(experiment: Experiment) -> tuple[datasets.Dataset, datase
     plus IMDb's unlabelled ones where the source has them; validation texts (first `limit_eval`) only
     measure the masked-LM loss."""
     splits = load_imdb(experiment.dataset)
-    train_texts = splits["train"].select_columns(["text"])
-    if experiment.limit_train is not None:
-        train_texts = train_texts.select(range(min(experiment.limit_train, len(train_texts))))
+    train_texts = limit_rows(splits["train"].select_columns(["text"]), experiment.limit_train)
     unlabelled = load_unlabelled(experiment.dataset)
     n_unlabelled = 0
     if unlabelled is not None:
-        if experiment.limit_train is not None:
-            unlabelled = unlabelled.select(range(min(experiment.limit_train, len(unlabelled))))
+        unlabelled = limit_rows(unlabelled, experiment.limit_train)
         n_unlabelled = len(unlabelled)
         train_texts = datasets.concatenate_datasets([train_texts, unlabelled])
-    validation = splits["validation"].select_columns(["text"])
-    if experiment.limit_eval is not None:
-        validation = validation.select(range(min(experiment.limit_eval, len(validation))))
+    validation = limit_rows(splits["validation"].select_columns(["text"]), experiment.limit_eval)
     return train_texts, validation, n_unlabelled
 
 
@@ -196,21 +192,13 @@ def pretrain(
         "name": experiment.name,
         "eval_mlm_loss": evaluation["eval_loss"],
         "eval_perplexity": math.exp(evaluation["eval_loss"]),
-        "optimizer_steps": trainer.state.global_step,
-        "epochs": trainer.state.epoch,
         "chunks_seen": trainer.state.global_step * args.train_batch_size * args.gradient_accumulation_steps
         * args.world_size,
         "n_train_chunks": len(train_chunks),
         "n_train_reviews": len(train_texts),
         "n_unlabelled_reviews": n_unlabelled,
         "n_eval_chunks": len(eval_chunks),
-        "train_runtime_s": train_output.metrics.get("train_runtime"),
-        "wall_time_s": time.time() - started,
-        "world_size": args.world_size,
-        "vocab_size": len(tokenizer),
-        "max_length": experiment.max_length,
-        "command": command_line(),
-        "experiment": dataclasses.asdict(experiment),
+        **run_record(experiment, trainer, train_output, tokenizer, started),
     }
     write_metrics(trainer, metrics, output_dir, results_path)
     return metrics

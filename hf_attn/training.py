@@ -292,9 +292,10 @@ def training_arguments(experiment: Experiment, output_dir: Path, n_train: int, *
     / `save_steps`; on a machine without a GPU the run stays on the CPU (also under `accelerate launch`).
     """
     settings = {**TRAINING_DEFAULTS, **experiment.training}
-    if not torch.cuda.is_available():
+    on_cpu = not torch.cuda.is_available()
+    if on_cpu:
         settings.setdefault("use_cpu", True)
-    world_size = PartialState(cpu=not torch.cuda.is_available()).num_processes
+    world_size = PartialState(cpu=on_cpu).num_processes
     batch = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1) * world_size
     steps_per_epoch = max(1, math.ceil(n_train / batch))
     settings.setdefault("eval_steps", max(1, steps_per_epoch // experiment.evals_per_epoch))
@@ -336,12 +337,26 @@ def write_metrics(
         Path(results_path).write_text(text)
 
 
-def command_line() -> str | None:
-    """The `hf-attn ...` command that is running, for the metrics record (None when called from Python)."""
-    return " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None
+def run_record(
+    experiment: Experiment, trainer: Trainer, train_output: Any, tokenizer: PreTrainedTokenizerBase, started: float
+) -> dict[str, Any]:
+    """What every run's metrics.json records besides its scores: steps, time, machine, command, experiment."""
+    command = " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None
+    return {
+        "epochs": trainer.state.epoch,
+        "optimizer_steps": trainer.state.global_step,
+        "train_runtime_s": train_output.metrics.get("train_runtime"),
+        "wall_time_s": time.time() - started,
+        "world_size": trainer.args.world_size,
+        "vocab_size": len(tokenizer),
+        "max_length": experiment.max_length,
+        "command": command,
+        "experiment": dataclasses.asdict(experiment),
+    }
 
 
-def _limit(split: Any, limit: int | None) -> Any:
+def limit_rows(split: Any, limit: int | None) -> Any:
+    """The first `limit` rows of a dataset (all of them when `limit` is None or larger)."""
     return split if limit is None else split.select(range(min(limit, len(split))))
 
 
@@ -361,9 +376,9 @@ def train(
     output_dir = Path(output_dir)
     started = time.time()
     raw = load_imdb(experiment.dataset)
-    raw["train"] = _limit(raw["train"], experiment.limit_train)
+    raw["train"] = limit_rows(raw["train"], experiment.limit_train)
     for name in ("validation", "test"):
-        raw[name] = _limit(raw[name], experiment.limit_eval)
+        raw[name] = limit_rows(raw[name], experiment.limit_eval)
     tokenizer = load_tokenizer(experiment, raw["train"]["text"])
     splits = tokenize_splits(raw, tokenizer, experiment.max_length)
     set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
@@ -398,19 +413,11 @@ def train(
         "val_accuracy": validation["val_accuracy"],
         "val_f1": validation["val_f1"],
         "val_loss": validation["val_loss"],
-        "epochs": trainer.state.epoch,
-        "optimizer_steps": trainer.state.global_step,
         "best_checkpoint": trainer.state.best_model_checkpoint,
-        "train_runtime_s": train_output.metrics.get("train_runtime"),
-        "wall_time_s": time.time() - started,
         "n_train": len(splits["train"]),
         "n_validation": len(splits["validation"]),
         "n_test": len(splits["test"]),
-        "world_size": args.world_size,
-        "vocab_size": len(tokenizer),
-        "max_length": experiment.max_length,
-        "command": command_line(),
-        "experiment": dataclasses.asdict(experiment),
+        **run_record(experiment, trainer, train_output, tokenizer, started),
     }
     if experiment.init_from is not None:  # where the encoder came from, for tables and model cards
         pretraining = Path(experiment.init_from) / "metrics.json"
@@ -432,7 +439,7 @@ def evaluate_saved(
     raw = load_imdb(dataset)
     if split not in raw:
         raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
-    tokenized = tokenize_splits(DatasetDict({split: _limit(raw[split], limit)}), tokenizer,
+    tokenized = tokenize_splits(DatasetDict({split: limit_rows(raw[split], limit)}), tokenizer,
                                 model.config.max_position_embeddings)
     args = TrainingArguments(output_dir=str(Path(model_dir) / "eval"), report_to="none",
                              per_device_eval_batch_size=batch_size)

@@ -7,6 +7,10 @@ from pathlib import Path
 import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "configs" / "smoke.yaml"
+# Overrides that shrink the smoke experiment's model and tokenizer to seconds per run (add row limits).
+SMOKE_TINY_MODEL = ["model.hidden_size=32", "model.intermediate_size=64", "tokenizer_vocab_size=300"]
 
 
 def tiny_config_kwargs(**overrides: object) -> dict:

@@ -7,6 +7,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
+from helpers import SMOKE, SMOKE_TINY_MODEL
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
@@ -24,10 +25,7 @@ from hf_attn.pretraining import (
 from hf_attn.tokenization_hf_attn import train_week3_tokenizer
 from hf_attn.training import ExperimentConfigError, load_experiment, train
 
-REPO = Path(__file__).resolve().parents[1]
-SMOKE = REPO / "configs" / "smoke.yaml"
-TINY = ["limit_train=96", "limit_eval=32", "model.hidden_size=32", "model.intermediate_size=64",
-        "tokenizer_vocab_size=300"]
+TINY = ["limit_train=96", "limit_eval=32", *SMOKE_TINY_MODEL]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO, SMOKE, SMOKE_TINY_MODEL
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -25,11 +26,8 @@ from hf_attn.training import (
     train,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-SMOKE = REPO / "configs" / "smoke.yaml"
 # Small enough for seconds per run: 256 training reviews, 64 for validation and test.
-FAST = ["limit_train=256", "limit_eval=64", "model.hidden_size=32", "model.intermediate_size=64",
-        "tokenizer_vocab_size=300"]
+FAST = ["limit_train=256", "limit_eval=64", *SMOKE_TINY_MODEL]
 
 
 def write_yaml(tmp_path: Path, text: str) -> Path:
