@@ -11,6 +11,7 @@ allowed, ``TensorDataset`` and ``Subset``; anything else is refused before it ru
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import re
 from collections.abc import Mapping
@@ -154,6 +155,13 @@ def load_week3_embedding(
     ``vocab_config`` (a path or the parsed ``vocab_config.json``; by default the one next to
     ``path``, if any) must agree with the embedding rows and the model's ``pad_token_id``, so that
     ids mean the same tokens in the tokenizer, the embedding and the model.
+
+    The vectors the model computes with are the DAN's: a model whose config has
+    ``scale_embeddings`` multiplies its table by sqrt(hidden_size) in the forward pass, so the
+    table stores the DAN rows divided by that. Stored small, the table trains at the pace of the
+    other weights: AdamW moves each weight by about the learning rate per step whatever its size,
+    and the DAN's rows are N(0, 1) draws (nn.Embedding's init, which its training moves by ~7%),
+    so stored as they are they barely move.
     """
     path = Path(path)
     weight = read_embedding(path)
@@ -189,6 +197,7 @@ def load_week3_embedding(
             f"{path}: the model's input embedding is {list(embeddings.weight.shape)}, not [{rows}, {width}] as its "
             "config says; resize it with model.resize_token_embeddings first."
         )
+    forward_scale = math.sqrt(width) if getattr(model.config, "scale_embeddings", False) else 1.0
     with torch.no_grad():
-        embeddings.weight.copy_(weight.to(device=embeddings.weight.device, dtype=embeddings.weight.dtype))
+        embeddings.weight.copy_(weight.to(device=embeddings.weight.device, dtype=embeddings.weight.dtype) / forward_scale)
     return model

@@ -152,6 +152,9 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("pretrain-absolute", "pretrain-rope", {"model.position_embedding_type"}),
     ("absolute-pretrained", "rope-pretrained", {"init_from"}),
     ("absolute", "absolute-grouped", {"training.train_sampling_strategy"}),
+    ("absolute-embed-scale", "rope-embed-scale", {"model.position_embedding_type"}),
+    ("absolute", "absolute-embed-scale", {"model.scale_embeddings"}),
+    ("rope", "rope-embed-scale", {"model.scale_embeddings"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:

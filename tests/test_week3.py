@@ -176,6 +176,21 @@ def test_embedding_goes_into_an_hf_attn_model(sample_dir: Path, embedding_weight
     assert torch.equal(model.get_input_embeddings().weight, embedding_weight)
 
 
+@pytest.mark.parametrize("scale_embeddings", [False, True])
+def test_model_computes_with_the_dan_vectors(
+    sample_dir: Path, embedding_weight: torch.Tensor, scale_embeddings: bool
+) -> None:
+    """Whatever the model's embedding scale, the vectors entering the first block are the DAN's rows."""
+    config = HfAttnConfig(**tiny_config_kwargs(
+        vocab_size=501, hidden_size=384, pad_token_id=500, position_embedding_type="none",
+        hidden_dropout=0.0, scale_embeddings=scale_embeddings,
+    ))
+    model = load_week3_embedding(HfAttnForSequenceClassification(config), sample_dir / "models" / "imdb_embedding_layer.pt")
+    token_ids = torch.tensor([[3, 7, 250, 499]])
+    first_hidden = model(token_ids, output_hidden_states=True).hidden_states[0]
+    torch.testing.assert_close(first_hidden[0], embedding_weight[token_ids[0]])
+
+
 def test_embedding_mismatches_raise_clear_errors(sample_dir: Path, tmp_path: Path) -> None:
     path = sample_dir / "models" / "imdb_embedding_layer.pt"
     with pytest.raises(Week3FormatError, match=r"embedding is \[501, 384\] but the model expects \[vocab_size=600"):
