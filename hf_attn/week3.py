@@ -199,5 +199,6 @@ def load_week3_embedding(
         )
     forward_scale = math.sqrt(width) if getattr(model.config, "scale_embeddings", False) else 1.0
     with torch.no_grad():
-        embeddings.weight.copy_(weight.to(device=embeddings.weight.device, dtype=embeddings.weight.dtype) / forward_scale)
+        stored = weight.to(device=embeddings.weight.device, dtype=embeddings.weight.dtype) / forward_scale
+        embeddings.weight.copy_(stored)
     return model

@@ -30,7 +30,8 @@ def test_prepare_writes_every_week3_file(prepared: tuple[Path, dict]) -> None:
                  "datasets/train_ds.pt", "datasets/val_ds.pt", "datasets/test_ds.pt",
                  "models/dan_imdb.pt", "models/imdb_embedding_layer.pt", "prepare_report.json"):
         assert (folder / name).is_file(), name
-    assert json.loads((folder / "prepare_report.json").read_text())["vocab_size"] == report["vocab_size"] == 301  # 256 bytes + 44 merges + [PAD]
+    written = json.loads((folder / "prepare_report.json").read_text())
+    assert written["vocab_size"] == report["vocab_size"] == 301  # 256 bytes + 44 merges + [PAD]
     assert read_embedding(folder / "models" / "imdb_embedding_layer.pt").shape == (301, 16)
 
 

@@ -185,7 +185,8 @@ def test_model_computes_with_the_dan_vectors(
         vocab_size=501, hidden_size=384, pad_token_id=500, position_embedding_type="none",
         hidden_dropout=0.0, scale_embeddings=scale_embeddings,
     ))
-    model = load_week3_embedding(HfAttnForSequenceClassification(config), sample_dir / "models" / "imdb_embedding_layer.pt")
+    embedding_file = sample_dir / "models" / "imdb_embedding_layer.pt"
+    model = load_week3_embedding(HfAttnForSequenceClassification(config), embedding_file)
     token_ids = torch.tensor([[3, 7, 250, 499]])
     first_hidden = model(token_ids, output_hidden_states=True).hidden_states[0]
     torch.testing.assert_close(first_hidden[0], embedding_weight[token_ids[0]])
