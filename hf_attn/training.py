@@ -342,6 +342,9 @@ def run_record(
 ) -> dict[str, Any]:
     """What every run's metrics.json records besides its scores: steps, time, machine, command, experiment."""
     command = " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None
+    settings = dataclasses.asdict(experiment)
+    if experiment.week3 is not None or experiment.init_from is not None:
+        del settings["tokenizer_vocab_size"]  # no tokenizer was trained; `vocab_size` is the one used
     return {
         "epochs": trainer.state.epoch,
         "optimizer_steps": trainer.state.global_step,
@@ -351,7 +354,7 @@ def run_record(
         "vocab_size": len(tokenizer),
         "max_length": experiment.max_length,
         "command": command,
-        "experiment": dataclasses.asdict(experiment),
+        "experiment": settings,
     }
 
 

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import SMOKE
 from torch import nn
 
 from hf_attn.dan import DeepAveragingNetwork
 from hf_attn.data import load_imdb
 from hf_attn.prepare import prepare_week3
 from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast
+from hf_attn.training import build_model, load_experiment, load_tokenizer, train
 from hf_attn.week3 import load_week3_pickle, load_week3_split, read_embedding
 
 
@@ -87,3 +89,18 @@ def test_dan_starts_from_the_seeded_default_init() -> None:
     torch.manual_seed(3)
     recreated = DeepAveragingNetwork(50, 49, embedding_dim=8).embedding.weight
     assert torch.equal(untrained.model.embedding.weight, recreated)
+
+
+def test_an_experiment_trains_from_the_prepared_folder(prepared: tuple[Path, dict], tmp_path: Path) -> None:
+    """`week3: DIR` gives the tokenizer and the DAN's vectors (at the model's forward scale) to training."""
+    folder, _ = prepared
+    overrides = [f"week3={folder}", "limit_train=64", "limit_eval=32", "model.hidden_size=16",
+                 "model.intermediate_size=32", "model.scale_embeddings=true", "training.num_train_epochs=1"]
+    experiment = load_experiment(SMOKE, overrides)
+    model = build_model(experiment, load_tokenizer(experiment, train_texts=[]))  # Week 3 tokenizer: none trained
+    dan_rows = read_embedding(folder / "models" / "imdb_embedding_layer.pt")
+    torch.testing.assert_close(model.get_input_embeddings().weight * 16**0.5, dan_rows)
+
+    metrics = train(experiment, tmp_path / "run")
+    assert metrics["vocab_size"] == 301
+    assert "tokenizer_vocab_size" not in metrics["experiment"]  # none was trained: the Week 3 one was used
