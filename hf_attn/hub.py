@@ -48,7 +48,7 @@ Reproduce: `{command}`
 ## Training
 
 Hugging Face `Trainer` (Accelerate underneath), {epochs:g} epochs over {n_train} reviews,
-{optimizer_steps} optimizer steps, {train_runtime_s:.0f} s on {world_size} process(es); evaluation and a
+{optimizer_steps} optimizer steps, {train_time} on {world_size} process(es); evaluation and a
 checkpoint every {evals_per_epoch_fraction}epoch, {early_stopping}, best checkpoint (lowest validation
 loss) restored. Hyperparameters: `{training}`.
 
@@ -97,7 +97,8 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
         layers=config["num_hidden_layers"], heads=config["num_attention_heads"], hidden=config["hidden_size"],
         scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
         vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
-        embedding_origin=_embedding_origin(experiment), pretraining=_pretraining_text(metrics.get("pretraining")),
+        train_time=_train_time(metrics), embedding_origin=_embedding_origin(experiment),
+        pretraining=_pretraining_text(metrics.get("pretraining")),
         evals_per_epoch_fraction="" if evals == 1 else f"1/{evals} ",
         early_stopping=("no early stopping" if experiment.get("early_stopping_patience") is None
                         else f"early stopping after {experiment['early_stopping_patience']} evaluations without "
@@ -105,10 +106,18 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
         training=json.dumps(experiment.get("training", {})), repo_id=repo_id,
         command=metrics.get("command") or "see metrics.json",
         **{key: metrics[key] for key in ("val_accuracy", "val_f1", "val_loss", "test_accuracy", "test_f1",
-                                         "test_loss", "epochs", "n_train", "optimizer_steps", "train_runtime_s",
-                                         "world_size")},
+                                         "test_loss", "epochs", "n_train", "optimizer_steps", "world_size")},
     )
     return ModelCard(text)
+
+
+def _train_time(metrics: dict[str, Any]) -> str:
+    """Training time, saying which steps it covers when the clock started after step 0."""
+    seconds, first_step = metrics["train_runtime_s"], metrics.get("timed_from_step") or 0
+    if first_step == 0:
+        return f"{seconds:.0f} s"
+    return (f"{seconds:.0f} s for steps {first_step + 1}-{metrics['optimizer_steps']} (the time of the "
+            f"first {first_step} steps was not recorded)")
 
 
 def _embedding_origin(experiment: dict[str, Any]) -> str:

@@ -35,6 +35,7 @@ from .modeling_hf_attn import HfAttnForMaskedLM
 from .training import (
     Experiment,
     ExperimentConfigError,
+    TrainingClock,
     build_model,
     limit_rows,
     load_tokenizer,
@@ -184,6 +185,7 @@ def pretrain(
         eval_dataset=eval_chunks,
         data_collator=collator,
         processing_class=tokenizer,
+        callbacks=[TrainingClock()],
     )
     train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume))
     evaluation = trainer.evaluate()

@@ -37,6 +37,7 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import get_last_checkpoint
 
 from .configuration_hf_attn import HfAttnConfig
@@ -104,6 +105,8 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "save_total_limit": 2,
     "report_to": "none",
     "dataloader_num_workers": 0,
+    # a resumed run continues its callbacks (early-stopping patience, the training clock) where they were
+    "restore_callback_states_from_checkpoint": True,
 }
 
 
@@ -337,18 +340,58 @@ def write_metrics(
         Path(results_path).write_text(text)
 
 
+class TrainingClock(TrainerCallback, ExportableState):
+    """Training time summed over every session of a resumed run.
+
+    `Trainer`'s `train_runtime` covers the last `train()` call only, so a run resumed from a checkpoint
+    would report the time of its final stretch as the whole. The clock's total goes into each
+    checkpoint (`stateful_callbacks`, restored on resume); time after an interrupted session's last
+    checkpoint is not counted, because those steps are redone. `timed_from_step` is the step the
+    clock started at: above 0 only for a run resumed from a checkpoint written without a clock.
+    """
+
+    def __init__(self) -> None:
+        self.seconds_before_this_session = 0.0
+        self.timed_from_step: int | None = None
+        self._session_started: float | None = None
+
+    def on_train_begin(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        self._session_started = time.perf_counter()
+        if self.timed_from_step is None:
+            self.timed_from_step = state.global_step
+
+    def on_train_end(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        self.seconds_before_this_session, self._session_started = self.elapsed_s, None
+
+    @property
+    def elapsed_s(self) -> float:
+        session = 0.0 if self._session_started is None else time.perf_counter() - self._session_started
+        return self.seconds_before_this_session + session
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {}, "attributes": {"seconds_before_this_session": self.elapsed_s,
+                                           "timed_from_step": self.timed_from_step}}
+
+
 def run_record(
     experiment: Experiment, trainer: Trainer, train_output: Any, tokenizer: PreTrainedTokenizerBase, started: float
 ) -> dict[str, Any]:
-    """What every run's metrics.json records besides its scores: steps, time, machine, command, experiment."""
+    """What every run's metrics.json records besides its scores: steps, time, machine, command, experiment.
+
+    `train_runtime_s` is the `TrainingClock`'s total when the trainer has one, else `Trainer`'s
+    `train_runtime` (the last session's).
+    """
     command = " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None
+    clock = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, TrainingClock)),
+                 None)
     settings = dataclasses.asdict(experiment)
     if experiment.week3 is not None or experiment.init_from is not None:
         del settings["tokenizer_vocab_size"]  # no tokenizer was trained; `vocab_size` is the one used
     return {
         "epochs": trainer.state.epoch,
         "optimizer_steps": trainer.state.global_step,
-        "train_runtime_s": train_output.metrics.get("train_runtime"),
+        "train_runtime_s": clock.elapsed_s if clock else train_output.metrics.get("train_runtime"),
+        "timed_from_step": clock.timed_from_step if clock else None,
         "wall_time_s": time.time() - started,
         "world_size": trainer.args.world_size,
         "vocab_size": len(tokenizer),
@@ -390,7 +433,7 @@ def train(
         experiment, output_dir, len(splits["train"]),
         load_best_model_at_end=True, metric_for_best_model="loss", greater_is_better=False,
     )
-    callbacks = list(callbacks)
+    callbacks = [*callbacks, TrainingClock()]
     if experiment.early_stopping_patience is not None:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=experiment.early_stopping_patience))
     trainer = Trainer(

@@ -16,7 +16,7 @@ from huggingface_hub import HfApi, ModelCard
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
 from hf_attn.data import load_sample
-from hf_attn.hub import push
+from hf_attn.hub import build_model_card, push
 from hf_attn.tokenization_hf_attn import train_week3_tokenizer
 
 REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
@@ -53,6 +53,15 @@ def test_card_metadata_carries_the_measured_metrics(run_dir: Path, tmp_path: Pat
                        ("validation", "f1"): metrics["val_f1"]}
     assert "position-alibi" in card.data.tags and "trust_remote_code=True" in card.text
     assert "0.8123" in card.text
+    assert "2500 optimizer steps, 3600 s on 1 process(es)" in card.text
+
+
+def test_card_says_which_steps_a_partly_timed_run_covers(run_dir: Path) -> None:
+    """A run resumed from a checkpoint written before runs were timed across sessions."""
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    card = build_model_card({**metrics, "timed_from_step": 936}, config, "someone/x")
+    assert "3600 s for steps 937-2500 (the time of the first 936 steps was not recorded)" in card.text
 
 
 def test_missing_metrics_get_a_clear_error(tmp_path: Path) -> None:

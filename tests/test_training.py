@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,13 +93,31 @@ class StopAfterFirstCheckpoint(TrainerCallback):
         raise KeyboardInterrupt
 
 
+class SessionTimer(TrainerCallback):
+    """Wall time of one train() call, from its start to its end or its first checkpoint."""
+
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201 - TrainerCallback's signature
+        self.started, self.seconds = time.perf_counter(), None
+
+    def on_save(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
+        self.seconds = self.seconds or time.perf_counter() - self.started
+
+    def on_train_end(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
+        self.seconds = time.perf_counter() - self.started
+
+
 def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
     experiment = load_experiment(SMOKE, [*FAST, "evals_per_epoch=2"])
     straight = train(experiment, tmp_path / "straight")
+    first, second = SessionTimer(), SessionTimer()
     with pytest.raises(KeyboardInterrupt):
-        train(experiment, tmp_path / "interrupted", callbacks=[StopAfterFirstCheckpoint()])
+        train(experiment, tmp_path / "interrupted", callbacks=[first, StopAfterFirstCheckpoint()])
     assert not (tmp_path / "interrupted" / "metrics.json").exists()
-    resumed = train(experiment, tmp_path / "interrupted", resume=True)
+    resumed = train(experiment, tmp_path / "interrupted", resume=True, callbacks=[second])
+    # Training time adds up the first session up to its checkpoint and the whole second session.
+    assert resumed["train_runtime_s"] == pytest.approx(first.seconds + second.seconds, abs=0.5)
+    assert second.seconds < resumed["train_runtime_s"]
+    assert resumed["timed_from_step"] == straight["timed_from_step"] == 0
     assert resumed["optimizer_steps"] == straight["optimizer_steps"]
     assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
     assert resumed["val_accuracy"] == pytest.approx(straight["val_accuracy"])
