@@ -9,6 +9,7 @@ surfaces later as a shape error deep inside torch.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from transformers import PreTrainedConfig
@@ -131,6 +132,11 @@ class HfAttnConfig(PreTrainedConfig):
     def head_dim(self) -> int:
         """Width of one attention head (read by transformers' RoPE init functions)."""
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_scale(self) -> float:
+        """What the forward pass multiplies the token table by: sqrt(hidden_size) with `scale_embeddings`, else 1."""
+        return math.sqrt(self.hidden_size) if self.scale_embeddings else 1.0
 
     @property
     def num_key_value_groups(self) -> int:

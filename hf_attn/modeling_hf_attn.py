@@ -286,7 +286,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.embedding_scale = math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0
+        self.embedding_scale = config.embedding_scale
         self.positions = build_position_scheme(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))

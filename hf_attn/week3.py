@@ -11,7 +11,6 @@ allowed, ``TensorDataset`` and ``Subset``; anything else is refused before it ru
 from __future__ import annotations
 
 import json
-import math
 import pickle
 import re
 from collections.abc import Mapping
@@ -197,7 +196,7 @@ def load_week3_embedding(
             f"{path}: the model's input embedding is {list(embeddings.weight.shape)}, not [{rows}, {width}] as its "
             "config says; resize it with model.resize_token_embeddings first."
         )
-    forward_scale = math.sqrt(width) if getattr(model.config, "scale_embeddings", False) else 1.0
+    forward_scale = getattr(model.config, "embedding_scale", 1.0)  # HfAttnConfig's; stock models scale by 1
     with torch.no_grad():
         stored = weight.to(device=embeddings.weight.device, dtype=embeddings.weight.dtype) / forward_scale
         embeddings.weight.copy_(stored)

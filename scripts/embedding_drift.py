@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import torch
@@ -36,7 +35,7 @@ def run_embedding(run: Path) -> torch.Tensor:
     config = HfAttnConfig.from_pretrained(run)
     weights = load_file(run / "model.safetensors")
     (table,) = [value for key, value in weights.items() if key.endswith("embed_tokens.weight")]
-    return table * (math.sqrt(config.hidden_size) if config.scale_embeddings else 1.0)
+    return table * config.embedding_scale
 
 
 def main() -> None:
