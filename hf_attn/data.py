@@ -19,6 +19,7 @@ from typing import Any
 import datasets
 import pyarrow.parquet as pq
 import torch
+from transformers import DataCollatorWithPadding
 
 IMDB_HUB_ID = "stanfordnlp/imdb"
 LABEL_NAMES = ("neg", "pos")
@@ -217,33 +218,70 @@ def load_sample() -> datasets.DatasetDict:
 
 
 def tokenize_splits(
-    dataset_dict: datasets.DatasetDict, tokenizer: Any, max_length: int
+    dataset_dict: datasets.DatasetDict,
+    tokenizer: Any,
+    max_length: int,
+    untruncated: tuple[str, ...] = (),
 ) -> datasets.DatasetDict:
     """Tokenize every split into ``input_ids``, ``attention_mask`` and ``labels``.
 
     Sequences are truncated to ``max_length`` tokens (special tokens the tokenizer adds count
     towards it) and left unpadded, so a collator can pad each batch only to its longest member.
-    All other columns are dropped, leaving exactly what a model's ``forward`` takes.
-    ``tokenizer`` is any Hugging Face tokenizer (Rust-backed or Python).
+    Splits named in ``untruncated`` keep whole reviews (for :class:`RandomWindowCollator`, which
+    cuts each batch's windows). All other columns are dropped, leaving exactly what a model's
+    ``forward`` takes. ``tokenizer`` is any Hugging Face tokenizer (Rust-backed or Python).
     """
     if max_length < 1:
         raise ValueError(f"max_length must be positive, got {max_length}")
 
-    def encode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        encoded = tokenizer(
-            batch["text"], truncation=True, max_length=max_length, return_attention_mask=True
-        )
-        return {
-            "input_ids": encoded["input_ids"],
-            "attention_mask": encoded["attention_mask"],
-            "labels": batch["label"],
-        }
+    def encoder(truncate: bool) -> Any:
+        def encode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+            encoded = tokenizer(batch["text"], truncation=truncate, max_length=max_length if truncate else None,
+                                return_attention_mask=True, verbose=truncate)
+            return {
+                "input_ids": encoded["input_ids"],
+                "attention_mask": encoded["attention_mask"],
+                "labels": batch["label"],
+            }
+
+        return encode
 
     return datasets.DatasetDict(
         {
             name: split.map(
-                encode, batched=True, remove_columns=split.column_names, desc=f"Tokenizing {name}"
+                encoder(name not in untruncated), batched=True, remove_columns=split.column_names,
+                desc=f"Tokenizing {name}",
             )
             for name, split in dataset_dict.items()
         }
     )
+
+
+class RandomWindowCollator(DataCollatorWithPadding):
+    """Pads a batch after cutting every review longer than ``max_length`` to a random window of it.
+
+    Training on a fresh window of each whole review, instead of always its first ``max_length``
+    tokens, shows the model text it would otherwise never see (at 128 tokens of an 8k vocabulary,
+    90% of IMDb reviews are cut), so a second epoch is not a repeat of the first. Evaluation keeps
+    the start of each review. Window starts are uniform over every offset that fits and come from
+    torch's global generator, which `Trainer` seeds and restores with each checkpoint, so a
+    resumed run draws the same windows.
+    """
+
+    def __init__(self, tokenizer: Any, max_length: int) -> None:
+        if max_length < 1:
+            raise ValueError(f"max_length must be positive, got {max_length}")
+        super().__init__(tokenizer)
+        self.window_length = max_length  # not `max_length`: DataCollatorWithPadding pads to that field
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        return super().__call__([self._window(feature) for feature in features])
+
+    def _window(self, feature: dict[str, Any]) -> dict[str, Any]:
+        excess = len(feature["input_ids"]) - self.window_length
+        if excess <= 0:
+            return feature
+        start = int(torch.randint(excess + 1, ()))
+        end = start + self.window_length
+        return {**feature, "input_ids": feature["input_ids"][start:end],
+                "attention_mask": feature["attention_mask"][start:end]}

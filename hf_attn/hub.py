@@ -42,7 +42,7 @@ Reproduce: `{command}`
 ## Model
 
 - Position scheme: `{scheme}`; attention: SDPA (eager returns attention weights); pre-norm: {pre_norm}.
-- Tokenizer: Week 3 byte-level BPE, {vocab_size} tokens, first {max_length} tokens of each review.
+- Tokenizer: Week 3 byte-level BPE, {vocab_size} tokens; input: {model_input}.
 - Token embedding: {embedding_origin}.
 {pretraining}
 ## Training
@@ -98,6 +98,7 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
         scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
         vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
         train_time=_train_time(metrics), embedding_origin=_embedding_origin(experiment),
+        model_input=_model_input(experiment, metrics.get("max_length")),
         pretraining=_pretraining_text(metrics.get("pretraining")),
         evals_per_epoch_fraction="" if evals == 1 else f"1/{evals} ",
         early_stopping=("no early stopping" if experiment.get("early_stopping_patience") is None
@@ -118,6 +119,13 @@ def _train_time(metrics: dict[str, Any]) -> str:
         return f"{seconds:.0f} s"
     return (f"{seconds:.0f} s for steps {first_step + 1}-{metrics['optimizer_steps']} (the time of the "
             f"first {first_step} steps was not recorded)")
+
+
+def _model_input(experiment: dict[str, Any], max_length: int | None) -> str:
+    if experiment.get("train_window") == "random":
+        return (f"the first {max_length} tokens of each review; trained on a random {max_length}-token window of "
+                "each whole review, drawn anew each epoch")
+    return f"the first {max_length} tokens of each review"
 
 
 def _embedding_origin(experiment: dict[str, Any]) -> str:

@@ -41,7 +41,7 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import get_last_checkpoint
 
 from .configuration_hf_attn import HfAttnConfig
-from .data import LABEL_NAMES, load_imdb, tokenize_splits
+from .data import LABEL_NAMES, RandomWindowCollator, load_imdb, tokenize_splits
 from .modeling_hf_attn import HfAttnForSequenceClassification, HfAttnPreTrainedModel
 
 
@@ -60,6 +60,9 @@ class Experiment:
             training split (for smoke runs and users without Week 3 files).
         tokenizer_vocab_size: vocabulary size when a tokenizer is trained here.
         max_length: tokens per review seen by the model (the reference used 128).
+        train_window: which `max_length` tokens of a longer training review the model sees: `start`
+            (the first ones, like evaluation and the reference) or `random` (a new random window of
+            the whole review each time it is drawn; see `hf_attn.data.RandomWindowCollator`).
         init_embedding_from_dan: start the token embedding from the Week 3 DAN embedding.
         limit_train / limit_eval: keep only the first N reviews of train (when pretraining, also of the
             unlabelled reviews) / of validation and test (smoke tests, pretraining's evaluation);
@@ -80,6 +83,7 @@ class Experiment:
     week3: str | None = None
     tokenizer_vocab_size: int = 500
     max_length: int = 128
+    train_window: str = "start"
     init_embedding_from_dan: bool = True
     limit_train: int | None = None
     limit_eval: int | None = None
@@ -146,6 +150,8 @@ _EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 # What a classifier started from a pretrained folder (`init_from`) may set differently from it;
 # anything else (width, positions, layers) is the pretrained architecture and must match.
+TRAIN_WINDOWS = frozenset({"start", "random"})
+
 FINE_TUNING_SETTINGS = frozenset({"hidden_dropout", "attention_dropout", "classifier_dropout", "classifier_pooling"})
 
 
@@ -192,6 +198,16 @@ def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ())
                 raise ExperimentConfigError(f"{path}: `{key}` must be a mapping of {key} settings.")
         elif not _type_matches(value, default):
             raise ExperimentConfigError(f"{path}: `{key}` must be like {default!r}, got {value!r}.")
+    if raw.get("train_window", "start") not in TRAIN_WINDOWS:
+        raise ExperimentConfigError(
+            f"{path}: train_window must be one of {sorted(TRAIN_WINDOWS)}, got {raw['train_window']!r}."
+        )
+    sampling = raw.get("training", {}).get("train_sampling_strategy")  # `training` is a mapping (checked above)
+    if raw.get("train_window") == "random" and sampling == "group_by_length":
+        raise ExperimentConfigError(
+            f"{path}: train_sampling_strategy group_by_length would sort by whole-review lengths, which random "
+            "windows cut to max_length; use one of the two."
+        )
     _check_section(raw.get("model", {}), HfAttnConfig, f"{path} [model]")
     _check_section(raw.get("training", {}), TrainingArguments, f"{path} [training]")
     try:
@@ -426,7 +442,8 @@ def train(
     for name in ("validation", "test"):
         raw[name] = limit_rows(raw[name], experiment.limit_eval)
     tokenizer = load_tokenizer(experiment, raw["train"]["text"])
-    splits = tokenize_splits(raw, tokenizer, experiment.max_length)
+    random_windows = experiment.train_window == "random"
+    splits = tokenize_splits(raw, tokenizer, experiment.max_length, untruncated=("train",) if random_windows else ())
     set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
     model = build_model(experiment, tokenizer)
     args = training_arguments(
@@ -441,7 +458,8 @@ def train(
         args=args,
         train_dataset=splits["train"],
         eval_dataset=splits["validation"],
-        data_collator=DataCollatorWithPadding(tokenizer),
+        data_collator=RandomWindowCollator(tokenizer, experiment.max_length) if random_windows
+        else DataCollatorWithPadding(tokenizer),
         processing_class=tokenizer,
         compute_metrics=compute_metrics,
         callbacks=callbacks,

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import torch
+from datasets import DatasetDict
 from helpers import SHARED
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from hf_attn.data import (
     SAMPLE_PATH,
+    RandomWindowCollator,
     load_imdb,
     load_labelled,
     load_sample,
@@ -165,12 +168,20 @@ def test_sample_matches_its_recipe(week3_split: dict[str, list[int]], raw_imdb: 
     assert table["label"] == [raw_imdb["label"][i] for i in table["imdb_index"]]
 
 
-def test_tokenize_splits_truncates_without_padding() -> None:
-    sample = load_sample()
-    small = type(sample)({name: split.select(range(20)) for name, split in sample.items()})
+def whitespace_tokenizer() -> PreTrainedTokenizerFast:
+    """A word-level tokenizer whose every word is [UNK]: token counts are word counts, an independent measure."""
     backend = Tokenizer(models.WordLevel({"[UNK]": 0, "[PAD]": 1}, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]")
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]")
+
+
+def first_rows(dataset_dict: DatasetDict, n: int) -> DatasetDict:
+    return DatasetDict({name: split.select(range(n)) for name, split in dataset_dict.items()})
+
+
+def test_tokenize_splits_truncates_without_padding() -> None:
+    small = first_rows(load_sample(), 20)
+    tokenizer = whitespace_tokenizer()
 
     tokenized = tokenize_splits(small, tokenizer, max_length=16)
     for name, split in tokenized.items():
@@ -182,3 +193,34 @@ def test_tokenize_splits_truncates_without_padding() -> None:
         assert all(set(mask) == {1} for mask in split["attention_mask"])
     short = tokenize_splits(small, tokenizer, max_length=10_000)["train"]
     assert len({len(ids) for ids in short["input_ids"]}) > 1, "sequences must stay unpadded"
+
+
+def test_untruncated_splits_keep_whole_reviews() -> None:
+    small = first_rows(load_sample(), 20)
+    tokenized = tokenize_splits(small, whitespace_tokenizer(), max_length=16, untruncated=("train",))
+    words = [len(pre_tokenizers.Whitespace().pre_tokenize_str(text)) for text in small["train"]["text"]]
+    assert [len(ids) for ids in tokenized["train"]["input_ids"]] == words
+    assert max(words) > 16
+    assert max(len(ids) for ids in tokenized["validation"]["input_ids"]) == 16
+
+
+def test_random_windows_are_uniform_slices_of_each_review() -> None:
+    long_review = list(range(100, 120))  # 20 distinct ids: a window's first id gives its start
+    short_review = [7, 8, 9]
+    features = [{"input_ids": long_review, "attention_mask": [1] * 20, "labels": 1},
+                {"input_ids": short_review, "attention_mask": [1] * 3, "labels": 0}]
+    collator = RandomWindowCollator(whitespace_tokenizer(), max_length=5)
+    torch.manual_seed(0)
+    starts = Counter()
+    for _ in range(1600):
+        batch = collator(features)
+        window = batch["input_ids"][0].tolist()
+        start = window[0] - 100
+        assert window == long_review[start:start + 5]
+        assert batch["attention_mask"].tolist() == [[1] * 5, [1, 1, 1, 0, 0]]
+        assert batch["input_ids"][1].tolist() == [7, 8, 9, 1, 1]  # shorter reviews are only padded
+        assert batch["labels"].tolist() == [1, 0]
+        starts[start] += 1
+    # 16 possible starts (0..15), both ends included, each drawn about 100 times (sd ~10).
+    assert sorted(starts) == list(range(16))
+    assert all(60 < count < 140 for count in starts.values()), starts

@@ -64,6 +64,17 @@ def test_card_says_which_steps_a_partly_timed_run_covers(run_dir: Path) -> None:
     assert "3600 s for steps 937-2500 (the time of the first 936 steps was not recorded)" in card.text
 
 
+@pytest.mark.parametrize(("train_window", "said"), [
+    ("start", "input: the first 64 tokens of each review."),
+    ("random", "input: the first 64 tokens of each review; trained on a random 64-token window of each whole review"),
+])
+def test_card_says_what_part_of_a_review_the_model_trained_on(run_dir: Path, train_window: str, said: str) -> None:
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["experiment"]["train_window"] = train_window
+    config = json.loads((run_dir / "config.json").read_text())
+    assert said in build_model_card(metrics, config, "someone/x").text
+
+
 def test_missing_metrics_get_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="metrics.json is missing"):
         push(tmp_path, "someone/x", dry_run_dir=tmp_path / "upload")

@@ -47,6 +47,8 @@ def write_yaml(tmp_path: Path, text: str) -> Path:
     ("name: x\nmodel: [1, 2]\n", "`model` must be a mapping"),
     ("- just\n- a list\n", "must hold a mapping"),
     ("name: [unclosed\n", "not valid YAML"),
+    ("name: x\ntrain_window: end\n", "train_window must be one of ['random', 'start']"),
+    ("name: x\ntrain_window: random\ntraining:\n  train_sampling_strategy: group_by_length\n", "use one of the two"),
 ])
 def test_bad_experiment_files_get_clear_errors(tmp_path: Path, text: str, message: str) -> None:
     path = write_yaml(tmp_path, text)
@@ -125,6 +127,22 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
         train(experiment, tmp_path / "never-started", resume=True)
 
 
+def test_random_windows_resume_to_the_same_result(tmp_path: Path) -> None:
+    """Random training windows come from the generator Trainer checkpoints, so an interrupted run
+    draws the same windows after resuming; and they change what the model learns (other result than
+    training on the first tokens)."""
+    overrides = [*FAST, "evals_per_epoch=2", "max_length=32"]
+    experiment = load_experiment(SMOKE, [*overrides, "train_window=random"])
+    straight = train(experiment, tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        train(experiment, tmp_path / "interrupted", callbacks=[StopAfterFirstCheckpoint()])
+    resumed = train(experiment, tmp_path / "interrupted", resume=True)
+    assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
+    assert resumed["experiment"]["train_window"] == "random"
+    from_start = train(load_experiment(SMOKE, overrides), tmp_path / "from-start")
+    assert from_start["test_loss"] != pytest.approx(straight["test_loss"], abs=1e-4)
+
+
 def test_accelerate_launch_on_two_processes(tmp_path: Path) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert accelerate, "accelerate's launcher is not installed next to this Python"
@@ -174,6 +192,7 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("absolute-embed-scale", "rope-embed-scale", {"model.position_embedding_type"}),
     ("absolute", "absolute-embed-scale", {"model.scale_embeddings"}),
     ("rope", "rope-embed-scale", {"model.scale_embeddings"}),
+    ("rope-embed-scale", "rope-windows", {"train_window"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:
