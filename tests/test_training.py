@@ -193,6 +193,8 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("absolute", "absolute-embed-scale", {"model.scale_embeddings"}),
     ("rope", "rope-embed-scale", {"model.scale_embeddings"}),
     ("rope-embed-scale", "rope-windows", {"train_window"}),
+    ("pretrain-rope", "pretrain-rope-embed-scale", {"model.scale_embeddings"}),
+    ("rope-pretrained", "rope-embed-scale-pretrained", {"init_from"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:
