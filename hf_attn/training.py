@@ -148,10 +148,11 @@ def _check_section(section: dict[str, Any], cls: type, where: str) -> None:
 # (names like `nan`, `inf`, `1_000`) is turned into a float behind the user's back.
 _EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
-# What a classifier started from a pretrained folder (`init_from`) may set differently from it;
-# anything else (width, positions, layers) is the pretrained architecture and must match.
+# The values of Experiment.train_window: which tokens of a longer training review a step sees.
 TRAIN_WINDOWS = frozenset({"start", "random"})
 
+# What a classifier started from a pretrained folder (`init_from`) may set differently from it;
+# anything else (width, positions, layers) is the pretrained architecture and must match.
 FINE_TUNING_SETTINGS = frozenset({"hidden_dropout", "attention_dropout", "classifier_dropout", "classifier_pooling"})
 
 
