@@ -50,6 +50,7 @@ from .positions import POSITION_SCHEMES
 
 SECTIONS = ("throughput", "scaling", "realistic")
 BASELINES = ("BERT", "RoFormer")
+TORCH_DROPOUT_FAMILY = "hf-attn (torch dropout)"
 # Written by scripts/bench_tokenizer.py; merged into the report when present.
 DEFAULT_TOKENIZER_JSON = "results/bench_tokenizer.json"
 MIB = 2**20
@@ -82,6 +83,9 @@ class BenchSettings:
     # Throughput section.
     schemes: tuple[str, ...] = _setting(tuple(POSITION_SCHEMES), "hf-attn position schemes")
     backends: tuple[str, ...] = _setting(("eager", "sdpa"), "hf-attn attention implementations")
+    torch_dropout_schemes: tuple[str, ...] = _setting(
+        ("rope",), "hf-attn schemes measured a second time with torch's dropout (dropout_implementation="
+        "'torch') beside the default packed dropout")
     modes: tuple[str, ...] = _setting(("train", "infer"), "train: forward + backward + AdamW; infer: no grad")
     train_batch: int = _setting(32, "training batch size")
     infer_batch: int = _setting(64, "inference batch size")
@@ -141,7 +145,9 @@ class Candidate:
 # Models
 
 
-def hf_attn_config(settings: BenchSettings, scheme: str, max_length: int) -> HfAttnConfig:
+def hf_attn_config(
+    settings: BenchSettings, scheme: str, max_length: int, dropout_implementation: str = "packed"
+) -> HfAttnConfig:
     """The hf-attn config of the benchmark shape; `max_length` sizes the learned position table."""
     return HfAttnConfig(
         vocab_size=settings.vocab_size,
@@ -153,6 +159,7 @@ def hf_attn_config(settings: BenchSettings, scheme: str, max_length: int) -> HfA
         max_position_embeddings=max_length,
         hidden_dropout=settings.dropout,
         attention_dropout=settings.attention_dropout,
+        dropout_implementation=dropout_implementation,
         pad_token_id=settings.vocab_size - 1,
         num_labels=2,
     )
@@ -204,7 +211,8 @@ def _best_backend(model: nn.Module) -> str:
 
 
 def build_candidates(settings: BenchSettings, max_length: int, device: torch.device) -> list[Candidate]:
-    """hf-attn for every scheme x backend, then BERT and RoFormer with their fastest attention."""
+    """hf-attn for every scheme x backend (and again with torch's dropout for `torch_dropout_schemes`), then
+    BERT and RoFormer with their fastest attention."""
     candidates: list[Candidate] = []
 
     def add(family: str, scheme: str, backends: Sequence[str], model: nn.Module) -> None:
@@ -216,6 +224,10 @@ def build_candidates(settings: BenchSettings, max_length: int, device: torch.dev
         torch.manual_seed(settings.seed)
         model = HfAttnForSequenceClassification(hf_attn_config(settings, scheme, max_length))
         add("hf-attn", scheme, settings.backends, model)
+    for scheme in settings.torch_dropout_schemes:
+        torch.manual_seed(settings.seed)
+        model = HfAttnForSequenceClassification(hf_attn_config(settings, scheme, max_length, "torch"))
+        add(TORCH_DROPOUT_FAMILY, scheme, settings.backends, model)
     for family, scheme in zip(BASELINES, ("absolute", "rope")):
         torch.manual_seed(settings.seed)
         model = build_baseline(settings, family, max_length)

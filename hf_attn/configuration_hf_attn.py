@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from transformers import PreTrainedConfig
 
+from .dropout import DROPOUT_IMPLEMENTATIONS
 from .positions import POSITION_SCHEMES
 
 HIDDEN_ACTIVATIONS = ("gelu", "relu", "silu", "swiglu", "geglu")
@@ -63,6 +64,9 @@ class HfAttnConfig(PreTrainedConfig):
         attention_dropout: dropout on attention weights.
         hidden_dropout: dropout on embeddings and on every residual branch.
         classifier_dropout: dropout before the classification layer; `None` means `hidden_dropout`.
+        dropout_implementation: `packed` (one CPU random draw decides four elements, the drop
+            probability rounded to a multiple of 2**-16; see `hf_attn.dropout`) or `torch`
+            (`nn.functional.dropout`). Other devices always use torch's.
         classifier_pooling: `mean` over real tokens (the default: Week 3 vocabularies have no CLS
             token), `max` over real tokens, or `cls` (the first token).
         scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps
@@ -105,6 +109,7 @@ class HfAttnConfig(PreTrainedConfig):
     attention_dropout: float = 0.1
     hidden_dropout: float = 0.1
     classifier_dropout: float | None = None
+    dropout_implementation: Literal["packed", "torch"] = "packed"
     classifier_pooling: Literal["cls", "mean", "max"] = "mean"
     scale_embeddings: bool = False
     attention_bias: bool = True
@@ -162,6 +167,7 @@ class HfAttnConfig(PreTrainedConfig):
             "norm_type": NORM_TYPES,
             "norm_position": NORM_POSITIONS,
             "classifier_pooling": POOLING_MODES,
+            "dropout_implementation": DROPOUT_IMPLEMENTATIONS,
             "position_embedding_type": tuple(POSITION_SCHEMES),
         }
         for field, allowed in choices.items():

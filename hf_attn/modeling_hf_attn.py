@@ -27,6 +27,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_hf_attn import HfAttnConfig
+from .dropout import Dropout, apply_dropout
 from .masking import key_padding_mask, self_attention_mask
 from .positions import (
     AttentionPositions,
@@ -64,7 +65,7 @@ def eager_attention_forward(
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     if attention_mask is not None:
         weights = weights.masked_fill(~attention_mask, 0.0)
-    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    weights = apply_dropout(weights, dropout, module.training, module.config.dropout_implementation)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Q, H, D)
     return output, weights
 
@@ -107,6 +108,20 @@ class HfAttnAttention(nn.Module):
         key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
         return self.q_proj(hidden_states), key, value
 
+    def _eager_is_faster(self, query: torch.Tensor) -> bool:
+        """True when attention-weight dropout would make SDPA run the eager math anyway, only slower.
+
+        On CPU, SDPA has no fused kernel with dropout: it falls back to materialising the weights
+        (`_scaled_dot_product_attention_math`) and drops them with torch's per-element draws, where the
+        eager path does the same work with the packed dropout of `hf_attn.dropout`.
+        """
+        return (
+            self.training
+            and self.attention_dropout > 0.0
+            and query.device.type == "cpu"
+            and self.config.dropout_implementation == "packed"
+        )
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -133,7 +148,7 @@ class HfAttnAttention(nn.Module):
         query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
 
         attention_function: Callable = eager_attention_forward
-        if not output_attentions and self.config._attn_implementation != "eager":
+        if not output_attentions and self.config._attn_implementation != "eager" and not self._eager_is_faster(query):
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )
@@ -197,7 +212,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
             self.cross_attn_norm = build_norm(config)
         self.mlp = HfAttnMLP(config)
         self.mlp_norm = build_norm(config)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout, config.dropout_implementation)
 
     def _sublayer_input(self, hidden_states: torch.Tensor, norm: nn.Module) -> torch.Tensor:
         return norm(hidden_states) if self.pre_norm else hidden_states
@@ -288,7 +303,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.embedding_scale = config.embedding_scale
         self.positions = build_position_scheme(config)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout, config.dropout_implementation)
         self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))
         # Post-norm blocks already end in a norm; a second one would only rescale.
         self.norm = build_norm(config) if config.norm_position == "pre" else nn.Identity()
@@ -417,8 +432,8 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.model = HfAttnModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
-        self.dropout = nn.Dropout(dropout)
+        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = Dropout(probability, config.dropout_implementation)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 

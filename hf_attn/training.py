@@ -153,7 +153,9 @@ TRAIN_WINDOWS = frozenset({"start", "random"})
 
 # What a classifier started from a pretrained folder (`init_from`) may set differently from it;
 # anything else (width, positions, layers) is the pretrained architecture and must match.
-FINE_TUNING_SETTINGS = frozenset({"hidden_dropout", "attention_dropout", "classifier_dropout", "classifier_pooling"})
+FINE_TUNING_SETTINGS = frozenset(
+    {"hidden_dropout", "attention_dropout", "classifier_dropout", "dropout_implementation", "classifier_pooling"}
+)
 
 
 def parse_override(override: str) -> tuple[list[str], Any]:

@@ -11,6 +11,7 @@ import torch
 
 from hf_attn.bench import (
     BASELINES,
+    TORCH_DROPOUT_FAMILY,
     BenchSettings,
     add_arguments,
     epoch_batches,
@@ -52,6 +53,7 @@ def test_every_model_and_scheme_has_a_row(toy_run: tuple[dict, str, Path]) -> No
     results, markdown, _ = toy_run
     rows = results["throughput"]["rows"]
     expected = {("hf-attn", scheme, backend) for scheme in POSITION_SCHEMES for backend in ("eager", "sdpa")}
+    expected |= {(TORCH_DROPOUT_FAMILY, "rope", backend) for backend in ("eager", "sdpa")}  # the default side by side
     expected |= {("BERT", "absolute", "sdpa"), ("RoFormer", "rope", "eager")}  # RoFormer has no SDPA path
     for mode in ("train", "infer"):
         for seq in (8, 16):

@@ -352,7 +352,7 @@ def test_saved_folder_loads_with_remote_code_where_hf_attn_is_absent(tmp_path: P
     model = build(HfAttnForSequenceClassification, position_embedding_type="rope", num_key_value_heads=2)
     folder = tmp_path / "model"
     model.save_pretrained(folder)
-    for name in ("configuration_hf_attn.py", "modeling_hf_attn.py", "positions.py", "masking.py"):
+    for name in ("configuration_hf_attn.py", "modeling_hf_attn.py", "positions.py", "masking.py", "dropout.py"):
         assert (folder / name).is_file(), f"{name} was not copied next to the weights"
     auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_hf_attn.HfAttnForSequenceClassification"
