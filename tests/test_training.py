@@ -195,6 +195,9 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("rope-embed-scale", "rope-windows", {"train_window"}),
     ("pretrain-rope", "pretrain-rope-embed-scale", {"model.scale_embeddings"}),
     ("rope-pretrained", "rope-embed-scale-pretrained", {"init_from"}),
+    ("pretrain-absolute", "pretrain-absolute-embed-scale", {"model.scale_embeddings"}),
+    ("pretrain-absolute-embed-scale", "pretrain-rope-embed-scale", {"model.position_embedding_type"}),
+    ("absolute-embed-scale-pretrained", "rope-embed-scale-pretrained", {"init_from"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:
