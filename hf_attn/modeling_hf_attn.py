@@ -65,7 +65,7 @@ def eager_attention_forward(
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     if attention_mask is not None:
         weights = weights.masked_fill(~attention_mask, 0.0)
-    weights = apply_dropout(weights, dropout, module.training, module.config.dropout_implementation)
+    weights = apply_dropout(weights, dropout, module.training, module.dropout_implementation)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Q, H, D)
     return output, weights
 
@@ -87,6 +87,8 @@ class HfAttnAttention(nn.Module):
         self.num_key_value_groups = config.num_key_value_groups
         self.scaling = self.head_dim**-0.5
         self.attention_dropout = config.attention_dropout
+        # Fixed at construction, like every dropout module's probability and implementation.
+        self.dropout_implementation = config.dropout_implementation
         self.is_cross_attention = is_cross_attention
         # transformers' SDPA treats a module without this flag as causal when the mask is None.
         self.is_causal = False
@@ -119,7 +121,7 @@ class HfAttnAttention(nn.Module):
             self.training
             and self.attention_dropout > 0.0
             and query.device.type == "cpu"
-            and self.config.dropout_implementation == "packed"
+            and self.dropout_implementation == "packed"
         )
 
     def forward(
