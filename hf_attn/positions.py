@@ -117,25 +117,29 @@ class LearnedPositions(PositionScheme):
         return inputs_embeds + self.embeddings(position_ids)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """(x1, x2) -> (-x2, x1) on the two halves of the last dimension."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
 def apply_rotary(
-    query: torch.Tensor, key: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads_dim: int = 1
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate queries and keys by their positions' angles: x * cos + rotate_half(x) * sin.
+    states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads_dim: int = 1, in_place: bool = False
+) -> torch.Tensor:
+    """Rotate queries or keys by their positions' angles: x * cos + rotate_half(x) * sin.
+
+    rotate_half(x) = (-x2, x1) on the two halves of the last dimension; it is computed as
+    roll(x, d/2) * (-sin, sin) (the sign folded into the d-wide sin row), and the sum accumulates in
+    place: two new tensors of x's size per call instead of five (negation, concatenation, two
+    products, sum). The sum is the same up to rounding (addcmul may fuse its multiply-add). The model
+    rotates its queries and keys in one call, as one slab of heads.
 
     `cos`/`sin` are (batch|1, seq, head_dim) in the halves layout (channel i and i + d/2 share an
-    angle), as transformers builds them. `heads_dim` is where the heads axis sits in query/key: 1 for
+    angle), as transformers builds them. `heads_dim` is where the heads axis sits in `states`: 1 for
     (batch, heads, seq, head_dim), 2 for (batch, seq, heads, head_dim) (the model rotates before it
-    transposes to heads-first). Tables are cast to the query's dtype, so half-precision models stay
-    in half precision.
+    transposes to heads-first). Tables are cast to the states' dtype, so half-precision models stay
+    in half precision. `in_place` overwrites `states` (for inference, where nothing else needs them).
     """
-    cos, sin = cos.unsqueeze(heads_dim).to(query.dtype), sin.unsqueeze(heads_dim).to(query.dtype)
-    return query * cos + rotate_half(query) * sin, key * cos + rotate_half(key) * sin
+    half = states.shape[-1] // 2
+    signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+    cos, signed_sin = (table.unsqueeze(heads_dim).to(states.dtype) for table in (cos, signed_sin))
+    rolled = states.roll(half, dims=-1)
+    rotated = states.mul_(cos) if in_place else states * cos
+    return rotated.addcmul_(rolled, signed_sin)
 
 
 def default_rope_inv_freq(config: HfAttnConfig) -> tuple[torch.Tensor, float]:

@@ -196,6 +196,56 @@ def test_grouped_query_attention_equals_mha_with_shared_heads(scheme: str) -> No
     assert_same_hidden_states(mha, gqa, *random_batch(pad_rows={0: 6}))
 
 
+@pytest.mark.parametrize("kv_heads", [4, 2, 1])
+def test_rope_attention_weights_equal_scores_of_explicitly_rotated_heads(kv_heads: int) -> None:
+    """The model rotates Q's and K's heads as one slab; the weights must equal softmax(q_i' . k_j' / sqrt(d))
+    with every head vector rotated on its own, as complex numbers: pair (x_c, x_{c+d/2}) times
+    exp(i * position * theta^(-2c/d))."""
+    model = build(position_embedding_type="rope", num_key_value_heads=kv_heads, num_hidden_layers=1)
+    input_ids, _ = random_batch(batch=2, length=7)
+    with torch.no_grad():
+        weights = model(input_ids=input_ids, output_attentions=True).attentions[0]  # (B, H, T, T)
+        layer, head_dim = model.layers[0], 8
+        projected = layer.self_attn.qkv_proj(layer.self_attn_norm(model.embed_tokens(input_ids)))
+        query, key, _ = projected.split([32, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
+
+    def rotate_each_head(states: torch.Tensor) -> torch.Tensor:  # (B, T, heads * D) -> (B, heads, T, D)
+        heads = states.view(2, 7, -1, head_dim).transpose(1, 2).double()
+        pairs = torch.complex(heads[..., : head_dim // 2], heads[..., head_dim // 2 :])
+        frequencies = 10_000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        turned = pairs * torch.polar(torch.ones(7, head_dim // 2, dtype=torch.float64), torch.arange(7.0)[:, None] * frequencies)
+        return torch.cat([turned.real, turned.imag], dim=-1)
+
+    rotated_key = rotate_each_head(key).repeat_interleave(4 // kv_heads, dim=1)
+    scores = rotate_each_head(query) @ rotated_key.transpose(-1, -2) / head_dim**0.5
+    torch.testing.assert_close(weights.double(), scores.softmax(dim=-1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("scheme", "activation", "norm_position", "kv_heads"), [
+    ("none", "gelu", "pre", 4), ("rope", "relu", "post", 4), ("none", "silu", "pre", 4),
+    ("rope", "swiglu", "pre", 2), ("none", "geglu", "post", 4),
+])
+def test_inference_without_autograd_equals_the_autograd_path(
+    scheme: str, activation: str, norm_position: str, kv_heads: int
+) -> None:
+    """Without autograd, RoPE rotates the projection in place, the MLP activates in place and the
+    residuals add in place: same numbers as with autograd, and no tensor handed out (hidden states,
+    the caller's embeddings) is overwritten."""
+    model = build(model_class=HfAttnForSequenceClassification, position_embedding_type=scheme,
+                  hidden_act=activation, norm_position=norm_position, num_key_value_heads=kv_heads)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    embeddings = model.model.embed_tokens(input_ids).detach()
+    original = embeddings.clone()
+    with torch.no_grad():
+        fast = model(inputs_embeds=embeddings, attention_mask=attention_mask, output_hidden_states=True)
+    assert torch.equal(embeddings, original)
+    recorded = model(inputs_embeds=embeddings, attention_mask=attention_mask, output_hidden_states=True)
+    assert recorded.logits.requires_grad
+    assert torch.equal(fast.logits, recorded.logits)
+    for fast_states, recorded_states in zip(fast.hidden_states, recorded.hidden_states, strict=True):
+        assert torch.equal(fast_states, recorded_states)
+
+
 # ---------------------------------------------------------------- cross-attention
 
 

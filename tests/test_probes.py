@@ -50,8 +50,8 @@ def test_rope_offset_scores_match_rotated_all_ones_vectors() -> None:
         angles = torch.cat([offset * inv_freq] * 2)[None, None, None, :]  # (1, 1, 1, D) halves layout
         q = torch.ones(1, 1, 1, head_dim, dtype=torch.float64)
         zero = torch.zeros_like(angles)
-        rotated_q, _ = apply_rotary(q, q, angles.cos()[0], angles.sin()[0])
-        unrotated_k, _ = apply_rotary(q, q, zero.cos()[0], zero.sin()[0])
+        rotated_q = apply_rotary(q, angles.cos()[0], angles.sin()[0])
+        unrotated_k = apply_rotary(q, zero.cos()[0], zero.sin()[0])
         score = float((rotated_q * unrotated_k).sum()) / head_dim
         assert rope_offset_scores(head_dim, 40)[offset].item() == pytest.approx(score)
 
