@@ -137,20 +137,30 @@ def _embedding_origin(experiment: dict[str, Any]) -> str:
 
 
 def _pretraining_text(pretraining: dict[str, Any] | None) -> str:
-    """The card's pretraining section, from the pretraining run's metrics (empty when there was none)."""
+    """The card's pretraining section, from the pretraining run's metrics (empty when there was none).
+
+    A run that continued earlier ones (`continued_from`) is described with all its stages: steps and
+    chunks add up, and every stage's command is listed, first to last."""
     if not pretraining:
         return ""
-    experiment = pretraining.get("experiment", {})
+    stages = [pretraining]
+    while stages[0].get("continued_from"):
+        stages.insert(0, stages[0]["continued_from"])
+    first = stages[0]
+    steps = sum(stage["optimizer_steps"] for stage in stages)
+    chunks = sum(stage["chunks_seen"] for stage in stages)
+    in_stages = f" in {len(stages)} runs, each continuing the one before" if len(stages) > 1 else ""
+    commands = "; then ".join(f"`{stage.get('command') or 'see its metrics.json'}`" for stage in stages)
     return (
         "\n## Pretraining\n\n"
         "The encoder was first trained as a masked language model (`hf-attn pretrain`), its token embedding "
-        f"{_embedding_origin(experiment)}: "
-        f"{pretraining['optimizer_steps']} steps over {pretraining['chunks_seen']:,} chunks of up to "
-        f"{pretraining['max_length']} tokens, cut from {pretraining['n_train_reviews']:,} reviews (the training "
-        f"split and {pretraining['n_unlabelled_reviews']:,} unlabelled IMDb reviews; no validation or test text), "
-        f"{experiment.get('mlm_probability', 0.15):.0%} of tokens masked; masked-LM loss "
-        f"{pretraining['eval_mlm_loss']:.3f} on {pretraining['n_eval_chunks']:,} validation chunks. "
-        f"Reproduce: `{pretraining.get('command') or 'see the pretraining metrics.json'}`\n"
+        f"{_embedding_origin(first.get('experiment', {}))}: "
+        f"{steps} steps over {chunks:,} chunks of up to "
+        f"{pretraining['max_length']} tokens{in_stages}, cut from {pretraining['n_train_reviews']:,} reviews (the "
+        f"training split and {pretraining['n_unlabelled_reviews']:,} unlabelled IMDb reviews; no validation or test "
+        f"text), {pretraining.get('experiment', {}).get('mlm_probability', 0.15):.0%} of tokens masked; masked-LM "
+        f"loss {pretraining['eval_mlm_loss']:.3f} on {pretraining['n_eval_chunks']:,} validation chunks. "
+        f"Reproduce: {commands}\n"
     )
 
 

@@ -8,7 +8,10 @@ three). Text it never reads could teach it how words combine: IMDb's 50,000 unla
 
 `hf-attn pretrain --config configs/pretrain-rope.yaml --week3 DIR --output-dir runs/pretrain-rope`
 writes an `HfAttnForMaskedLM` folder (model + tokenizer); a classification experiment with
-`init_from: runs/pretrain-rope` fine-tunes it with `hf-attn train`.
+`init_from: runs/pretrain-rope` fine-tunes it with `hf-attn train`. A pretraining experiment with
+`init_from` continues an earlier pretraining run (all its weights, masked-LM head included) with a new
+optimizer and schedule: pretraining grows in stages that each fit a session, and each stage's
+`metrics.json` records the one before it (`continued_from`).
 
 Week 3 vocabularies have no mask token. Rather than grow the vocabulary (and break the match with the
 Week 3 embedding and tokenizer files), the `[PAD]` id stands in for it: its embedding row is fixed at
@@ -28,15 +31,15 @@ from typing import Any
 
 import datasets
 import torch
-from transformers import PreTrainedTokenizerBase, Trainer, set_seed
+from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 
 from .data import load_imdb, load_unlabelled
 from .modeling_hf_attn import HfAttnForMaskedLM
 from .training import (
     Experiment,
-    ExperimentConfigError,
     TrainingClock,
     build_model,
+    init_from_metrics,
     limit_rows,
     load_tokenizer,
     resume_checkpoint,
@@ -162,11 +165,11 @@ def pretrain(
     output_dir: str | os.PathLike[str],
     resume: bool = False,
     results_path: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, Any]:
-    """Masked-LM training of the experiment's encoder; writes an `HfAttnForMaskedLM` folder (model and
-    tokenizer) that `init_from` reads, its checkpoints, and `metrics.json`. Returns the metrics."""
-    if experiment.init_from is not None:
-        raise ExperimentConfigError("pretraining starts a new encoder; remove init_from from the experiment.")
+    """Masked-LM training of the experiment's encoder (a new one, or `init_from`'s to continue it);
+    writes an `HfAttnForMaskedLM` folder (model and tokenizer) that `init_from` reads, its checkpoints,
+    and `metrics.json`. Returns the metrics."""
     output_dir = Path(output_dir)
     started = time.time()
     train_texts, validation_texts, n_unlabelled = pretraining_corpus(experiment)
@@ -185,7 +188,7 @@ def pretrain(
         eval_dataset=eval_chunks,
         data_collator=collator,
         processing_class=tokenizer,
-        callbacks=[TrainingClock()],
+        callbacks=[TrainingClock(), *callbacks],
     )
     train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume))
     evaluation = trainer.evaluate()
@@ -202,5 +205,7 @@ def pretrain(
         "n_eval_chunks": len(eval_chunks),
         **run_record(experiment, trainer, train_output, tokenizer, started),
     }
+    if experiment.init_from is not None:
+        metrics["continued_from"] = init_from_metrics(experiment)
     write_metrics(trainer, metrics, output_dir, results_path)
     return metrics

@@ -283,6 +283,12 @@ def _from_pretrained(
     return model_class.from_pretrained(experiment.init_from, **label_maps, **fine_tuning)
 
 
+def init_from_metrics(experiment: Experiment) -> dict[str, Any] | None:
+    """The `metrics.json` of the run `experiment.init_from` came from (None for a folder without one)."""
+    source = Path(experiment.init_from) / "metrics.json"
+    return json.loads(source.read_text()) if source.is_file() else None
+
+
 def check_init_from(experiment: Experiment) -> None:
     """Refuse an `init_from` folder that is not a saved model, or architecture settings that disagree
     with what was pretrained (they would load silently and then mean something else, e.g. RoPE weights
@@ -487,8 +493,7 @@ def train(
         **run_record(experiment, trainer, train_output, tokenizer, started),
     }
     if experiment.init_from is not None:  # where the encoder came from, for tables and model cards
-        pretraining = Path(experiment.init_from) / "metrics.json"
-        metrics["pretraining"] = json.loads(pretraining.read_text()) if pretraining.is_file() else None
+        metrics["pretraining"] = init_from_metrics(experiment)
     write_metrics(trainer, metrics, output_dir, results_path)
     return metrics
 

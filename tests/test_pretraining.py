@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from hf_attn.data import load_imdb, load_unlabelled
-from hf_attn.hub import card_for_run
+from hf_attn.hub import _pretraining_text, card_for_run
 from hf_attn.pretraining import (
     IGNORE_INDEX,
     MIN_CHUNK_TOKENS,
@@ -146,5 +146,26 @@ def test_pretrained_encoder_starts_the_classifier(tmp_path: Path) -> None:
         load_experiment(SMOKE, [f"init_from={pretrained}", "model.position_embedding_type=alibi"])
     with pytest.raises(ExperimentConfigError, match="holds no config.json"):
         load_experiment(SMOKE, [f"init_from={tmp_path}"])
-    with pytest.raises(ExperimentConfigError, match="starts a new encoder"):
-        pretrain(fine_tune, tmp_path / "again")
+
+
+def test_pretraining_continues_a_pretrained_folder(tmp_path: Path) -> None:
+    """init_from in a pretraining experiment starts from every pretrained weight (masked-LM head too), and
+    the record and the model card add up both stages."""
+    first = pretrain(load_experiment(SMOKE, [*TINY, "training.max_steps=4", "training.eval_steps=4"]),
+                     tmp_path / "first")
+    weights = load_file(tmp_path / "first" / "model.safetensors")
+
+    class CaptureStart(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):  # noqa: ANN001, ANN201
+            self.start = {name: value.detach().clone() for name, value in model.state_dict().items()}
+
+    capture = CaptureStart()
+    continued = load_experiment(SMOKE, [*TINY, f"init_from={tmp_path / 'first'}", "training.max_steps=2",
+                                        "training.eval_steps=2", "seed=43"])
+    second = pretrain(continued, tmp_path / "second", callbacks=[capture])
+    assert any(name.startswith("head_norm") or name.startswith("dense") for name in weights)
+    assert all(torch.equal(capture.start[name], value) for name, value in weights.items())
+    assert second["continued_from"]["eval_mlm_loss"] == first["eval_mlm_loss"]
+    text = _pretraining_text(second)
+    assert "6 steps over 192 chunks" in text and "in 2 runs" in text
+    assert text.count("see its metrics.json") == 2  # both stages' commands (None when run from Python)

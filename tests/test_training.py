@@ -198,6 +198,9 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("pretrain-absolute", "pretrain-absolute-embed-scale", {"model.scale_embeddings"}),
     ("pretrain-absolute-embed-scale", "pretrain-rope-embed-scale", {"model.position_embedding_type"}),
     ("absolute-embed-scale-pretrained", "rope-embed-scale-pretrained", {"init_from"}),
+    ("pretrain-absolute-6k", "pretrain-rope-6k", {"init_from", "model.position_embedding_type"}),
+    ("absolute-pretrained-6k", "rope-pretrained-6k", {"init_from"}),
+    ("rope-embed-scale-pretrained", "rope-pretrained-6k", {"init_from", "model.dropout_implementation"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:
