@@ -28,6 +28,13 @@ from hf_attn.training import ExperimentConfigError, load_experiment, train
 TINY = ["limit_train=96", "limit_eval=32", *SMOKE_TINY_MODEL]
 
 
+class CaptureStart(TrainerCallback):
+    """Copies the weights a run starts training from."""
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):  # noqa: ANN001, ANN201
+        self.start = {name: value.detach().clone() for name, value in model.state_dict().items()}
+
+
 @pytest.fixture(scope="module")
 def tokenizer():  # noqa: ANN201 - a HfAttnTokenizerFast
     return train_week3_tokenizer(load_imdb("sample")["train"]["text"][:200], vocab_size=300, max_seq=128)
@@ -125,12 +132,6 @@ def test_pretrained_encoder_starts_the_classifier(tmp_path: Path) -> None:
     assert 0 < metrics["eval_mlm_loss"] < 2 * torch.log(torch.tensor(300.0)).item()
     weights = load_file(pretrained / "model.safetensors")
 
-    class CaptureStart(TrainerCallback):
-        """Copies the weights the classifier starts training from."""
-
-        def on_train_begin(self, args, state, control, model=None, **kwargs):  # noqa: ANN001, ANN201
-            self.start = {name: value.detach().clone() for name, value in model.state_dict().items()}
-
     capture = CaptureStart()
     fine_tune = load_experiment(SMOKE, [*TINY, f"init_from={pretrained}", "training.num_train_epochs=1"])
     result = train(fine_tune, tmp_path / "classifier", callbacks=[capture])
@@ -154,10 +155,6 @@ def test_pretraining_continues_a_pretrained_folder(tmp_path: Path) -> None:
     first = pretrain(load_experiment(SMOKE, [*TINY, "training.max_steps=4", "training.eval_steps=4"]),
                      tmp_path / "first")
     weights = load_file(tmp_path / "first" / "model.safetensors")
-
-    class CaptureStart(TrainerCallback):
-        def on_train_begin(self, args, state, control, model=None, **kwargs):  # noqa: ANN001, ANN201
-            self.start = {name: value.detach().clone() for name, value in model.state_dict().items()}
 
     capture = CaptureStart()
     continued = load_experiment(SMOKE, [*TINY, f"init_from={tmp_path / 'first'}", "training.max_steps=2",
