@@ -91,6 +91,7 @@ class HfAttnAttention(nn.Module):
         self.num_key_value_heads = config.num_key_value_heads
         self.num_key_value_groups = config.num_key_value_groups
         self.scaling = self.head_dim**-0.5
+        self.rope_layout = config.rope_layout
         self.attention_dropout = config.attention_dropout
         # Fixed at construction, like every dropout module's probability and implementation.
         self.dropout_implementation = config.dropout_implementation
@@ -126,7 +127,8 @@ class HfAttnAttention(nn.Module):
             in_place = not records_gradient(projected)
             rotated = apply_rotary(
                 query_and_key.view(batch, query_length, -1, self.head_dim),
-                *positions.rotary,
+                positions.rotary,
+                self.rope_layout,
                 heads_dim=2,
                 in_place=in_place,
             )

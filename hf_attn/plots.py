@@ -65,7 +65,7 @@ def plot_sinusoidal_table(path: str | os.PathLike[str], length: int = 128, dim: 
 def rope_offset_scores(head_dim: int, max_offset: int, theta: float = 10_000.0) -> torch.Tensor:
     """q.k after rotation for q = k = all-ones, as a function of the offset, divided by its value at 0.
 
-    With the halves layout each channel pair contributes 2 cos(offset * theta^(-2i/d)), so the score
+    Each channel pair (in either `rope_layout`) contributes 2 cos(offset * theta^(-2i/d)), so the score
     is the mean of those cosines: 1 at offset 0, decaying (with ripples) as the offset grows.
     """
     inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)

@@ -196,12 +196,14 @@ def test_grouped_query_attention_equals_mha_with_shared_heads(scheme: str) -> No
     assert_same_hidden_states(mha, gqa, *random_batch(pad_rows={0: 6}))
 
 
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
 @pytest.mark.parametrize("kv_heads", [4, 2, 1])
-def test_rope_attention_weights_equal_scores_of_explicitly_rotated_heads(kv_heads: int) -> None:
+def test_rope_attention_weights_equal_scores_of_explicitly_rotated_heads(kv_heads: int, layout: str) -> None:
     """The model rotates Q's and K's heads as one slab; the weights must equal softmax(q_i' . k_j' / sqrt(d))
-    with every head vector rotated on its own, as complex numbers: pair (x_c, x_{c+d/2}) times
-    exp(i * position * theta^(-2c/d))."""
-    model = build(position_embedding_type="rope", num_key_value_heads=kv_heads, num_hidden_layers=1)
+    with every head vector rotated on its own, as complex numbers: pair c (channels 2c and 2c + 1, or c
+    and c + d/2 with the halves layout) times exp(i * position * theta^(-2c/d))."""
+    model = build(position_embedding_type="rope", num_key_value_heads=kv_heads, num_hidden_layers=1,
+                  rope_layout=layout)
     input_ids, _ = random_batch(batch=2, length=7)
     with torch.no_grad():
         weights = model(input_ids=input_ids, output_attentions=True).attentions[0]  # (B, H, T, T)
@@ -211,14 +213,42 @@ def test_rope_attention_weights_equal_scores_of_explicitly_rotated_heads(kv_head
 
     def rotate_each_head(states: torch.Tensor) -> torch.Tensor:  # (B, T, heads * D) -> (B, heads, T, D)
         heads = states.view(2, 7, -1, head_dim).transpose(1, 2).double()
-        pairs = torch.complex(heads[..., : head_dim // 2], heads[..., head_dim // 2 :])
+        x, y = (heads[..., 0::2], heads[..., 1::2]) if layout == "interleaved" else heads.chunk(2, dim=-1)
         frequencies = 10_000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        turned = pairs * torch.polar(torch.ones(7, head_dim // 2, dtype=torch.float64), torch.arange(7.0)[:, None] * frequencies)
+        turn = torch.polar(torch.ones(7, head_dim // 2, dtype=torch.float64), torch.arange(7.0)[:, None] * frequencies)
+        turned = torch.complex(x, y) * turn
+        # q'.k' sums over channels, so the order they are written back in does not change the scores
         return torch.cat([turned.real, turned.imag], dim=-1)
 
     rotated_key = rotate_each_head(key).repeat_interleave(4 // kv_heads, dim=1)
     scores = rotate_each_head(query) @ rotated_key.transpose(-1, -2) / head_dim**0.5
     torch.testing.assert_close(weights.double(), scores.softmax(dim=-1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_rope_layouts_compute_the_same_model_up_to_a_permutation_of_query_and_key_channels(grad: bool) -> None:
+    """Moving channel c + d/2 of every Q and K head next to channel c turns a `halves` model into an
+    `interleaved` one: q.k sums over channels in any order, so logits and attention weights must agree
+    (with autograd: the out-of-place rotation; without: the in-place one)."""
+    halves = build(model_class=HfAttnForSequenceClassification, position_embedding_type="rope",
+                   num_key_value_heads=2, rope_layout="halves")
+    interleaved = build(model_class=HfAttnForSequenceClassification, position_embedding_type="rope",
+                        num_key_value_heads=2, rope_layout="interleaved", seed=1)
+    head_dim, rotated_heads = 8, 4 + 2  # query heads, then key heads, side by side in qkv_proj
+    within_head = torch.stack([torch.arange(head_dim // 2), torch.arange(head_dim // 2) + head_dim // 2], dim=1)
+    rows = torch.cat([within_head.flatten() + head * head_dim for head in range(rotated_heads)])
+    state = halves.state_dict()
+    for name in list(state):
+        if "qkv_proj" in name:
+            state[name] = torch.cat([state[name][rows], state[name][len(rows):]])
+    interleaved.load_state_dict(state)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    with torch.set_grad_enabled(grad):
+        expected = halves(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+        actual = interleaved(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+    torch.testing.assert_close(actual.logits, expected.logits)
+    for actual_weights, expected_weights in zip(actual.attentions, expected.attentions, strict=True):
+        torch.testing.assert_close(actual_weights, expected_weights)
 
 
 @pytest.mark.parametrize(("scheme", "activation", "norm_position", "kv_heads"), [

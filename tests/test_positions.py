@@ -32,45 +32,59 @@ def test_sinusoidal_table_equals_vaswani_formula() -> None:
             assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-5)
 
 
-def explicit_rotation(vector: torch.Tensor, position: int, theta: float = 10_000.0) -> torch.Tensor:
-    """Rotate channel pair (i, i + d/2) by position * theta^(-2i/d) with a 2x2 matrix, one pair at a time."""
+def channel_pairs(dim: int, layout: str) -> list[tuple[int, int]]:
+    """The (x, y) channels RoPE rotates together, written out: frequency i acts on pair i."""
+    if layout == "interleaved":
+        return [(2 * i, 2 * i + 1) for i in range(dim // 2)]
+    return [(i, i + dim // 2) for i in range(dim // 2)]
+
+
+def explicit_rotation(
+    vector: torch.Tensor, position: int, theta: float = 10_000.0, layout: str = "interleaved"
+) -> torch.Tensor:
+    """Rotate each channel pair by position * theta^(-2i/d) with a 2x2 matrix, one pair at a time."""
     dim = vector.shape[-1]
     rotated = vector.clone()
-    for i in range(dim // 2):
+    for i, pair in enumerate(channel_pairs(dim, layout)):
         angle = position * theta ** (-2 * i / dim)
         matrix = torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
-        rotated[[i, i + dim // 2]] = matrix @ vector[[i, i + dim // 2]]
+        rotated[list(pair)] = matrix @ vector[list(pair)]
     return rotated
 
 
 def rotate(config: HfAttnConfig, vectors: torch.Tensor, positions: list[int]) -> torch.Tensor:
     """Rotate (len(positions), head_dim) vectors, each at its own position, with the package's RoPE."""
     rope = RotaryPositions(config)
-    cos, sin = rope.attention_positions(torch.tensor([positions]), len(positions)).rotary
+    rotation = rope.attention_positions(torch.tensor([positions]), len(positions)).rotary
     query = vectors[None, None]  # (1, 1, T, D)
-    return apply_rotary(query, cos, sin)[0, 0]
+    return apply_rotary(query, rotation, config.rope_layout)[0, 0]
 
 
-def test_rope_equals_explicit_rotation_matrices() -> None:
-    config = rope_config()
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_rope_equals_explicit_rotation_matrices(layout: str) -> None:
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope", rope_layout=layout))
     torch.manual_seed(0)
     vectors = torch.randn(5, config.head_dim)
     positions = [0, 1, 2, 17, 30]
     rotated = rotate(config, vectors, positions)
     for row, position in enumerate(positions):
-        torch.testing.assert_close(rotated[row], explicit_rotation(vectors[row], position), atol=1e-5, rtol=1e-5)
+        expected = explicit_rotation(vectors[row], position, layout=layout)
+        torch.testing.assert_close(rotated[row], expected, atol=1e-5, rtol=1e-5)
 
 
-def test_rope_keeps_half_precision_inputs_in_half_precision() -> None:
-    """fp32 cos/sin tables must not promote bf16 queries and keys to fp32 (which doubles their memory and
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str, in_place: bool) -> None:
+    """fp32 tables must not promote bf16 queries and keys to fp32 (which doubles their memory and
     hands attention q/k of another dtype than v)."""
     torch.manual_seed(3)
-    cos, sin = RotaryPositions(rope_config()).attention_positions(torch.arange(5)[None], 5).rotary
-    query = torch.randn(1, 2, 5, cos.shape[-1], dtype=torch.bfloat16)
-    rotated = apply_rotary(query, cos, sin)
+    rotation = RotaryPositions(rope_config()).attention_positions(torch.arange(5)[None], 5).rotary
+    query = torch.randn(1, 2, 5, 2 * rotation.shape[-1], dtype=torch.bfloat16)
+    expected = apply_rotary(query.float(), rotation, layout)
+    rotated = apply_rotary(query, rotation, layout, in_place=in_place)
     assert rotated.dtype == torch.bfloat16
+    assert (rotated.data_ptr() == query.data_ptr()) == in_place
     # bf16 keeps 8 bits of mantissa: x1 cos - x2 sin rounds twice, so allow a few bf16 steps of |x| ~ 1.
-    expected = apply_rotary(query.float(), cos, sin)
     torch.testing.assert_close(rotated.float(), expected, atol=3e-2, rtol=2e-2)
 
 
@@ -117,11 +131,11 @@ def test_dynamic_ntk_is_plain_rope_within_training_length_and_rescaled_beyond() 
 
 def test_rope_cache_is_built_once_and_grown_on_demand() -> None:
     rope = RotaryPositions(rope_config())
-    cache = rope.cos_cached
+    cache = rope.rotation_cached
     rope.attention_positions(torch.arange(20)[None], 20)
-    assert rope.cos_cached is cache  # no rebuild within the cached length
+    assert rope.rotation_cached is cache  # no rebuild within the cached length
     rope.attention_positions(torch.arange(100)[None], 100)
-    assert rope.cached_length >= 100 and rope.cos_cached is not cache
+    assert rope.cached_length >= 100 and rope.rotation_cached is not cache
 
 
 @pytest.mark.parametrize(
@@ -176,7 +190,8 @@ def test_a_new_scheme_is_one_class_and_one_registry_line(monkeypatch: pytest.Mon
 def test_yarn_scales_cos_sin_by_its_attention_factor() -> None:
     """YaRN's default attention factor is 0.1 ln(factor) + 1 (Peng et al.), applied to cos and sin."""
     rope = RotaryPositions(rope_config(rope_type="yarn", factor=4.0))
-    cos, sin = rope.attention_positions(torch.arange(3)[None], 3).rotary
+    rotation = rope.attention_positions(torch.arange(3)[None], 3).rotary
+    cos, sin = rotation.real, rotation.imag
     expected = 0.1 * math.log(4.0) + 1.0
     torch.testing.assert_close(cos[0, 0], torch.full_like(cos[0, 0], expected))  # position 0: cos = 1
     assert torch.allclose(cos[0, 1] ** 2 + sin[0, 1] ** 2, torch.full_like(cos[0, 1], expected**2))

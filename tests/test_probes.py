@@ -47,11 +47,10 @@ def test_rope_offset_scores_match_rotated_all_ones_vectors() -> None:
     head_dim, theta = 16, 10_000.0
     inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     for offset in (0, 1, 7, 40):
-        angles = torch.cat([offset * inv_freq] * 2)[None, None, None, :]  # (1, 1, 1, D) halves layout
+        turn = torch.polar(torch.ones_like(inv_freq), offset * inv_freq)[None, None, :]  # (1, 1, D / 2)
         q = torch.ones(1, 1, 1, head_dim, dtype=torch.float64)
-        zero = torch.zeros_like(angles)
-        rotated_q = apply_rotary(q, angles.cos()[0], angles.sin()[0])
-        unrotated_k = apply_rotary(q, zero.cos()[0], zero.sin()[0])
+        rotated_q = apply_rotary(q, turn)
+        unrotated_k = apply_rotary(q, torch.ones_like(turn))
         score = float((rotated_q * unrotated_k).sum()) / head_dim
         assert rope_offset_scores(head_dim, 40)[offset].item() == pytest.approx(score)
 
