@@ -35,7 +35,9 @@ def packed_drop_mask(shape: torch.Size, p: float, device: torch.device) -> tuple
     return lanes < threshold - LANE_VALUES // 2, LANE_VALUES / (LANE_VALUES - threshold)
 
 
-def apply_dropout(hidden_states: torch.Tensor, p: float, training: bool, implementation: str = "packed") -> torch.Tensor:
+def apply_dropout(
+    hidden_states: torch.Tensor, p: float, training: bool, implementation: str = "packed"
+) -> torch.Tensor:
     """Zero each element with probability p and scale the rest by 1 / (1 - p), in training only."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p!r}.")
