@@ -28,6 +28,7 @@ caching or fragmentation).
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import os
@@ -50,7 +51,6 @@ from .positions import POSITION_SCHEMES
 
 SECTIONS = ("throughput", "scaling", "realistic")
 BASELINES = ("BERT", "RoFormer")
-TORCH_DROPOUT_FAMILY = "hf-attn (torch dropout)"
 # Written by scripts/bench_tokenizer.py; merged into the report when present.
 DEFAULT_TOKENIZER_JSON = "results/bench_tokenizer.json"
 MIB = 2**20
@@ -83,9 +83,10 @@ class BenchSettings:
     # Throughput section.
     schemes: tuple[str, ...] = _setting(tuple(POSITION_SCHEMES), "hf-attn position schemes")
     backends: tuple[str, ...] = _setting(("eager", "sdpa"), "hf-attn attention implementations")
-    torch_dropout_schemes: tuple[str, ...] = _setting(
-        ("rope",), "hf-attn schemes measured a second time with torch's dropout (dropout_implementation="
-        "'torch') beside the default packed dropout")
+    variants: tuple[str, ...] = _setting(
+        ("rope:dropout_implementation=torch", "rope:rope_layout=halves"),
+        "hf-attn models measured beside the defaults, each SCHEME:FIELD=VALUE (one HfAttnConfig field set), "
+        "e.g. torch's dropout instead of packed, or RoPE on halves instead of interleaved pairs")
     modes: tuple[str, ...] = _setting(("train", "infer"), "train: forward + backward + AdamW; infer: no grad")
     train_batch: int = _setting(32, "training batch size")
     infer_batch: int = _setting(64, "inference batch size")
@@ -145,11 +146,38 @@ class Candidate:
 # Models
 
 
-def hf_attn_config(
-    settings: BenchSettings, scheme: str, max_length: int, dropout_implementation: str = "packed"
-) -> HfAttnConfig:
+@dataclass(frozen=True)
+class Variant:
+    """An hf-attn model with one config field changed, benchmarked beside the default of its scheme."""
+
+    scheme: str
+    field: str
+    value: Any
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        """`rope:rope_layout=halves` -> Variant("rope", "rope_layout", "halves"); numbers and booleans
+        are read as Python literals, anything else as a string."""
+        scheme, _, assignment = text.partition(":")
+        name, equals, raw = assignment.partition("=")
+        if not (scheme and name and equals and raw):
+            raise ValueError(f"bench variant {text!r}: expected SCHEME:FIELD=VALUE, e.g. rope:rope_layout=halves.")
+        if name not in HfAttnConfig.__dataclass_fields__:
+            raise ValueError(f"bench variant {text!r}: HfAttnConfig has no field {name!r}.")
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        return cls(scheme, name, value)
+
+    @property
+    def family(self) -> str:
+        return f"hf-attn ({self.field}={self.value})"
+
+
+def hf_attn_config(settings: BenchSettings, scheme: str, max_length: int, **overrides: Any) -> HfAttnConfig:
     """The hf-attn config of the benchmark shape; `max_length` sizes the learned position table."""
-    return HfAttnConfig(
+    shape = dict(
         vocab_size=settings.vocab_size,
         hidden_size=settings.hidden_size,
         num_hidden_layers=settings.num_hidden_layers,
@@ -159,10 +187,10 @@ def hf_attn_config(
         max_position_embeddings=max_length,
         hidden_dropout=settings.dropout,
         attention_dropout=settings.attention_dropout,
-        dropout_implementation=dropout_implementation,
         pad_token_id=settings.vocab_size - 1,
         num_labels=2,
     )
+    return HfAttnConfig(**{**shape, **overrides})
 
 
 def build_baseline(settings: BenchSettings, family: str, max_length: int) -> nn.Module:
@@ -211,8 +239,8 @@ def _best_backend(model: nn.Module) -> str:
 
 
 def build_candidates(settings: BenchSettings, max_length: int, device: torch.device) -> list[Candidate]:
-    """hf-attn for every scheme x backend (and again with torch's dropout for `torch_dropout_schemes`), then
-    BERT and RoFormer with their fastest attention."""
+    """hf-attn for every scheme x backend (and every variant x backend), then BERT and RoFormer with their
+    fastest attention."""
     candidates: list[Candidate] = []
 
     def add(family: str, scheme: str, backends: Sequence[str], model: nn.Module) -> None:
@@ -224,10 +252,10 @@ def build_candidates(settings: BenchSettings, max_length: int, device: torch.dev
         torch.manual_seed(settings.seed)
         model = HfAttnForSequenceClassification(hf_attn_config(settings, scheme, max_length))
         add("hf-attn", scheme, settings.backends, model)
-    for scheme in settings.torch_dropout_schemes:
+    for variant in map(Variant.parse, settings.variants):
         torch.manual_seed(settings.seed)
-        model = HfAttnForSequenceClassification(hf_attn_config(settings, scheme, max_length, "torch"))
-        add(TORCH_DROPOUT_FAMILY, scheme, settings.backends, model)
+        config = hf_attn_config(settings, variant.scheme, max_length, **{variant.field: variant.value})
+        add(variant.family, variant.scheme, settings.backends, HfAttnForSequenceClassification(config))
     for family, scheme in zip(BASELINES, ("absolute", "rope")):
         torch.manual_seed(settings.seed)
         model = build_baseline(settings, family, max_length)
@@ -566,6 +594,8 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     unknown = set(settings.sections) - set(SECTIONS)
     if unknown:
         raise ValueError(f"unknown benchmark section(s) {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
+    for variant in settings.variants:  # fail before minutes of timing, not at the first variant
+        Variant.parse(variant)
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = torch.device(settings.device)

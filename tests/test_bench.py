@@ -11,9 +11,9 @@ import torch
 
 from hf_attn.bench import (
     BASELINES,
-    TORCH_DROPOUT_FAMILY,
     BenchSettings,
     add_arguments,
+    build_candidates,
     epoch_batches,
     format_markdown,
     peak_memory_bytes,
@@ -53,7 +53,8 @@ def test_every_model_and_scheme_has_a_row(toy_run: tuple[dict, str, Path]) -> No
     results, markdown, _ = toy_run
     rows = results["throughput"]["rows"]
     expected = {("hf-attn", scheme, backend) for scheme in POSITION_SCHEMES for backend in ("eager", "sdpa")}
-    expected |= {(TORCH_DROPOUT_FAMILY, "rope", backend) for backend in ("eager", "sdpa")}  # the default side by side
+    variants = ("hf-attn (dropout_implementation=torch)", "hf-attn (rope_layout=halves)")  # beside the defaults
+    expected |= {(family, "rope", backend) for family in variants for backend in ("eager", "sdpa")}
     expected |= {("BERT", "absolute", "sdpa"), ("RoFormer", "rope", "eager")}  # RoFormer has no SDPA path
     for mode in ("train", "infer"):
         for seq in (8, 16):
@@ -133,3 +134,17 @@ def test_unknown_section_is_rejected() -> None:
         {"environment": {"torch": "t", "transformers": "t", "device": "cpu", "threads": 1, "cpu_count": 1,
                          "load_average_start": [0.0], "load_average_end": [0.0], "started": "now"}}
     )
+
+
+def test_a_variant_changes_one_config_field_and_a_bad_one_fails_before_timing() -> None:
+    settings = BenchSettings(hidden_size=32, num_hidden_layers=1, intermediate_size=64, vocab_size=64,
+                             schemes=("rope", "alibi"), backends=("sdpa",),
+                             variants=("rope:rope_layout=halves", "alibi:attention_dropout=0.0"))
+    configs = {(c.family, c.scheme): c.model.config for c in build_candidates(settings, 16, torch.device("cpu"))}
+    assert configs[("hf-attn (rope_layout=halves)", "rope")].rope_layout == "halves"
+    assert configs[("hf-attn", "rope")].rope_layout == "interleaved"
+    assert configs[("hf-attn (attention_dropout=0.0)", "alibi")].attention_dropout == 0.0
+    assert configs[("hf-attn", "alibi")].attention_dropout == 0.1
+    for bad, hint in (("rope", "SCHEME:FIELD=VALUE"), ("rope:layout=halves", "no field 'layout'")):
+        with pytest.raises(ValueError, match=hint):
+            run_benchmark(settings, variants=(bad,), sections=("throughput",))
