@@ -10,6 +10,7 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoModelForMaskedLM,
+    AutoModelForPreTraining,
     AutoModelForSequenceClassification,
     AutoTokenizer,
 )
@@ -17,6 +18,7 @@ from transformers import (
 from .configuration_hf_attn import HfAttnConfig
 from .modeling_hf_attn import (
     HfAttnForMaskedLM,
+    HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
     HfAttnModel,
     HfAttnPreTrainedModel,
@@ -29,6 +31,7 @@ for auto_class, model_class in (
     (AutoModel, HfAttnModel),
     (AutoModelForSequenceClassification, HfAttnForSequenceClassification),
     (AutoModelForMaskedLM, HfAttnForMaskedLM),
+    (AutoModelForPreTraining, HfAttnForReplacedTokenDetection),
 ):
     auto_class.register(HfAttnConfig, model_class, exist_ok=True)
     model_class.register_for_auto_class(auto_class.__name__)
@@ -39,6 +42,7 @@ __all__ = [
     "POSITION_SCHEMES",
     "HfAttnConfig",
     "HfAttnForMaskedLM",
+    "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",
     "HfAttnModel",
     "HfAttnPreTrainedModel",

@@ -141,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, func, help_text in (
         ("train", _train, "train a classifier from a YAML experiment file"),
-        ("pretrain", _pretrain, "masked-LM pretraining of an encoder (IMDb train + unlabelled text) for init_from"),
+        ("pretrain", _pretrain, "pretrain an encoder for init_from (masked LM or replaced-token detection, on IMDb "
+         "train + unlabelled text)"),
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--config", required=True, help="experiment YAML (see configs/)")

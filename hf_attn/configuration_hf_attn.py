@@ -82,6 +82,11 @@ class HfAttnConfig(PreTrainedConfig):
         add_cross_attention: a cross-attention sublayer in each block, attending over
             `encoder_hidden_states` (no positions are applied in that step).
         pad_token_id: id of `[PAD]`; its embedding row is kept at zero and gets no gradient.
+        rtd_generator_layers: replaced-token detection (ELECTRA) pretraining only: layers of the masked-LM
+            generator that proposes the replacements (same width as the encoder; ELECTRA's best
+            generators are 1/4 to 1/2 the size of the model they train).
+        rtd_loss_weight: replaced-token detection only: weight of the encoder's per-token loss against
+            the generator's masked-LM loss (ELECTRA's 50).
         sparse_prediction: masked-LM only: when labels are given, run the vocabulary projection on the
             labelled (masked) positions alone and return their logits as (masked tokens, vocab), as
             ModernBERT does; with 15% masking that skips ~85% of the largest matmul of pretraining.
@@ -125,6 +130,8 @@ class HfAttnConfig(PreTrainedConfig):
     pad_token_id: int | None = 500
     tie_word_embeddings: bool = True
     sparse_prediction: bool = False
+    rtd_generator_layers: int = 1
+    rtd_loss_weight: float = 50.0
 
     def __post_init__(self, **kwargs: Any) -> None:
         if self.num_key_value_heads is None:
@@ -163,7 +170,7 @@ class HfAttnConfig(PreTrainedConfig):
 
     def _validate(self) -> None:
         for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                      "num_key_value_heads", "intermediate_size", "max_position_embeddings"):
+                      "num_key_value_heads", "intermediate_size", "max_position_embeddings", "rtd_generator_layers"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise _invalid(field, value, "must be a positive integer")
@@ -173,8 +180,10 @@ class HfAttnConfig(PreTrainedConfig):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise _invalid(field, value, "must be a probability in [0, 1)")
-        if not isinstance(self.norm_eps, (int, float)) or self.norm_eps <= 0:
-            raise _invalid("norm_eps", self.norm_eps, "must be a positive number")
+        for field in ("norm_eps", "rtd_loss_weight"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise _invalid(field, value, "must be a positive number")
         choices = {
             "hidden_act": HIDDEN_ACTIVATIONS,
             "norm_type": NORM_TYPES,

@@ -130,7 +130,7 @@ def _model_input(experiment: dict[str, Any], max_length: int | None) -> str:
 
 def _embedding_origin(experiment: dict[str, Any]) -> str:
     if experiment.get("init_from"):
-        return f"from the masked-LM encoder `{experiment['init_from']}` (see Pretraining)"
+        return f"from the pretrained encoder `{experiment['init_from']}` (see Pretraining)"
     if experiment.get("week3") and experiment.get("init_embedding_from_dan", True):
         return "initialised from the Week 3 Deep Averaging Network's embedding"
     return "randomly initialised"
@@ -151,15 +151,24 @@ def _pretraining_text(pretraining: dict[str, Any] | None) -> str:
     chunks = sum(stage["chunks_seen"] for stage in stages)
     in_stages = f" in {len(stages)} runs, each continuing the one before" if len(stages) > 1 else ""
     commands = "; then ".join(f"`{stage.get('command') or 'see its metrics.json'}`" for stage in stages)
+    masked = f"{pretraining.get('experiment', {}).get('mlm_probability', 0.15):.0%} of tokens masked"
+    if pretraining.get("objective") == "rtd":
+        objective = ("with replaced-token detection (ELECTRA: a small masked-LM generator fills the masked "
+                     "positions, and the encoder learns at every position whether its token is the original)")
+        result = (f"{masked}; detection accuracy {pretraining['eval_detection_accuracy']:.3f} (loss "
+                  f"{pretraining['eval_detection_loss']:.3f}, {pretraining['eval_replaced_share']:.1%} of tokens "
+                  f"replaced), generator masked-LM loss {pretraining['eval_generator_mlm_loss']:.3f}")
+    else:
+        objective = "as a masked language model"
+        result = f"{masked}; masked-LM loss {pretraining['eval_mlm_loss']:.3f}"
     return (
         "\n## Pretraining\n\n"
-        "The encoder was first trained as a masked language model (`hf-attn pretrain`), its token embedding "
+        f"The encoder was first trained {objective} (`hf-attn pretrain`), its token embedding "
         f"{_embedding_origin(first.get('experiment', {}))}: "
         f"{steps} steps over {chunks:,} chunks of up to "
         f"{pretraining['max_length']} tokens{in_stages}, cut from {pretraining['n_train_reviews']:,} reviews (the "
         f"training split and {pretraining['n_unlabelled_reviews']:,} unlabelled IMDb reviews; no validation or test "
-        f"text), {pretraining.get('experiment', {}).get('mlm_probability', 0.15):.0%} of tokens masked; masked-LM "
-        f"loss {pretraining['eval_mlm_loss']:.3f} on {pretraining['n_eval_chunks']:,} validation chunks. "
+        f"text), {result} on {pretraining['n_eval_chunks']:,} validation chunks. "
         f"Reproduce: {commands}\n"
     )
 

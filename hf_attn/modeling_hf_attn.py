@@ -9,8 +9,10 @@ passes them to every layer. The attention math is swappable through transformers
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -22,6 +24,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithCrossAttentions,
     MaskedLMOutput,
+    ModelOutput,
     SequenceClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -579,8 +582,106 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+def generator_config(config: HfAttnConfig) -> HfAttnConfig:
+    """The masked-LM generator of replaced-token detection: the encoder's config, `rtd_generator_layers` deep,
+    predicting only masked positions."""
+    generator = copy.deepcopy(config)
+    generator.num_hidden_layers = config.rtd_generator_layers
+    generator.layer_types = config.layer_types[: config.rtd_generator_layers]
+    generator.sparse_prediction = True
+    return generator
+
+
+@dataclass
+class ReplacedTokenDetectionOutput(ModelOutput):
+    """`logits`: (batch, seq) per-token scores, positive for "replaced". With labels, `loss` =
+    `generator_loss` + rtd_loss_weight x `discriminator_loss`, and `replaced` flags the positions whose
+    generator sample differs from the original token (the targets of `logits`)."""
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    generator_loss: torch.FloatTensor | None = None
+    discriminator_loss: torch.FloatTensor | None = None
+    replaced: torch.BoolTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
+    """ELECTRA pretraining (Clark et al., 2020): a small masked-LM generator fills the masked positions
+    with tokens it samples, and the encoder (`model`, what a classifier starts from) learns to tell at
+    every real position whether the token there is the original. Masked LM teaches the encoder at the
+    15% of positions it predicts; this objective at all of them, which is why ELECTRA gets more out of
+    the same compute than BERT, most of all for small models.
+
+    The generator is an `HfAttnForMaskedLM` of `rtd_generator_layers` layers at the encoder's width with
+    its own token table (`hf-attn pretrain` starts both tables from the DAN embedding). Input: the
+    collator's masked ids and `labels` (the original id at masked positions, -100 elsewhere). The
+    generator's samples (no gradient flows through sampling) replace the masked positions; a sample that
+    happens to be the original token counts as original, as in ELECTRA. Without labels, the encoder
+    scores the input as given.
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACT2FN["gelu"]
+        self.detector = nn.Linear(config.hidden_size, 1)
+        self.generator = HfAttnForMaskedLM(generator_config(config))
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> ReplacedTokenDetectionOutput | tuple:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        generator_loss = replaced = None
+        if labels is not None:
+            masked = labels != -100
+            generated = self.generator(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, labels=labels
+            )
+            generator_loss = generated.loss
+            with torch.no_grad():  # logits: (masked positions, vocab), in the order of `masked`
+                samples = torch.multinomial(generated.logits.float().softmax(dim=-1), 1).squeeze(-1)
+            input_ids = input_ids.masked_scatter(masked, samples)
+            replaced = masked & (input_ids != labels)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        logits = self.detector(self.act(self.dense(outputs.last_hidden_state))).squeeze(-1)
+        loss = discriminator_loss = None
+        if labels is not None:
+            real = attention_mask.bool() if attention_mask is not None else torch.ones_like(replaced)
+            discriminator_loss = nn.functional.binary_cross_entropy_with_logits(logits[real], replaced[real].float())
+            loss = generator_loss + self.config.rtd_loss_weight * discriminator_loss
+        output = ReplacedTokenDetectionOutput(
+            loss=loss,
+            logits=logits,
+            generator_loss=generator_loss,
+            discriminator_loss=discriminator_loss,
+            replaced=replaced,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
 __all__ = [
     "HfAttnForMaskedLM",
+    "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",
     "HfAttnModel",
     "HfAttnPreTrainedModel",

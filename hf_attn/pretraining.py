@@ -1,4 +1,5 @@
-"""Masked-language-model pretraining of an hf_attn encoder on IMDb text, for a classifier to start from.
+"""Pretraining of an hf_attn encoder on IMDb text, for a classifier to start from: masked language
+modelling (BERT, `objective: mlm`) or replaced-token detection (ELECTRA, `objective: rtd`).
 
 Why it exists: trained on 40,000 labelled reviews from a DAN embedding, the reference-shape encoder ends
 where the bag-of-words DAN ends (results/absolute.json, results/rope.json: validation loss 0.39 for all
@@ -7,9 +8,10 @@ three). Text it never reads could teach it how words combine: IMDb's 50,000 unla
 `max_length`-token chunks; validation and test reviews are never trained on.
 
 `hf-attn pretrain --config configs/pretrain-rope.yaml --week3 DIR --output-dir runs/pretrain-rope`
-writes an `HfAttnForMaskedLM` folder (model + tokenizer); a classification experiment with
+writes an `HfAttnForMaskedLM` (or `HfAttnForReplacedTokenDetection`) folder (model + tokenizer); a
+classification experiment with
 `init_from: runs/pretrain-rope` fine-tunes it with `hf-attn train`. A pretraining experiment with
-`init_from` continues an earlier pretraining run (all its weights, masked-LM head included) with a new
+`init_from` continues an earlier pretraining run (all its weights, heads included) with a new
 optimizer and schedule: pretraining grows in stages that each fit a session, and each stage's
 `metrics.json` records the one before it (`continued_from`).
 
@@ -25,7 +27,7 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ import torch
 from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 
 from .data import load_imdb, load_unlabelled
-from .modeling_hf_attn import HfAttnForMaskedLM
+from .modeling_hf_attn import HfAttnForMaskedLM, HfAttnForReplacedTokenDetection, HfAttnPreTrainedModel
 from .training import (
     Experiment,
     TrainingClock,
@@ -48,6 +50,10 @@ from .training import (
     write_metrics,
 )
 
+PRETRAINING_MODELS: dict[str, type[HfAttnPreTrainedModel]] = {
+    "mlm": HfAttnForMaskedLM,
+    "rtd": HfAttnForReplacedTokenDetection,
+}
 IGNORE_INDEX = -100  # labels of positions that are not predicted (PyTorch's cross-entropy default)
 MIN_CHUNK_TOKENS = 16  # a review's last chunk shorter than this is dropped: little to predict from
 EVAL_SEED = 1234  # the evaluation chunks are masked once, with this seed, so every evaluation is comparable
@@ -179,7 +185,10 @@ def pretrain(
     eval_chunks = masked_once(chunk_texts(validation_texts, tokenizer, experiment.max_length), collator)
     set_seed(experiment.seed)
     experiment = dataclasses.replace(experiment, model={"sparse_prediction": True, **experiment.model})
-    model = build_model(experiment, tokenizer, HfAttnForMaskedLM)
+    model = build_model(experiment, tokenizer, PRETRAINING_MODELS[experiment.objective])
+    if isinstance(model, HfAttnForReplacedTokenDetection) and experiment.init_from is None:
+        # The generator reads the same (DAN) vectors as the encoder; ELECTRA shares the table, here it starts equal.
+        model.generator.get_input_embeddings().weight.data.copy_(model.get_input_embeddings().weight.data)
     args = training_arguments(experiment, output_dir, len(train_chunks), prediction_loss_only=True)
     trainer = Trainer(
         model=model,
@@ -193,10 +202,14 @@ def pretrain(
     train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume))
     evaluation = trainer.evaluate()
     trainer.save_model(str(output_dir))
+    if isinstance(model, HfAttnForReplacedTokenDetection):
+        losses = replaced_token_detection_metrics(model, trainer.get_eval_dataloader())
+    else:
+        losses = {"eval_mlm_loss": evaluation["eval_loss"], "eval_perplexity": math.exp(evaluation["eval_loss"])}
     metrics = {
         "name": experiment.name,
-        "eval_mlm_loss": evaluation["eval_loss"],
-        "eval_perplexity": math.exp(evaluation["eval_loss"]),
+        "objective": experiment.objective,
+        **losses,
         "chunks_seen": trainer.state.global_step * args.train_batch_size * args.gradient_accumulation_steps
         * args.world_size,
         "n_train_chunks": len(train_chunks),
@@ -209,3 +222,35 @@ def pretrain(
         metrics["continued_from"] = init_from_metrics(experiment)
     write_metrics(trainer, metrics, output_dir, results_path)
     return metrics
+
+
+@torch.no_grad()
+def replaced_token_detection_metrics(
+    model: HfAttnForReplacedTokenDetection, batches: Iterable[dict[str, torch.Tensor]]
+) -> dict[str, float]:
+    """The two halves of the ELECTRA loss on the evaluation chunks, and how often the encoder tells
+    original from replaced: the generator's masked-LM loss (per masked token), the detection loss and
+    accuracy (per real token), and the share of real tokens the generator replaced. The generator's
+    samples are drawn with a fixed seed, so evaluations of one model repeat exactly."""
+    was_training = model.training
+    model.eval()
+    torch.manual_seed(EVAL_SEED)
+    totals = {"generator": 0.0, "detection": 0.0, "correct": 0.0, "replaced": 0.0, "masked": 0, "real": 0}
+    for batch in batches:
+        batch = {key: value.to(model.device) for key, value in batch.items()}
+        output = model(**batch)
+        masked, real = int((batch["labels"] != IGNORE_INDEX).sum()), int(batch["attention_mask"].sum())
+        keep = batch["attention_mask"].bool()
+        totals["generator"] += float(output.generator_loss) * masked
+        totals["detection"] += float(output.discriminator_loss) * real
+        totals["correct"] += float(((output.logits[keep] > 0) == output.replaced[keep]).sum())
+        totals["replaced"] += float(output.replaced[keep].sum())
+        totals["masked"] += masked
+        totals["real"] += real
+    model.train(was_training)
+    return {
+        "eval_generator_mlm_loss": totals["generator"] / totals["masked"],
+        "eval_detection_loss": totals["detection"] / totals["real"],
+        "eval_detection_accuracy": totals["correct"] / totals["real"],
+        "eval_replaced_share": totals["replaced"] / totals["real"],
+    }

@@ -73,7 +73,10 @@ class Experiment:
         init_from: a saved hf_attn model folder (e.g. from `hf-attn pretrain`) whose encoder and tokenizer
             start the classifier instead of a fresh encoder with the DAN embedding; `model` may then
             change only the fine-tuning settings in `FINE_TUNING_SETTINGS`.
-        mlm_probability: `hf-attn pretrain` only: the share of real tokens each batch predicts.
+        mlm_probability: `hf-attn pretrain` only: the share of real tokens each batch masks.
+        objective: `hf-attn pretrain` only: `mlm` (masked language model, BERT) or `rtd` (replaced-token
+            detection, ELECTRA: a small generator fills the masked positions and the encoder learns at
+            every position whether its token is original; see `HfAttnForReplacedTokenDetection`).
         model: `HfAttnConfig` fields.
         training: `TrainingArguments` fields.
     """
@@ -92,6 +95,7 @@ class Experiment:
     seed: int = 42
     init_from: str | None = None
     mlm_probability: float = 0.15
+    objective: str = "mlm"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -150,6 +154,8 @@ _EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 # The values of Experiment.train_window: which tokens of a longer training review a step sees.
 TRAIN_WINDOWS = frozenset({"start", "random"})
+# The values of Experiment.objective (`hf-attn pretrain`): masked LM or replaced-token detection.
+PRETRAINING_OBJECTIVES = frozenset({"mlm", "rtd"})
 
 # What a classifier started from a pretrained folder (`init_from`) may set differently from it;
 # anything else (width, positions, layers) is the pretrained architecture and must match.
@@ -201,10 +207,9 @@ def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ())
                 raise ExperimentConfigError(f"{path}: `{key}` must be a mapping of {key} settings.")
         elif not _type_matches(value, default):
             raise ExperimentConfigError(f"{path}: `{key}` must be like {default!r}, got {value!r}.")
-    if raw.get("train_window", "start") not in TRAIN_WINDOWS:
-        raise ExperimentConfigError(
-            f"{path}: train_window must be one of {sorted(TRAIN_WINDOWS)}, got {raw['train_window']!r}."
-        )
+    for key, allowed in (("train_window", TRAIN_WINDOWS), ("objective", PRETRAINING_OBJECTIVES)):
+        if key in raw and raw[key] not in allowed:
+            raise ExperimentConfigError(f"{path}: {key} must be one of {sorted(allowed)}, got {raw[key]!r}.")
     sampling = raw.get("training", {}).get("train_sampling_strategy")  # `training` is a mapping (checked above)
     if raw.get("train_window") == "random" and sampling == "group_by_length":
         raise ExperimentConfigError(

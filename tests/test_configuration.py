@@ -58,6 +58,8 @@ INVALID = [
     (dict(layer_types=["full_attention"]), "layer_types", "2 entries"),
     (dict(layer_types=["sliding_attention", "full_attention"]), "layer_types", "sliding_window"),
     (dict(pad_token_id=64), "pad_token_id", "[0, 64)"),
+    (dict(rtd_generator_layers=0), "rtd_generator_layers", "positive integer"),
+    (dict(rtd_loss_weight=-1.0), "rtd_loss_weight", "positive number"),
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "longrope", "factor": 2.0}),
      "rope_type", "yarn"),
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "linear"}), "factor", ">= 1"),

@@ -19,6 +19,7 @@ from hf_attn import (
     POSITION_SCHEMES,
     HfAttnConfig,
     HfAttnForMaskedLM,
+    HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
     HfAttnModel,
 )
@@ -469,3 +470,40 @@ def test_text_classification_pipeline_matches_the_model() -> None:
     for prediction, row in zip(predictions, probabilities):
         assert prediction["label"] == model.config.id2label[int(row.argmax())]
         assert prediction["score"] == pytest.approx(float(row.max()), abs=1e-5)
+
+
+def test_replaced_token_detection_loss_equals_a_step_by_step_recomputation() -> None:
+    """ELECTRA's loss rebuilt from its parts: the generator (a masked-LM model of its own) predicts the
+    masked positions, samples from its softmax replace them, and the encoder's per-token logits are
+    scored against "differs from the original" over real tokens only; total = MLM + 50 x detection."""
+    model = build(model_class=HfAttnForReplacedTokenDetection, rtd_generator_layers=1, tie_word_embeddings=False)
+    assert len(model.generator.model.layers) == 1 and len(model.model.layers) == 2
+    original, attention_mask = random_batch(pad_rows={1: 5})
+    masked = torch.zeros_like(original, dtype=torch.bool)
+    masked[:, [1, 3]] = True
+    masked[2, 6:9] = True  # several rows and runs, never padding
+    labels = original.masked_fill(~masked, -100)
+    corrupted = original.masked_fill(masked, 0)  # [PAD] stands for [MASK]
+    with torch.no_grad():
+        torch.manual_seed(5)
+        output = model(input_ids=corrupted, attention_mask=attention_mask, labels=labels)
+        torch.manual_seed(5)
+        hidden = model.generator.model(input_ids=corrupted, attention_mask=attention_mask).last_hidden_state[masked]
+        generator = model.generator
+        generator_logits = generator.decoder(generator.head_norm(F.gelu(generator.dense(hidden))))
+        samples = torch.multinomial(generator_logits.softmax(dim=-1), 1)[:, 0]
+        replaced_input = original.clone()
+        replaced_input[masked] = samples
+        replaced = masked & (replaced_input != original)
+        encoded = model.model(input_ids=replaced_input, attention_mask=attention_mask).last_hidden_state
+        logits = model.detector(F.gelu(model.dense(encoded)))[..., 0]
+    real = attention_mask.bool()
+    probability = logits[real].sigmoid().double()
+    target = replaced[real].double()
+    detection = -(target * probability.log() + (1 - target) * (1 - probability).log()).mean()
+    generator_loss = F.cross_entropy(generator_logits.double(), original[masked])
+    assert replaced.any() and torch.equal(output.replaced, replaced)
+    torch.testing.assert_close(output.logits, logits)
+    torch.testing.assert_close(output.generator_loss.double(), generator_loss)
+    torch.testing.assert_close(output.discriminator_loss.double(), detection)
+    torch.testing.assert_close(output.loss.double(), generator_loss + 50 * detection)

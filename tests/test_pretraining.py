@@ -166,3 +166,27 @@ def test_pretraining_continues_a_pretrained_folder(tmp_path: Path) -> None:
     text = _pretraining_text(second)
     assert "6 steps over 192 chunks" in text and "in 2 runs" in text
     assert text.count("see its metrics.json") == 2  # both stages' commands (None when run from Python)
+
+
+def test_replaced_token_detection_pretrains_an_encoder_a_classifier_starts_from(tmp_path: Path) -> None:
+    """objective=rtd trains ELECTRA's pair; the generator starts from the encoder's token table, the
+    classifier loads the encoder (not the generator), and the record and card report detection."""
+    capture = CaptureStart()
+    experiment = load_experiment(SMOKE, [*TINY, "objective=rtd", "training.max_steps=2", "training.eval_steps=2"])
+    metrics = pretrain(experiment, tmp_path / "rtd", callbacks=[capture])
+    assert torch.equal(capture.start["generator.model.embed_tokens.weight"], capture.start["model.embed_tokens.weight"])
+    assert metrics["objective"] == "rtd" and 0 < metrics["eval_replaced_share"] < 0.15
+    assert 0 <= metrics["eval_detection_accuracy"] <= 1 and metrics["eval_generator_mlm_loss"] > 0
+    again = pretrain(experiment, tmp_path / "rtd-again")  # same seed, same fixed-seed evaluation
+    assert again["eval_detection_loss"] == metrics["eval_detection_loss"]
+    weights = load_file(tmp_path / "rtd" / "model.safetensors")
+    assert any(name.startswith("generator.") for name in weights)
+
+    start = CaptureStart()
+    fine_tune = load_experiment(SMOKE, [*TINY, f"init_from={tmp_path / 'rtd'}", "training.max_steps=1"])
+    result = train(fine_tune, tmp_path / "classifier", callbacks=[start])
+    encoder = {name: value for name, value in weights.items() if name.startswith("model.")}
+    assert all(torch.equal(start.start[name], value) for name, value in encoder.items())
+    assert not any(name.startswith("generator.") for name in start.start)
+    text = _pretraining_text(result["pretraining"])
+    assert "replaced-token detection" in text and f"detection accuracy {metrics['eval_detection_accuracy']:.3f}" in text

@@ -48,6 +48,7 @@ def write_yaml(tmp_path: Path, text: str) -> Path:
     ("- just\n- a list\n", "must hold a mapping"),
     ("name: [unclosed\n", "not valid YAML"),
     ("name: x\ntrain_window: end\n", "train_window must be one of ['random', 'start']"),
+    ("name: x\nobjective: electra\n", "objective must be one of ['mlm', 'rtd']"),
     ("name: x\ntrain_window: random\ntraining:\n  train_sampling_strategy: group_by_length\n", "use one of the two"),
 ])
 def test_bad_experiment_files_get_clear_errors(tmp_path: Path, text: str, message: str) -> None:
@@ -201,6 +202,11 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("pretrain-absolute-6k", "pretrain-rope-6k", {"init_from", "model.position_embedding_type"}),
     ("absolute-pretrained-6k", "rope-pretrained-6k", {"init_from"}),
     ("rope-embed-scale-pretrained", "rope-pretrained-6k", {"init_from", "model.dropout_implementation"}),
+    ("pretrain-absolute-rtd", "pretrain-rope-rtd", {"model.position_embedding_type"}),
+    ("pretrain-rope-embed-scale", "pretrain-rope-rtd",
+     {"objective", "model.rtd_generator_layers", "model.rtd_loss_weight"}),  # the last two: their defaults
+    ("absolute-rtd-pretrained", "rope-rtd-pretrained", {"init_from"}),
+    ("rope-embed-scale-pretrained", "rope-rtd-pretrained", {"init_from"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:
