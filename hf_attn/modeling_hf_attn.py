@@ -617,8 +617,9 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
     The generator is an `HfAttnForMaskedLM` of `rtd_generator_layers` layers at the encoder's width with
     its own token table (`hf-attn pretrain` starts both tables from the DAN embedding). Input: the
     collator's masked ids and `labels` (the original id at masked positions, -100 elsewhere). The
-    generator's samples (no gradient flows through sampling) replace the masked positions; a sample that
-    happens to be the original token counts as original, as in ELECTRA. Without labels, the encoder
+    generator's samples (no gradient flows through sampling; never `[PAD]`, which stands for the mask)
+    replace the masked positions; a sample that happens to be the original token counts as original, as
+    in ELECTRA. Without labels, the encoder
     scores the input as given.
     """
 
@@ -650,7 +651,10 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
             )
             generator_loss = generated.loss
             with torch.no_grad():  # logits: (masked positions, vocab), in the order of `masked`
-                samples = torch.multinomial(generated.logits.float().softmax(dim=-1), 1).squeeze(-1)
+                proposals = generated.logits.float()
+                if self.config.pad_token_id is not None:  # [PAD] stands for [MASK]: never a replacement
+                    proposals[:, self.config.pad_token_id] = -torch.inf
+                samples = torch.multinomial(proposals.softmax(dim=-1), 1).squeeze(-1)
             input_ids = input_ids.masked_scatter(masked, samples)
             replaced = masked & (input_ids != labels)
         outputs = self.model(

@@ -491,7 +491,7 @@ def test_replaced_token_detection_loss_equals_a_step_by_step_recomputation() -> 
         hidden = model.generator.model(input_ids=corrupted, attention_mask=attention_mask).last_hidden_state[masked]
         generator = model.generator
         generator_logits = generator.decoder(generator.head_norm(F.gelu(generator.dense(hidden))))
-        samples = torch.multinomial(generator_logits.softmax(dim=-1), 1)[:, 0]
+        samples = torch.multinomial(generator_logits.softmax(dim=-1).index_fill(1, torch.tensor([0]), 0.0), 1)[:, 0]
         replaced_input = original.clone()
         replaced_input[masked] = samples
         replaced = masked & (replaced_input != original)
@@ -507,3 +507,9 @@ def test_replaced_token_detection_loss_equals_a_step_by_step_recomputation() -> 
     torch.testing.assert_close(output.generator_loss.double(), generator_loss)
     torch.testing.assert_close(output.discriminator_loss.double(), detection)
     torch.testing.assert_close(output.loss.double(), generator_loss + 50 * detection)
+    second_choice = int(original[0, 1])  # a masked position's original token
+    with torch.no_grad():  # a generator sure of [PAD] (id 0, the mask's stand-in), then of that token
+        model.generator.decoder.bias[0], model.generator.decoder.bias[second_choice] = 1e4, 1e3
+        output = model(input_ids=corrupted, attention_mask=attention_mask, labels=labels)
+    assert not output.replaced[0, 1]  # [PAD] is never a replacement: the second choice is, which is the original
+    assert torch.equal(output.replaced, masked & (original != second_choice))
