@@ -148,3 +148,25 @@ def test_a_variant_changes_one_config_field_and_a_bad_one_fails_before_timing() 
     for bad, hint in (("rope", "SCHEME:FIELD=VALUE"), ("rope:layout=halves", "no field 'layout'")):
         with pytest.raises(ValueError, match=hint):
             run_benchmark(settings, variants=(bad,), sections=("throughput",))
+
+
+def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> None:
+    """scripts/bench_objectives.py runs a masked-LM and a replaced-token-detection step of one config and
+    records both medians and their ratio."""
+    import runpy
+    import sys
+
+    from helpers import REPO
+
+    output = tmp_path / "objectives.json"
+    argv = ["bench_objectives.py", "--config", str(REPO / "configs" / "pretrain-rope-rtd.yaml"),
+            "--vocab-size", "64", "--batch", "2", "--length", "16", "--repeats", "1", "--warmup", "0",
+            "--output", str(output)]
+    original, sys.argv = sys.argv, argv
+    try:
+        runpy.run_path(str(REPO / "scripts" / "bench_objectives.py"), run_name="__main__")
+    finally:
+        sys.argv = original
+    record = json.loads(output.read_text())
+    assert set(record["median_ms"]) == {"mlm", "rtd"} and all(ms > 0 for ms in record["median_ms"].values())
+    assert record["rtd_over_mlm"] == pytest.approx(record["median_ms"]["rtd"] / record["median_ms"]["mlm"])
