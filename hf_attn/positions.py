@@ -19,6 +19,8 @@ the field existed). The two compute the same function of suitably permuted Q/K w
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -221,6 +223,16 @@ class RotaryPositions(PositionScheme):
 
     def reset_cache(self) -> None:
         self._build_cache(self.config.max_position_embeddings)
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> RotaryPositions:
+        """`model.to(torch.bfloat16)` casts complex buffers to the real dtype, keeping only the cosines;
+        the table is then rebuilt (complex64, on the buffer's new device), so a cast model still rotates."""
+        with warnings.catch_warnings():  # the cast's "discards the imaginary part": repaired just below
+            warnings.filterwarnings("ignore", message="Casting complex values to real")
+            super()._apply(fn, recurse)
+        if not self.rotation_cached.is_complex():
+            self._build_cache(self.cached_length)
+        return self
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
         needed = max(int(position_ids.max()) + 1, key_length)

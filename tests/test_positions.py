@@ -88,6 +88,20 @@ def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str, in_plac
     torch.testing.assert_close(rotated.float(), expected, atol=3e-2, rtol=2e-2)
 
 
+def test_rope_table_survives_casting_the_model_to_half_precision(tmp_path) -> None:  # noqa: ANN001
+    """`model.to(bf16)` (and `from_pretrained(dtype=...)`) cast complex buffers to real ones, dropping the
+    sines: the rotation table must stay complex and equal to the fp32 model's."""
+    model = HfAttnModel(rope_config())
+    table = model.positions.rotation_cached.clone()
+    model.to(torch.bfloat16)
+    assert model.positions.rotation_cached.dtype == torch.complex64
+    torch.testing.assert_close(model.positions.rotation_cached, table)
+    model.save_pretrained(tmp_path)
+    loaded = HfAttnModel.from_pretrained(tmp_path, dtype=torch.float16)
+    assert loaded.embed_tokens.weight.dtype == torch.float16
+    torch.testing.assert_close(loaded.positions.rotation_cached, table)
+
+
 def test_rope_score_depends_only_on_offset() -> None:
     config = rope_config()
     torch.manual_seed(1)
