@@ -5,7 +5,7 @@ A scheme can act at two places, and each class overrides only the hook it needs:
 * `embed(inputs_embeds, position_ids)`: absolute schemes add a vector per position once, after the
   token embedding (`sinusoidal`, `learned`).
 * `attention_positions(position_ids, key_length)`: relative schemes hand every attention layer what
-  it needs: RoPE's complex rotation table to rotate queries and keys, or ALiBi's additive bias. The model calls
+  it needs: RoPE's cos/sin table to rotate queries and keys, or ALiBi's additive bias. The model calls
   it once per forward pass and passes the result to all layers.
 
 Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`.
@@ -19,7 +19,6 @@ the field existed). The two compute the same function of suitably permuted Q/K w
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 class AttentionPositions:
     """What a relative scheme passes to every attention layer (both empty for absolute schemes)."""
 
-    rotary: torch.Tensor | None = None  # e^(i angle) x scaling, complex (batch|1, seq, head_dim / 2)
+    rotary: torch.Tensor | None = None  # (cos, sin) x scaling, (batch|1, seq, head_dim / 2, 2)
     bias: torch.Tensor | None = None  # additive scores bias, (1, heads, query, key)
 
 
@@ -132,30 +131,32 @@ def apply_rotary(
     heads_dim: int = 1,
     in_place: bool = False,
 ) -> torch.Tensor:
-    """Rotate every channel pair of queries or keys by its position's angle: pair * e^(i angle).
+    """Rotate every channel pair (x, y) of queries or keys by its position's angle: (x + iy) e^(i angle).
 
-    `rotation` is the complex (batch|1, seq, head_dim / 2) table of `RotaryPositions`, one entry per
-    position and frequency. `heads_dim` is where the heads axis sits in `states`: 1 for (batch, heads,
-    seq, head_dim), 2 for (batch, seq, heads, head_dim) (the model rotates Q's and K's heads as one slab
-    of the fused projection, before it transposes them heads-first). `in_place` overwrites `states`
-    (for inference, where nothing else needs them).
+    `rotation` is `RotaryPositions`' (batch|1, seq, head_dim / 2, 2) table of (cos, sin) per position
+    and frequency. `heads_dim` is where the heads axis sits in `states`: 1 for (batch, heads, seq,
+    head_dim), 2 for (batch, seq, heads, head_dim) (the model rotates Q's and K's heads as one slab of
+    the fused projection, before it transposes them heads-first). `in_place` overwrites `states` (for
+    inference, where nothing else needs them).
 
-    With the `interleaved` layout a pair is two adjacent floats, i.e. one complex number, so the
-    rotation is a single complex multiply: one read and one write of the states (the halves arithmetic
-    makes about seven passes), in place when allowed. Dtypes without a
-    complex counterpart on CPU (bf16, fp16) are rotated in fp32 and cast back.
+    With the `interleaved` layout a pair is two adjacent floats, i.e. one complex number, so in eager
+    fp32/fp64 the rotation is a single complex multiply: one read and one write of the states (the
+    halves arithmetic makes about seven passes). Half precision, and graphs being compiled or traced
+    for export (where complex tensors are not supported), use the same formula in real arithmetic.
     """
     rotation = rotation.unsqueeze(heads_dim)
     if layout == "halves":
         return _rotate_halves(states, rotation, in_place)
-    pairs = states.unflatten(-1, (-1, 2))
-    if states.dtype in (torch.float32, torch.float64):
-        complex_pairs = torch.view_as_complex(pairs)
+    if states.dtype in (torch.float32, torch.float64) and not (torch.compiler.is_compiling() or torch.jit.is_tracing()):
+        pairs = torch.view_as_complex(states.unflatten(-1, (-1, 2)))
+        turn = torch.view_as_complex(rotation.to(states.dtype))
         if in_place:
-            complex_pairs.mul_(rotation.to(complex_pairs.dtype))
+            pairs.mul_(turn)
             return states
-        return torch.view_as_real(complex_pairs * rotation.to(complex_pairs.dtype)).flatten(-2)
-    rotated = torch.view_as_real(torch.view_as_complex(pairs.float()) * rotation).flatten(-2).to(states.dtype)
+        return torch.view_as_real(pairs * turn).flatten(-2)
+    x, y = states.unflatten(-1, (-1, 2)).unbind(-1)
+    cos, sin = rotation.to(states.dtype).unbind(-1)
+    rotated = torch.stack((x * cos - y * sin, y * cos + x * sin), dim=-1).flatten(-2)
     return states.copy_(rotated) if in_place else rotated
 
 
@@ -166,8 +167,8 @@ def _rotate_halves(states: torch.Tensor, rotation: torch.Tensor, in_place: bool)
     d-wide sin row) and the sum accumulates in place: two new tensors of x's size per call instead of
     the five of the textbook form.
     """
-    cos = torch.cat((rotation.real, rotation.real), dim=-1).to(states.dtype)
-    signed_sin = torch.cat((-rotation.imag, rotation.imag), dim=-1).to(states.dtype)
+    cos, sin = rotation.to(states.dtype).unbind(-1)
+    cos, signed_sin = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
     rolled = states.roll(states.shape[-1] // 2, dims=-1)
     rotated = states.mul_(cos) if in_place else states * cos
     return rotated.addcmul_(rolled, signed_sin)
@@ -194,7 +195,7 @@ class RotaryPositions(PositionScheme):
         self.rope_type = config.rope_parameters.get("rope_type", "default")
         self.cached_length = 0
         self.cached_scaled_length = 0
-        self.register_buffer("rotation_cached", torch.empty(0, dtype=torch.complex64), persistent=False)
+        self.register_buffer("rotation_cached", torch.empty(0), persistent=False)
         self._build_cache(config.max_position_embeddings)
 
     @classmethod
@@ -217,7 +218,7 @@ class RotaryPositions(PositionScheme):
         device = self.rotation_cached.device if self.rotation_cached.device.type != "meta" else None
         inv_freq, attention_scaling = self._frequencies(length)
         angles = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq.float())
-        self.rotation_cached = torch.polar(torch.full_like(angles, attention_scaling), angles).to(device)
+        self.rotation_cached = (torch.stack((angles.cos(), angles.sin()), dim=-1) * attention_scaling).to(device)
         self.cached_length = length
         self.cached_scaled_length = max(length, self.config.max_position_embeddings)
 
@@ -225,12 +226,11 @@ class RotaryPositions(PositionScheme):
         self._build_cache(self.config.max_position_embeddings)
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> RotaryPositions:
-        """`model.to(torch.bfloat16)` casts complex buffers to the real dtype, keeping only the cosines;
-        the table is then rebuilt (complex64, on the buffer's new device), so a cast model still rotates."""
-        with warnings.catch_warnings():  # the cast's "discards the imaginary part": repaired just below
-            warnings.filterwarnings("ignore", message="Casting complex values to real")
-            super()._apply(fn, recurse)
-        if not self.rotation_cached.is_complex():
+        """`model.to(torch.bfloat16)` would leave cos/sin with 8 bits of mantissa, wrong by up to 0.4% at
+        every position; the table is rebuilt in fp32 (on the buffer's new device) and each use casts it
+        to the states' dtype after indexing, as transformers' RoPE computes cos/sin in fp32."""
+        super()._apply(fn, recurse)
+        if self.rotation_cached.dtype != torch.float32:
             self._build_cache(self.cached_length)
         return self
 

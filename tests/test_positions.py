@@ -79,7 +79,7 @@ def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str, in_plac
     hands attention q/k of another dtype than v)."""
     torch.manual_seed(3)
     rotation = RotaryPositions(rope_config()).attention_positions(torch.arange(5)[None], 5).rotary
-    query = torch.randn(1, 2, 5, 2 * rotation.shape[-1], dtype=torch.bfloat16)
+    query = torch.randn(1, 2, 5, 2 * rotation.shape[-2], dtype=torch.bfloat16)
     expected = apply_rotary(query.float(), rotation, layout)
     rotated = apply_rotary(query, rotation, layout, in_place=in_place)
     assert rotated.dtype == torch.bfloat16
@@ -89,17 +89,29 @@ def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str, in_plac
 
 
 def test_rope_table_survives_casting_the_model_to_half_precision(tmp_path) -> None:  # noqa: ANN001
-    """`model.to(bf16)` (and `from_pretrained(dtype=...)`) cast complex buffers to real ones, dropping the
-    sines: the rotation table must stay complex and equal to the fp32 model's."""
+    """`model.to(bf16)` (and `from_pretrained(dtype=...)`) would round cos/sin to 8 bits of mantissa: the
+    table must stay the fp32 model's."""
     model = HfAttnModel(rope_config())
     table = model.positions.rotation_cached.clone()
     model.to(torch.bfloat16)
-    assert model.positions.rotation_cached.dtype == torch.complex64
+    assert model.positions.rotation_cached.dtype == torch.float32
     torch.testing.assert_close(model.positions.rotation_cached, table)
     model.save_pretrained(tmp_path)
     loaded = HfAttnModel.from_pretrained(tmp_path, dtype=torch.float16)
     assert loaded.embed_tokens.weight.dtype == torch.float16
     torch.testing.assert_close(loaded.positions.rotation_cached, table)
+
+
+def test_rope_real_arithmetic_for_compiled_or_traced_graphs_equals_the_complex_multiply(monkeypatch) -> None:  # noqa: ANN001
+    """Complex tensors do not compile or export; graphs being compiled or traced rotate interleaved pairs
+    with x cos - y sin, y cos + x sin instead, which must give the same numbers, in place or not."""
+    torch.manual_seed(4)
+    rotation = RotaryPositions(rope_config()).attention_positions(torch.arange(6)[None], 6).rotary
+    states = torch.randn(2, 6, 3, 2 * rotation.shape[-2])
+    complex_rotated = apply_rotary(states, rotation, heads_dim=2)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    torch.testing.assert_close(apply_rotary(states, rotation, heads_dim=2), complex_rotated)
+    torch.testing.assert_close(apply_rotary(states.clone(), rotation, heads_dim=2, in_place=True), complex_rotated)
 
 
 def test_rope_score_depends_only_on_offset() -> None:
@@ -204,8 +216,7 @@ def test_a_new_scheme_is_one_class_and_one_registry_line(monkeypatch: pytest.Mon
 def test_yarn_scales_cos_sin_by_its_attention_factor() -> None:
     """YaRN's default attention factor is 0.1 ln(factor) + 1 (Peng et al.), applied to cos and sin."""
     rope = RotaryPositions(rope_config(rope_type="yarn", factor=4.0))
-    rotation = rope.attention_positions(torch.arange(3)[None], 3).rotary
-    cos, sin = rotation.real, rotation.imag
+    cos, sin = rope.attention_positions(torch.arange(3)[None], 3).rotary.unbind(-1)
     expected = 0.1 * math.log(4.0) + 1.0
     torch.testing.assert_close(cos[0, 0], torch.full_like(cos[0, 0], expected))  # position 0: cos = 1
     assert torch.allclose(cos[0, 1] ** 2 + sin[0, 1] ** 2, torch.full_like(cos[0, 1], expected**2))

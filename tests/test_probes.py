@@ -47,10 +47,12 @@ def test_rope_offset_scores_match_rotated_all_ones_vectors() -> None:
     head_dim, theta = 16, 10_000.0
     inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     for offset in (0, 1, 7, 40):
-        turn = torch.polar(torch.ones_like(inv_freq), offset * inv_freq)[None, None, :]  # (1, 1, D / 2)
+        angles = offset * inv_freq
+        turn = torch.stack((angles.cos(), angles.sin()), dim=-1)[None, None]  # (1, 1, D / 2, 2): cos, sin
         q = torch.ones(1, 1, 1, head_dim, dtype=torch.float64)
         rotated_q = apply_rotary(q, turn)
-        unrotated_k = apply_rotary(q, torch.ones_like(turn))
+        no_turn = torch.stack((torch.ones_like(angles), torch.zeros_like(angles)), dim=-1)[None, None]
+        unrotated_k = apply_rotary(q, no_turn)
         score = float((rotated_q * unrotated_k).sum()) / head_dim
         assert rope_offset_scores(head_dim, 40)[offset].item() == pytest.approx(score)
 
