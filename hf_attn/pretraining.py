@@ -173,9 +173,9 @@ def pretrain(
     results_path: str | os.PathLike[str] | None = None,
     callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, Any]:
-    """Masked-LM training of the experiment's encoder (a new one, or `init_from`'s to continue it);
-    writes an `HfAttnForMaskedLM` folder (model and tokenizer) that `init_from` reads, its checkpoints,
-    and `metrics.json`. Returns the metrics."""
+    """Pretrain the experiment's encoder (a new one, or `init_from`'s to continue it) with its `objective`;
+    writes an `HfAttnForMaskedLM` or `HfAttnForReplacedTokenDetection` folder (model and tokenizer) that
+    `init_from` reads, its checkpoints, and `metrics.json`. Returns the metrics."""
     output_dir = Path(output_dir)
     started = time.time()
     train_texts, validation_texts, n_unlabelled = pretraining_corpus(experiment)
