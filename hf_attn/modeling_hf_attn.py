@@ -33,6 +33,7 @@ from .configuration_hf_attn import HfAttnConfig
 from .dropout import Dropout, apply_dropout
 from .masking import key_padding_mask, self_attention_mask
 from .positions import (
+    ROPE_LAYOUTS,
     AttentionPositions,
     PositionScheme,
     apply_rotary,
@@ -147,6 +148,22 @@ class HfAttnAttention(nn.Module):
             key.view(batch, key_length, -1, self.head_dim),
             value.view(batch, key_length, -1, self.head_dim),
         )
+
+    @torch.no_grad()
+    def repair_rope_channels(self, layout: str) -> None:
+        """Reorder the rows of every Q and K head in the fused projection from this layer's RoPE pairing to
+        `layout`'s: channel c + d/2 moves next to channel c (`interleaved`), or back (`halves`)."""
+        if layout == self.rope_layout:
+            return
+        half = self.head_dim // 2
+        interleaved_order = torch.stack((torch.arange(half), torch.arange(half) + half), dim=1).flatten()
+        order = interleaved_order if layout == "interleaved" else interleaved_order.argsort()
+        heads = torch.arange(self.num_heads + self.num_key_value_heads)[:, None]  # Q's heads, then K's
+        rows = (order + self.head_dim * heads).flatten().to(self.qkv_proj.weight.device)
+        for parameter in (self.qkv_proj.weight, self.qkv_proj.bias):
+            if parameter is not None:
+                parameter[: len(rows)] = parameter[rows]
+        self.rope_layout = layout
 
     def _eager_is_faster(self, query: torch.Tensor) -> bool:
         """True when attention-weight dropout would make SDPA run the eager math anyway, only slower.
@@ -312,6 +329,21 @@ class HfAttnPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["HfAttnLayer"]
     _supports_sdpa = True
+
+    def set_rope_layout(self, layout: str) -> None:
+        """Switch RoPE's channel pairing (`config.rope_layout`) without changing what the model computes.
+
+        q.k sums over channels in any order, so reordering the rows of each Q and K head alike is exact:
+        a model saved with `halves` (every model trained before the field existed) becomes an
+        `interleaved` one, whose rotation is one complex multiply; `save_pretrained` keeps it so.
+        """
+        if layout not in ROPE_LAYOUTS:
+            raise ValueError(f"rope_layout must be one of {', '.join(ROPE_LAYOUTS)}, got {layout!r}.")
+        for module in self.modules():
+            if isinstance(module, HfAttnAttention) and not module.is_cross_attention:
+                module.repair_rope_channels(layout)
+            elif isinstance(module, PreTrainedModel):
+                module.config.rope_layout = layout
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:

@@ -252,6 +252,30 @@ def test_rope_layouts_compute_the_same_model_up_to_a_permutation_of_query_and_ke
         torch.testing.assert_close(actual_weights, expected_weights)
 
 
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_set_rope_layout_keeps_what_the_model_computes_and_round_trips(kv_heads: int, tmp_path: Path) -> None:
+    """A halves model switched to interleaved gives the same logits (and does so after save/load);
+    switching back restores every weight exactly."""
+    model = build(model_class=HfAttnForSequenceClassification, position_embedding_type="rope",
+                  num_key_value_heads=kv_heads, rope_layout="halves")
+    original = {name: value.clone() for name, value in model.state_dict().items()}
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        model.set_rope_layout("interleaved")
+        assert model.config.rope_layout == "interleaved"
+        fused = "model.layers.0.self_attn.qkv_proj.weight"
+        assert not torch.equal(model.state_dict()[fused], original[fused])
+        torch.testing.assert_close(model(input_ids=input_ids, attention_mask=attention_mask).logits, expected)
+        model.save_pretrained(tmp_path)
+        reloaded = HfAttnForSequenceClassification.from_pretrained(tmp_path).eval()
+        torch.testing.assert_close(reloaded(input_ids=input_ids, attention_mask=attention_mask).logits, expected)
+    model.set_rope_layout("halves")
+    assert all(torch.equal(value, original[name]) for name, value in model.state_dict().items())
+    with pytest.raises(ValueError, match="rope_layout must be one of interleaved, halves"):
+        model.set_rope_layout("pairs")
+
+
 @pytest.mark.parametrize(("scheme", "activation", "norm_position", "kv_heads"), [
     ("none", "gelu", "pre", 4), ("rope", "relu", "post", 4), ("none", "silu", "pre", 4),
     ("rope", "swiglu", "pre", 2), ("none", "geglu", "post", 4),
