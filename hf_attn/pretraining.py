@@ -199,7 +199,7 @@ def pretrain(
         processing_class=tokenizer,
         callbacks=[TrainingClock(), *callbacks],
     )
-    train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume))
+    train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume, model))
     evaluation = trainer.evaluate()
     trainer.save_model(str(output_dir))
     if isinstance(model, HfAttnForReplacedTokenDetection):

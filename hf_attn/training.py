@@ -344,8 +344,12 @@ def training_arguments(experiment: Experiment, output_dir: Path, n_train: int, *
     return TrainingArguments(**settings)
 
 
-def resume_checkpoint(output_dir: Path, resume: bool) -> str | None:
-    """The last checkpoint in `output_dir` when resuming (an error if there is none), else None."""
+def resume_checkpoint(output_dir: Path, resume: bool, model: HfAttnPreTrainedModel) -> str | None:
+    """The last checkpoint in `output_dir` when resuming (an error if there is none), else None.
+
+    The model is first switched to the checkpoint's RoPE channel pairing: a run interrupted before
+    `rope_layout` existed trained halves pairs, which a config built from its YAML today would read as
+    interleaved (the weights would load, silently meaning something else)."""
     if not resume:
         return None
     checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
@@ -354,6 +358,7 @@ def resume_checkpoint(output_dir: Path, resume: bool) -> str | None:
             f"--resume: no checkpoint-* folder in {output_dir}; start without --resume, or pass the "
             "--output-dir of the interrupted run."
         )
+    model.set_rope_layout(HfAttnConfig.from_pretrained(checkpoint).rope_layout)
     return checkpoint
 
 
@@ -478,7 +483,7 @@ def train(
         compute_metrics=compute_metrics,
         callbacks=callbacks,
     )
-    train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume))
+    train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume, model))
     validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")
     test = trainer.evaluate(splits["test"], metric_key_prefix="test")
     trainer.save_model(str(output_dir))

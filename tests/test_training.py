@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from helpers import REPO, SMOKE, SMOKE_TINY_MODEL
+from safetensors.torch import load_file
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -126,6 +128,28 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
     assert resumed["val_accuracy"] == pytest.approx(straight["val_accuracy"])
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train(experiment, tmp_path / "never-started", resume=True)
+
+
+def test_a_run_interrupted_before_rope_layout_existed_resumes_with_its_halves_pairs(tmp_path: Path) -> None:
+    """Checkpoints saved before the field have no `rope_layout` and hold halves-paired weights; the YAML
+    rebuilt today gives interleaved pairs. Resuming must switch the model to the checkpoint's pairing before
+    the weights load, so that the run ends as an uninterrupted halves run does."""
+    halves = load_experiment(SMOKE, [*FAST, "evals_per_epoch=2", "model.rope_layout=halves"])
+    straight = train(halves, tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        train(halves, tmp_path / "interrupted", callbacks=[StopAfterFirstCheckpoint()])
+    for config_file in (tmp_path / "interrupted").glob("checkpoint-*/config.json"):
+        saved = json.loads(config_file.read_text())
+        del saved["rope_layout"]
+        config_file.write_text(json.dumps(saved))
+    today = load_experiment(SMOKE, [*FAST, "evals_per_epoch=2"])
+    assert "rope_layout" not in today.model  # the default, interleaved
+    resumed = train(today, tmp_path / "interrupted", resume=True)
+    assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
+    assert json.loads((tmp_path / "interrupted" / "config.json").read_text())["rope_layout"] == "halves"
+    expected, actual = (load_file(tmp_path / run / "model.safetensors") for run in ("straight", "interrupted"))
+    for name, value in expected.items():
+        torch.testing.assert_close(actual[name], value, atol=1e-5, rtol=1e-4)
 
 
 def test_random_windows_resume_to_the_same_result(tmp_path: Path) -> None:
