@@ -59,6 +59,15 @@ class PositionScheme(nn.Module):
     def reset_cache(self) -> None:
         """Recompute cached tables (called by `_init_weights`: non-persistent buffers are not loaded)."""
 
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> PositionScheme:
+        """Cached tables stay fp32 whatever dtype the model is cast to: each use casts them after indexing
+        (as transformers' RoPE computes cos/sin in fp32), and a model cast to bf16 and back would otherwise
+        keep tables rounded to 8 bits of mantissa. A cast table is rebuilt, on its new device."""
+        super()._apply(fn, recurse)
+        if any(table.is_floating_point() and table.dtype != torch.float32 for table in self.buffers(recurse=False)):
+            self.reset_cache()
+        return self
+
 
 class NoPositions(PositionScheme):
     """`none`: a bag of tokens; useful as the control in position-scheme comparisons."""
@@ -224,15 +233,6 @@ class RotaryPositions(PositionScheme):
 
     def reset_cache(self) -> None:
         self._build_cache(self.config.max_position_embeddings)
-
-    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> RotaryPositions:
-        """`model.to(torch.bfloat16)` would leave cos/sin with 8 bits of mantissa, wrong by up to 0.4% at
-        every position; the table is rebuilt in fp32 (on the buffer's new device) and each use casts it
-        to the states' dtype after indexing, as transformers' RoPE computes cos/sin in fp32."""
-        super()._apply(fn, recurse)
-        if self.rotation_cached.dtype != torch.float32:
-            self._build_cache(self.cached_length)
-        return self
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
         needed = max(int(position_ids.max()) + 1, key_length)

@@ -88,18 +88,21 @@ def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str, in_plac
     torch.testing.assert_close(rotated.float(), expected, atol=3e-2, rtol=2e-2)
 
 
-def test_rope_table_survives_casting_the_model_to_half_precision(tmp_path) -> None:  # noqa: ANN001
-    """`model.to(bf16)` (and `from_pretrained(dtype=...)`) would round cos/sin to 8 bits of mantissa: the
-    table must stay the fp32 model's."""
-    model = HfAttnModel(rope_config())
-    table = model.positions.rotation_cached.clone()
+@pytest.mark.parametrize(
+    ("scheme", "buffer"), [("rope", "rotation_cached"), ("sinusoidal", "table"), ("alibi", "slopes")]
+)
+def test_position_tables_survive_casting_the_model_to_half_precision(scheme: str, buffer: str, tmp_path) -> None:  # noqa: ANN001
+    """`model.to(bf16)` (and `from_pretrained(dtype=...)`) would round cached tables (RoPE's cos/sin, the
+    sinusoidal table, ALiBi's slopes) to 8 bits of mantissa: each must stay the fp32 model's."""
+    model = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme)))
+    table = getattr(model.positions, buffer).clone()
     model.to(torch.bfloat16)
-    assert model.positions.rotation_cached.dtype == torch.float32
-    torch.testing.assert_close(model.positions.rotation_cached, table)
+    assert getattr(model.positions, buffer).dtype == torch.float32
+    torch.testing.assert_close(getattr(model.positions, buffer), table)
     model.save_pretrained(tmp_path)
     loaded = HfAttnModel.from_pretrained(tmp_path, dtype=torch.float16)
     assert loaded.embed_tokens.weight.dtype == torch.float16
-    torch.testing.assert_close(loaded.positions.rotation_cached, table)
+    torch.testing.assert_close(getattr(loaded.positions, buffer), table)
 
 
 def test_rope_real_arithmetic_for_compiled_or_traced_graphs_equals_the_complex_multiply(monkeypatch) -> None:  # noqa: ANN001
