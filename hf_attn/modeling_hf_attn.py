@@ -150,7 +150,7 @@ class HfAttnAttention(nn.Module):
         )
 
     @torch.no_grad()
-    def repair_rope_channels(self, layout: str) -> None:
+    def set_rope_layout(self, layout: str) -> None:
         """Reorder the rows of every Q and K head in the fused projection from this layer's RoPE pairing to
         `layout`'s: channel c + d/2 moves next to channel c (`interleaved`), or back (`halves`)."""
         if layout == self.rope_layout:
@@ -341,7 +341,7 @@ class HfAttnPreTrainedModel(PreTrainedModel):
             raise ValueError(f"rope_layout must be one of {', '.join(ROPE_LAYOUTS)}, got {layout!r}.")
         for module in self.modules():
             if isinstance(module, HfAttnAttention) and not module.is_cross_attention:
-                module.repair_rope_channels(layout)
+                module.set_rope_layout(layout)
             elif isinstance(module, PreTrainedModel):
                 module.config.rope_layout = layout
 
