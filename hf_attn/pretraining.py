@@ -200,12 +200,12 @@ def pretrain(
         callbacks=[TrainingClock(), *callbacks],
     )
     train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume, model))
-    evaluation = trainer.evaluate()
     trainer.save_model(str(output_dir))
     if isinstance(model, HfAttnForReplacedTokenDetection):
         losses = replaced_token_detection_metrics(model, trainer.get_eval_dataloader())
     else:
-        losses = {"eval_mlm_loss": evaluation["eval_loss"], "eval_perplexity": math.exp(evaluation["eval_loss"])}
+        mlm_loss = trainer.evaluate()["eval_loss"]
+        losses = {"eval_mlm_loss": mlm_loss, "eval_perplexity": math.exp(mlm_loss)}
     metrics = {
         "name": experiment.name,
         "objective": experiment.objective,
