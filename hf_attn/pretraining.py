@@ -33,6 +33,7 @@ from typing import Any
 
 import datasets
 import torch
+from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 
 from .data import load_imdb, load_unlabelled
@@ -202,7 +203,10 @@ def pretrain(
     train_output = trainer.train(resume_from_checkpoint=resume_checkpoint(output_dir, resume, model))
     trainer.save_model(str(output_dir))
     if isinstance(model, HfAttnForReplacedTokenDetection):
-        losses = replaced_token_detection_metrics(model, trainer.get_eval_dataloader())
+        # Every process scores the whole evaluation set, not its shard of Trainer's dataloader: with the
+        # same fixed-seed samples each one reports what a single process would.
+        every_chunk = DataLoader(eval_chunks, batch_size=args.per_device_eval_batch_size, collate_fn=collator)
+        losses = replaced_token_detection_metrics(model, every_chunk)
     else:
         mlm_loss = trainer.evaluate()["eval_loss"]
         losses = {"eval_mlm_loss": mlm_loss, "eval_perplexity": math.exp(mlm_loss)}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,3 +39,18 @@ def require(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent; it holds the Week 3 sample files and IMDb these tests compare against")
     return path
+
+
+def run_on_two_processes(cli_args: list[str], cwd: Path) -> None:
+    """Run `hf_attn.cli CLI_ARGS` under `accelerate launch` on two CPU processes; fail with its stderr.
+
+    accelerate 1.x: `--cpu` picks its single-process launcher; `--multi_gpu` starts torchrun, and on a
+    machine without GPUs the package joins the processes over gloo on the CPU.
+    """
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    assert accelerate, "accelerate's launcher is not installed next to this Python"
+    command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "hf_attn.cli", *cli_args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-4000:]

@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import datasets
 import pytest
 import torch
-from helpers import SMOKE, SMOKE_TINY_MODEL
+from helpers import SMOKE, SMOKE_TINY_MODEL, run_on_two_processes
 from safetensors.torch import load_file
-from transformers import TrainerCallback
+from transformers import AutoTokenizer, TrainerCallback
 
 from hf_attn.data import load_imdb, load_unlabelled
 from hf_attn.hub import _pretraining_text, card_for_run
+from hf_attn.modeling_hf_attn import HfAttnForReplacedTokenDetection
 from hf_attn.pretraining import (
     IGNORE_INDEX,
     MIN_CHUNK_TOKENS,
     MaskedLMCollator,
     chunk_texts,
     mask_tokens,
+    masked_once,
     pretrain,
     pretraining_corpus,
+    replaced_token_detection_metrics,
 )
 from hf_attn.tokenization_hf_attn import train_week3_tokenizer
 from hf_attn.training import ExperimentConfigError, load_experiment, train
@@ -190,3 +194,25 @@ def test_replaced_token_detection_pretrains_an_encoder_a_classifier_starts_from(
     assert not any(name.startswith("generator.") for name in start.start)
     text = _pretraining_text(result["pretraining"])
     assert "replaced-token detection" in text and f"detection accuracy {metrics['eval_detection_accuracy']:.3f}" in text
+
+
+def test_replaced_token_detection_metrics_cover_the_whole_evaluation_set_on_two_processes(tmp_path: Path) -> None:
+    """Under `accelerate launch` each process holds a shard of Trainer's evaluation dataloader; the
+    recorded detection metrics are still those of the saved model on every evaluation chunk."""
+    overrides = [*TINY, "objective=rtd", "training.max_steps=2", "training.eval_steps=2"]
+    output = tmp_path / "rtd"
+    run_on_two_processes(["pretrain", "--config", str(SMOKE), "--output-dir", str(output), *overrides], tmp_path)
+    recorded = json.loads((output / "metrics.json").read_text())
+    assert recorded["world_size"] == 2
+
+    experiment = load_experiment(SMOKE, overrides)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    collator = MaskedLMCollator(tokenizer, experiment.mlm_probability)
+    validation = pretraining_corpus(experiment)[1]
+    chunks = masked_once(chunk_texts(validation, tokenizer, experiment.max_length), collator)
+    assert recorded["n_eval_chunks"] == len(chunks)
+    model = HfAttnForReplacedTokenDetection.from_pretrained(output)
+    batches = torch.utils.data.DataLoader(chunks, batch_size=8, collate_fn=collator)  # TrainingArguments' default
+    single = replaced_token_detection_metrics(model, batches)
+    for name, value in single.items():
+        assert recorded[name] == pytest.approx(value, abs=1e-5), name

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from helpers import REPO, SMOKE, SMOKE_TINY_MODEL
+from helpers import REPO, SMOKE, SMOKE_TINY_MODEL, run_on_two_processes
 from safetensors.torch import load_file
 from transformers import (
     AutoModelForSequenceClassification,
@@ -169,17 +165,8 @@ def test_random_windows_resume_to_the_same_result(tmp_path: Path) -> None:
 
 
 def test_accelerate_launch_on_two_processes(tmp_path: Path) -> None:
-    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-    assert accelerate, "accelerate's launcher is not installed next to this Python"
     output = tmp_path / "ddp"
-    # accelerate 1.x: `--cpu` picks its single-process launcher; `--multi_gpu` starts torchrun, and on a
-    # machine without GPUs the package joins the processes over gloo on the CPU.
-    command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-               "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "hf_attn.cli", "train",
-               "--config", str(SMOKE), "--output-dir", str(output), *FAST]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-4000:]
+    run_on_two_processes(["train", "--config", str(SMOKE), "--output-dir", str(output), *FAST], tmp_path)
     metrics = json.loads((output / "metrics.json").read_text())
     assert metrics["world_size"] == 2
     # 256 reviews, 2 processes x batch 32 = 64 per optimizer step, 2 epochs.
