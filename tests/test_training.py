@@ -217,6 +217,7 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("pretrain-rope-embed-scale", "pretrain-rope-rtd",
      {"objective", "model.rtd_generator_layers", "model.rtd_loss_weight"}),  # the last two: their defaults
     ("absolute-rtd-pretrained", "rope-rtd-pretrained", {"init_from"}),
+    ("rope-pretrained-6k", "rope-pretrained-6k-2-epochs", {"training.num_train_epochs"}),
     ("rope-embed-scale-pretrained", "rope-rtd-pretrained", {"init_from"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
