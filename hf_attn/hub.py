@@ -47,8 +47,8 @@ Reproduce: `{command}`
 {pretraining}
 ## Training
 
-Hugging Face `Trainer` (Accelerate underneath), {epochs:g} epochs over {n_train} reviews,
-{optimizer_steps} optimizer steps, {train_time} on {world_size} process(es); evaluation and a
+Hugging Face `Trainer` (Accelerate underneath), {epochs_counted} over {n_train} reviews,
+{optimizer_steps} optimizer steps, {train_time} on {processes}; evaluation and a
 checkpoint every {evals_per_epoch_fraction}epoch, {early_stopping}, best checkpoint (lowest validation
 loss) restored. Hyperparameters: `{training}`.
 
@@ -105,11 +105,17 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
                         else f"early stopping after {experiment['early_stopping_patience']} evaluations without "
                         "a lower validation loss"),
         training=json.dumps(experiment.get("training", {})), repo_id=repo_id,
+        epochs_counted=_counted(metrics["epochs"], "epoch"), processes=_counted(metrics["world_size"], "process", "es"),
         command=metrics.get("command") or "see metrics.json",
         **{key: metrics[key] for key in ("val_accuracy", "val_f1", "val_loss", "test_accuracy", "test_f1",
-                                         "test_loss", "epochs", "n_train", "optimizer_steps", "world_size")},
+                                         "test_loss", "n_train", "optimizer_steps")},
     )
     return ModelCard(text)
+
+
+def _counted(count: float, noun: str, plural_ending: str = "s") -> str:
+    """'1 epoch', '2 epochs', '1.5 epochs'."""
+    return f"{count:g} {noun}{'' if count == 1 else plural_ending}"
 
 
 def _train_time(metrics: dict[str, Any]) -> str:

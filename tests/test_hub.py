@@ -53,7 +53,10 @@ def test_card_metadata_carries_the_measured_metrics(run_dir: Path, tmp_path: Pat
                        ("validation", "f1"): metrics["val_f1"]}
     assert "position-alibi" in card.data.tags and "trust_remote_code=True" in card.text
     assert "0.8123" in card.text
-    assert "2500 optimizer steps, 3600 s on 1 process(es)" in card.text
+    assert "2 epochs over 40000 reviews,\n2500 optimizer steps, 3600 s on 1 process;" in card.text
+    config = json.loads((run_dir / "config.json").read_text())
+    one_epoch = build_model_card({**metrics, "epochs": 1.0, "world_size": 2}, config, "x/y")
+    assert "1 epoch over 40000 reviews,\n2500 optimizer steps, 3600 s on 2 processes;" in one_epoch.text
 
 
 def test_card_says_which_steps_a_partly_timed_run_covers(run_dir: Path) -> None:
