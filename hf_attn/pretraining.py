@@ -23,11 +23,12 @@ position it attends to. A tokenizer that has a mask token uses its own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,25 @@ PRETRAINING_MODELS: dict[str, type[HfAttnPreTrainedModel]] = {
 IGNORE_INDEX = -100  # labels of positions that are not predicted (PyTorch's cross-entropy default)
 MIN_CHUNK_TOKENS = 16  # a review's last chunk shorter than this is dropped: little to predict from
 EVAL_SEED = 1234  # the evaluation chunks are masked once, with this seed, so every evaluation is comparable
+
+
+@contextlib.contextmanager
+def evaluation_randomness() -> Iterator[None]:
+    """Random draws inside come from torch's generators seeded with `EVAL_SEED`, and the generators are
+    restored on the way out. Replaced-token detection samples the generator's replacements even when
+    evaluating: with this, every evaluation of one model repeats exactly, and the training run's own
+    random stream (masking, dropout) is the same however often it is evaluated."""
+    with torch.random.fork_rng():
+        torch.manual_seed(EVAL_SEED)
+        yield
+
+
+class PretrainingTrainer(Trainer):
+    """`Trainer` whose evaluations run under `evaluation_randomness`."""
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        with evaluation_randomness():
+            return super().evaluate(*args, **kwargs)
 
 
 def mask_tokens(
@@ -191,7 +211,7 @@ def pretrain(
         # The generator reads the same (DAN) vectors as the encoder; ELECTRA shares the table, here it starts equal.
         model.generator.get_input_embeddings().weight.data.copy_(model.get_input_embeddings().weight.data)
     args = training_arguments(experiment, output_dir, len(train_chunks), prediction_loss_only=True)
-    trainer = Trainer(
+    trainer = PretrainingTrainer(
         model=model,
         args=args,
         train_dataset=train_chunks,
@@ -235,22 +255,22 @@ def replaced_token_detection_metrics(
     """The two halves of the ELECTRA loss on the evaluation chunks, and how often the encoder tells
     original from replaced: the generator's masked-LM loss (per masked token), the detection loss and
     accuracy (per real token), and the share of real tokens the generator replaced. The generator's
-    samples are drawn with a fixed seed, so evaluations of one model repeat exactly."""
+    samples are drawn under `evaluation_randomness`, so evaluations of one model repeat exactly."""
     was_training = model.training
     model.eval()
-    torch.manual_seed(EVAL_SEED)
     totals = {"generator": 0.0, "detection": 0.0, "correct": 0.0, "replaced": 0.0, "masked": 0, "real": 0}
-    for batch in batches:
-        batch = {key: value.to(model.device) for key, value in batch.items()}
-        output = model(**batch)
-        masked, real = int((batch["labels"] != IGNORE_INDEX).sum()), int(batch["attention_mask"].sum())
-        keep = batch["attention_mask"].bool()
-        totals["generator"] += float(output.generator_loss) * masked
-        totals["detection"] += float(output.discriminator_loss) * real
-        totals["correct"] += float(((output.logits[keep] > 0) == output.replaced[keep]).sum())
-        totals["replaced"] += float(output.replaced[keep].sum())
-        totals["masked"] += masked
-        totals["real"] += real
+    with evaluation_randomness():
+        for batch in batches:
+            batch = {key: value.to(model.device) for key, value in batch.items()}
+            output = model(**batch)
+            masked, real = int((batch["labels"] != IGNORE_INDEX).sum()), int(batch["attention_mask"].sum())
+            keep = batch["attention_mask"].bool()
+            totals["generator"] += float(output.generator_loss) * masked
+            totals["detection"] += float(output.discriminator_loss) * real
+            totals["correct"] += float(((output.logits[keep] > 0) == output.replaced[keep]).sum())
+            totals["replaced"] += float(output.replaced[keep].sum())
+            totals["masked"] += masked
+            totals["real"] += real
     model.train(was_training)
     return {
         "eval_generator_mlm_loss": totals["generator"] / totals["masked"],

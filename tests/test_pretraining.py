@@ -196,6 +196,18 @@ def test_replaced_token_detection_pretrains_an_encoder_a_classifier_starts_from(
     assert "replaced-token detection" in text and f"detection accuracy {metrics['eval_detection_accuracy']:.3f}" in text
 
 
+def test_replaced_token_detection_training_does_not_depend_on_how_often_it_is_evaluated(tmp_path: Path) -> None:
+    """Evaluating samples the generator's replacements; those draws must not come out of the random
+    stream that masks training batches, or a run evaluated every step would train on other masks than
+    one evaluated once. Same seed, evaluation every step vs at the end: the same weights."""
+    weights = {}
+    for eval_steps in (1, 4):
+        overrides = [*TINY, "objective=rtd", "training.max_steps=4", f"training.eval_steps={eval_steps}"]
+        pretrain(load_experiment(SMOKE, overrides), tmp_path / str(eval_steps))
+        weights[eval_steps] = load_file(tmp_path / str(eval_steps) / "model.safetensors")
+    assert all(torch.equal(weights[1][name], weights[4][name]) for name in weights[4])
+
+
 def test_replaced_token_detection_metrics_cover_the_whole_evaluation_set_on_two_processes(tmp_path: Path) -> None:
     """Under `accelerate launch` each process holds a shard of Trainer's evaluation dataloader; the
     recorded detection metrics are still those of the saved model on every evaluation chunk."""
