@@ -408,6 +408,16 @@ class TrainingClock(TrainerCallback, ExportableState):
                                            "timed_from_step": self.timed_from_step}}
 
 
+def cli_command() -> str | None:
+    """This process's command line as `hf-attn ...` when it is the command-line tool (the `hf-attn` entry
+    point, or `python -m hf_attn.cli` where the package is not installed), for a run's record; None for a
+    run started from Python code, whose command line would not reproduce it."""
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if program is None or not (program.match("hf-attn") or program.match("hf_attn/cli.py")):
+        return None
+    return " ".join(["hf-attn", *sys.argv[1:]])
+
+
 def run_record(
     experiment: Experiment, trainer: Trainer, train_output: Any, tokenizer: PreTrainedTokenizerBase, started: float
 ) -> dict[str, Any]:
@@ -416,7 +426,6 @@ def run_record(
     `train_runtime_s` is the `TrainingClock`'s total when the trainer has one, else `Trainer`'s
     `train_runtime` (the last session's).
     """
-    command = " ".join(["hf-attn", *sys.argv[1:]]) if sys.argv and "hf-attn" in sys.argv[0] else None
     clock = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, TrainingClock)),
                  None)
     settings = dataclasses.asdict(experiment)
@@ -431,7 +440,7 @@ def run_record(
         "world_size": trainer.args.world_size,
         "vocab_size": len(tokenizer),
         "max_length": experiment.max_length,
-        "command": command,
+        "command": cli_command(),
         "experiment": settings,
     }
 

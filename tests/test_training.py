@@ -19,6 +19,7 @@ from transformers import (
 
 from hf_attn.training import (
     ExperimentConfigError,
+    cli_command,
     evaluate_saved,
     load_experiment,
     parse_override,
@@ -69,6 +70,18 @@ def test_overrides_are_parsed_as_yaml_and_checked(tmp_path: Path) -> None:
     assert parse_override("name=nan")[1] == "nan" and parse_override("name=inf")[1] == "inf"
     with pytest.raises(ExperimentConfigError, match="does not exist"):
         load_experiment(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(("program", "recorded"), [
+    ("/venv/bin/hf-attn", "hf-attn train --config c.yaml x=1"),
+    ("/repo/hf_attn/cli.py", "hf-attn train --config c.yaml x=1"),  # python -m hf_attn.cli
+    ("/venv/bin/pytest", None),
+    ("", None),  # an interactive interpreter
+])
+def test_a_run_records_the_command_that_reproduces_it(monkeypatch: pytest.MonkeyPatch, program: str,
+                                                      recorded: str | None) -> None:
+    monkeypatch.setattr("sys.argv", [program, "train", "--config", "c.yaml", "x=1"])
+    assert cli_command() == recorded
 
 
 def test_smoke_run_trains_saves_and_reloads(tmp_path: Path) -> None:
@@ -219,6 +232,9 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("absolute-rtd-pretrained", "rope-rtd-pretrained", {"init_from"}),
     ("rope-pretrained-6k", "rope-pretrained-6k-2-epochs", {"training.num_train_epochs"}),
     ("rope-embed-scale-pretrained", "rope-rtd-pretrained", {"init_from"}),
+    ("pretrain-absolute-long", "pretrain-rope-long", {"model.position_embedding_type"}),
+    ("absolute-pretrained-long", "rope-pretrained-long", {"init_from"}),
+    ("rope-pretrained-6k", "rope-pretrained-long", {"init_from", "training.num_train_epochs"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:

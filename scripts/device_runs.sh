@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The accuracy goal's runs on a lent GPU machine, in one call: masked-LM pretraining of both schemes
+# (configs/pretrain-{rope,absolute}-long.yaml, 4x the chunks of the best CPU run) and their fine-tuning
+# (configs/{rope,absolute}-pretrained-long.yaml), the two schemes side by side on the one GPU, then the
+# speed benchmark on the GPU. On 2 CPU cores the same runs would take about 20 hours each.
+#
+# The machine starts bare and reaches nothing: `pack` (here) copies what the runs read into .devcarry/
+# (ignored): IMDb's parquet files, the Week 3 tokenizer and DAN embedding, wheels of the Python packages
+# the machine lacks. `run` (there) installs those and trains; it writes both runs' logs to $OUT as they go
+# and, at the end, one archive with every new results/*.json and each run's metrics.json and config.json
+# (enough for `hf-attn card`; not the weights).
+#   here:  scripts/device_runs.sh pack runs/week3-8k
+#   there: the device tool's run with carry [".devcarry"], command "bash scripts/device_runs.sh run",
+#          timeout_s 590; then unpack: tar -xzf <files_at>/device-results.tgz
+set -euo pipefail
+mode=${1:?usage: scripts/device_runs.sh pack WEEK3_DIR | run}
+carry=.devcarry
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+
+if [ "$mode" = pack ]; then
+  week3=${2:?usage: scripts/device_runs.sh pack WEEK3_DIR}
+  exclude=$(git rev-parse --git-path info/exclude)
+  grep -qx "/$carry/" "$exclude" 2>/dev/null || echo "/$carry/" >> "$exclude"
+  rm -rf "$carry" && mkdir -p "$carry/imdb" "$carry/week3/datasets" "$carry/week3/models" "$carry/whl"
+  cp ../shared/data/imdb/*.parquet "$carry/imdb/"
+  cp "$week3"/datasets/bpe_*.json "$carry/week3/datasets/"
+  cp "$week3"/models/imdb_embedding_layer.pt "$week3"/models/vocab_config.json "$carry/week3/models/"
+  # The machine's image has torch, transformers, accelerate, tokenizers, pyarrow, scikit-learn: not these.
+  for package in datasets evaluate dill multiprocess; do
+    version=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('$package'))")
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$carry/whl" "$package==$version"
+  done
+  du -sh "$carry"
+  exit 0
+fi
+
+[ "$mode" = run ] || { echo "unknown mode $mode: pack or run" >&2; exit 2; }
+: "${OUT:?run on the device machine, where \$OUT is set}"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$carry"/whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi -L
+python3 -c "import torch, transformers, datasets, evaluate, pyarrow, hf_attn
+print('torch', torch.__version__, torch.cuda.get_device_name(), '| transformers', transformers.__version__,
+      '| datasets', datasets.__version__, '| pyarrow', pyarrow.__version__)"
+hf_attn() { python3 -m hf_attn.cli "$@"; }
+gpu=(training.tf32=true training.dataloader_num_workers=2)  # TF32 matrix products; masking off the main process
+
+pipeline() {  # pretraining, then fine-tuning, of one scheme; its log goes straight to $OUT (back even if killed)
+  local scheme=$1
+  {
+    hf_attn pretrain --config "configs/pretrain-$scheme-long.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
+      --output-dir "runs/pretrain-$scheme-long" --results "results/pretrain-$scheme-long.json" "${gpu[@]}"
+    hf_attn train --config "configs/$scheme-pretrained-long.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
+      --output-dir "runs/$scheme-pretrained-long" --results "results/$scheme-pretrained-long.json" "${gpu[@]}"
+  } > "$OUT/$scheme.log" 2>&1
+}
+started=$SECONDS
+pipeline rope & rope=$!
+pipeline absolute & absolute=$!
+status=0
+wait $rope || status=$?
+wait $absolute || status=$?
+echo "both pipelines ended after $((SECONDS - started)) s (status $status)"
+tail -n 5 "$OUT/rope.log" "$OUT/absolute.log"
+timeout 90 python3 -m hf_attn.cli bench --device cuda --output results/bench-gpu.json --markdown results/bench-gpu.md \
+  --plot results/bench-gpu-scaling.png || echo "GPU bench: stopped or failed"
+tar -czf "$OUT/device-results.tgz" results/*-long.json results/bench-gpu* \
+  runs/*-long/metrics.json runs/*-long/config.json 2>/dev/null || true
+exit $status
