@@ -63,8 +63,9 @@ wait $rope || status=$?
 wait $absolute || status=$?
 echo "both pipelines ended after $((SECONDS - started)) s (status $status)"
 tail -n 5 "$OUT/rope.log" "$OUT/absolute.log"
-timeout 90 python3 -m hf_attn.cli bench --device cuda --output results/bench-gpu.json --markdown results/bench-gpu.md \
-  --plot results/bench-gpu-scaling.png || echo "GPU bench: stopped or failed"
+timeout 120 python3 -m hf_attn.cli bench --device cuda --sections throughput,scaling --warmup 5 --repeats 20 \
+  --output results/bench-gpu.json --markdown results/bench-gpu.md --plot results/bench-gpu-scaling.png \
+  || echo "GPU bench: stopped or failed"
 tar -czf "$OUT/device-results.tgz" results/*-long.json results/bench-gpu* \
   runs/*-long/metrics.json runs/*-long/config.json 2>/dev/null || true
 exit $status
