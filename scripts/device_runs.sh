@@ -46,11 +46,34 @@ print('torch', torch.__version__, torch.cuda.get_device_name(), '| transformers'
 hf_attn() { python3 -m hf_attn.cli "$@"; }
 gpu=(training.tf32=true training.dataloader_num_workers=2)  # TF32 matrix products; masking off the main process
 
+pretrain() {  # SCHEME OUTPUT_DIR RESULTS_JSON [key=value ...]
+  local scheme=$1 output=$2 results=$3
+  shift 3
+  hf_attn pretrain --config "configs/pretrain-$scheme-long.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
+    --output-dir "$output" --results "$results" "${gpu[@]}" "$@"
+}
+
+# How many pretraining steps fit: 200 steps of both schemes at once, as in the real runs, timed whole
+# (start-up included, so the estimate errs long). The config's 6,000 is the most; fewer are recorded in
+# the run's command. The call's 600 s: ~20 install, ~60 this, the pretraining, ~120 fine-tuning, the bench.
+budget_s=${PRETRAIN_BUDGET_S:-330}
+for scheme in rope absolute; do
+  pretrain "$scheme" "/tmp/calibrate-$scheme" "/tmp/calibrate-$scheme.json" training.max_steps=200 \
+    training.eval_steps=1000 training.save_steps=1000 limit_eval=8 > "$OUT/calibrate-$scheme.log" 2>&1 &
+done
+wait
+steps=$(python3 -c "
+import json
+per_step = max(json.load(open(f'/tmp/calibrate-{s}/metrics.json'))['train_runtime_s'] / 200 for s in ('rope', 'absolute'))
+print(f'{per_step:.3f} s per step;', min(6000, int($budget_s / per_step) // 500 * 500))")
+echo "calibration: $steps pretraining steps"
+steps=${steps##* }
+[ "$steps" -ge 500 ] || { echo "under 500 pretraining steps fit: not worth running" >&2; exit 1; }
+
 pipeline() {  # pretraining, then fine-tuning, of one scheme; its log goes straight to $OUT (back even if killed)
   local scheme=$1
   {
-    hf_attn pretrain --config "configs/pretrain-$scheme-long.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
-      --output-dir "runs/pretrain-$scheme-long" --results "results/pretrain-$scheme-long.json" "${gpu[@]}"
+    pretrain "$scheme" "runs/pretrain-$scheme-long" "results/pretrain-$scheme-long.json" "training.max_steps=$steps"
     hf_attn train --config "configs/$scheme-pretrained-long.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
       --output-dir "runs/$scheme-pretrained-long" --results "results/$scheme-pretrained-long.json" "${gpu[@]}"
   } > "$OUT/$scheme.log" 2>&1
