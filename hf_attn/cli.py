@@ -96,6 +96,7 @@ def _probe(args: argparse.Namespace) -> None:
 def _baseline(args: argparse.Namespace) -> None:
     from .baseline import run_tfidf_baseline
     from .data import load_imdb
+    from .training import cli_command
 
     tokenizer = None
     if args.week3:
@@ -103,7 +104,7 @@ def _baseline(args: argparse.Namespace) -> None:
 
         tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
     metrics = run_tfidf_baseline(load_imdb(args.dataset), tokenizer=tokenizer, max_tokens=args.max_tokens)
-    metrics["command"] = " ".join(["hf-attn", *sys.argv[1:]])
+    metrics["command"] = cli_command()
     text = json.dumps(metrics, indent=2, default=str)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

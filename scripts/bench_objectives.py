@@ -24,7 +24,7 @@ import torch
 from hf_attn import HfAttnConfig
 from hf_attn.bench import interleaved_times
 from hf_attn.modeling_hf_attn import sample_categorical
-from hf_attn.pretraining import PRETRAINING_MODELS, mask_tokens
+from hf_attn.pretraining import IGNORE_INDEX, PRETRAINING_MODELS, mask_tokens
 from hf_attn.training import load_experiment
 
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     times = interleaved_times(steps, prepare, args.warmup, args.repeats, torch.device("cpu"))
     medians = {objective: 1e3 * statistics.median(seconds) for objective, seconds in times.items()}
 
-    predictions = torch.randn(int(labels.ne(-100).sum()), args.vocab_size, generator=generator).softmax(dim=-1)
+    predictions = torch.randn(int(labels.ne(IGNORE_INDEX).sum()), args.vocab_size, generator=generator).softmax(dim=-1)
     samplers = {
         "multinomial": lambda: torch.multinomial(predictions, 1),
         "inverse_cdf": lambda: sample_categorical(predictions),
