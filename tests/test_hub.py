@@ -13,11 +13,14 @@ import pytest
 import torch
 from helpers import tiny_config_kwargs
 from huggingface_hub import HfApi, ModelCard
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
 from hf_attn.data import load_sample
 from hf_attn.hub import build_model_card, push
 from hf_attn.tokenization_hf_attn import train_week3_tokenizer
+from hf_attn.transfer import restore_half_precision, save_half_precision
 
 REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 
@@ -76,6 +79,50 @@ def test_card_says_what_part_of_a_review_the_model_trained_on(run_dir: Path, tra
     metrics["experiment"]["train_window"] = train_window
     config = json.loads((run_dir / "config.json").read_text())
     assert said in build_model_card(metrics, config, "someone/x").text
+
+
+def test_card_names_the_hardware_a_run_trained_on(run_dir: Path) -> None:
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    card = build_model_card({**metrics, "hardware": "NVIDIA H200"}, config, "someone/x")
+    assert "3600 s on 1 process (NVIDIA H200);" in card.text
+
+
+def test_half_precision_shards_come_back_as_the_float16_rounded_model(run_dir: Path, tmp_path: Path) -> None:
+    """The way a classifier returns from the GPU machine: float16 shards under a size limit, restored
+    to float32 and scored again; the card then states the restored weights' own test scores."""
+    shards = save_half_precision(run_dir, tmp_path / "shards", max_shard_size="40KB")
+    assert len(shards) > 1 and all(path.stat().st_size < 45_000 for path in shards)
+    restored_dir = tmp_path / "restored"
+    restored_dir.mkdir()
+    for path in run_dir.iterdir():
+        if path.suffix in (".json", ".py"):
+            (restored_dir / path.name).write_bytes(path.read_bytes())
+    restored = restore_half_precision(tmp_path / "shards", restored_dir, dataset="sample", limit=32)
+
+    trained = load_file(run_dir / "model.safetensors")
+    back = load_file(restored_dir / "model.safetensors")
+    assert back.keys() == trained.keys()
+    for name, weight in trained.items():
+        assert back[name].dtype == torch.float32
+        assert torch.equal(back[name], weight.half().float()), name
+
+    # The recorded score against a second path: the restored model run by hand on the same 32 reviews.
+    test = load_sample()["test"].select(range(32))
+    tokenizer = AutoTokenizer.from_pretrained(restored_dir)
+    model = HfAttnForSequenceClassification.from_pretrained(restored_dir).eval()
+    with torch.no_grad():
+        logits = model(**tokenizer(list(test["text"]), truncation=True, max_length=64, padding=True,
+                                   return_tensors="pt")).logits
+    accuracy = (logits.argmax(-1) == torch.tensor(list(test["label"]))).float().mean().item()
+    assert restored["test_accuracy"] == pytest.approx(accuracy)
+    assert json.loads((restored_dir / "metrics.json").read_text())["restored_weights"] == restored
+
+    card = build_model_card(json.loads((restored_dir / "metrics.json").read_text()),
+                            json.loads((restored_dir / "config.json").read_text()), "someone/x")
+    assert (f"restored to float32 (`hf_attn.transfer`). These weights, as published, score test accuracy "
+            f"{accuracy:.4f}") in card.text
+    assert f"`hf-attn evaluate --model {restored_dir} --dataset sample --split test --limit 32`" in card.text
 
 
 def test_missing_metrics_get_a_clear_error(tmp_path: Path) -> None:

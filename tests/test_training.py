@@ -90,6 +90,7 @@ def test_smoke_run_trains_saves_and_reloads(tmp_path: Path) -> None:
     for key in ("test_accuracy", "test_f1", "test_loss", "val_accuracy", "epochs", "train_runtime_s"):
         assert key in metrics
     assert metrics["n_train"] == 256 and metrics["n_test"] == 64 and metrics["epochs"] == pytest.approx(2.0)
+    assert metrics["hardware"] == f"CPU, {torch.get_num_threads()} threads"  # CI has no GPU
     assert json.loads((tmp_path / "results" / "smoke.json").read_text())["test_loss"] == metrics["test_loss"]
     # A second code path: a fresh evaluation of the saved folder gives the recorded test numbers.
     again = evaluate_saved(tmp_path / "run", dataset="sample", split="test", limit=64)
@@ -235,6 +236,10 @@ def test_every_shipped_config_is_valid(path: Path, tmp_path: Path) -> None:
     ("pretrain-absolute-long", "pretrain-rope-long", {"model.position_embedding_type"}),
     ("absolute-pretrained-long", "rope-pretrained-long", {"init_from"}),
     ("rope-pretrained-6k", "rope-pretrained-long", {"init_from", "training.num_train_epochs"}),
+    ("pretrain-absolute-12k", "pretrain-rope-12k", {"model.position_embedding_type"}),
+    ("pretrain-rope-long", "pretrain-rope-12k", {"training.max_steps"}),
+    ("absolute-pretrained-12k", "rope-pretrained-12k", {"init_from"}),
+    ("rope-pretrained-long", "rope-pretrained-12k", {"init_from", "training.num_train_epochs"}),
 ])
 def test_paired_configs_differ_only_in_what_they_compare(first: str, second: str, difference: set[str]) -> None:
     def flat(name: str) -> dict[str, object]:
