@@ -82,7 +82,8 @@ name=${2:-long}
 # (start-up included, so the estimate errs long). The config's steps are the most; fewer are recorded in
 # the run's command. The call's 600 s, as estimated before the first call: ~20 install, ~70 this, ~90 data
 # and evaluations, the pretraining steps, ~150 fine-tuning, ~50 spare. Measured in it (long, 6,000 steps):
-# 60 s install and calibration, 0.026 s per step with both schemes at once, 232 s for both pipelines.
+# 60 s install and calibration, 0.026 s per step with both schemes at once, 232 s for both pipelines;
+# `CALIBRATE=0 ... run 12k` (12,000 steps, one fine-tuning epoch): 430 s for both pipelines, 454 s in all.
 steps=()
 if [ "${CALIBRATE:-1}" != 0 ]; then
   budget_s=${PRETRAIN_BUDGET_S:-220}
