@@ -21,12 +21,14 @@ from .training import evaluate_saved
 
 # Under the 16 MB a returned file may be, with room for the shard's header.
 SHARD_SIZE = "15MB"
+# What the weights travel in; `restored_weights` names it from here, so the record cannot drift from the save.
+TRAVEL_DTYPE = torch.float16
 
 
 def save_half_precision(run_dir: str | os.PathLike[str], shard_dir: str | os.PathLike[str],
                         max_shard_size: str = SHARD_SIZE) -> list[Path]:
-    """Write the run's classifier to `shard_dir` in float16, split into shards of at most `max_shard_size`."""
-    model = HfAttnForSequenceClassification.from_pretrained(run_dir, dtype=torch.float16)
+    """Write the run's classifier to `shard_dir` in TRAVEL_DTYPE, split into shards of at most `max_shard_size`."""
+    model = HfAttnForSequenceClassification.from_pretrained(run_dir, dtype=TRAVEL_DTYPE)
     model.save_pretrained(shard_dir, max_shard_size=max_shard_size)
     return sorted(Path(shard_dir).glob("*.safetensors"))
 
@@ -40,7 +42,7 @@ def restore_half_precision(shard_dir: str | os.PathLike[str], run_dir: str | os.
     scores = evaluate_saved(run_dir, dataset=dataset, split="test", limit=limit)
     limited = f" --limit {limit}" if limit is not None else ""
     restored = {
-        "from": "float16",
+        "from": str(TRAVEL_DTYPE).removeprefix("torch."),
         "test_accuracy": scores["test_accuracy"],
         "test_f1": scores["test_f1"],
         "command": f"hf-attn evaluate --model {run_dir} --dataset {dataset} --split test{limited}",
