@@ -24,6 +24,7 @@ from hf_attn import (
     HfAttnModel,
 )
 from hf_attn.modeling_hf_attn import sample_categorical
+from hf_attn.scratch import ProjectionScratch
 
 SCHEMES = list(POSITION_SCHEMES)
 
@@ -300,6 +301,57 @@ def test_inference_without_autograd_equals_the_autograd_path(
     assert torch.equal(fast.logits, recorded.logits)
     for fast_states, recorded_states in zip(fast.hidden_states, recorded.hidden_states, strict=True):
         assert torch.equal(fast_states, recorded_states)
+
+
+def test_inference_writes_every_qkv_and_up_projection_into_one_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without autograd on CPU, each layer's fused QKV projection and feed-forward up-projection land in
+    the same memory (the scratch, allocated once per pass); with autograd, none does."""
+    model = build(model_class=HfAttnForSequenceClassification, position_embedding_type="rope", num_hidden_layers=3)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    storages: list[int] = []
+    original_linear = ProjectionScratch.linear
+
+    def recording_linear(self: ProjectionScratch, linear: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+        output = original_linear(self, linear, inputs)
+        storages.append(output.untyped_storage().data_ptr())
+        return output
+
+    monkeypatch.setattr(ProjectionScratch, "linear", recording_linear)
+    with torch.no_grad():
+        model(input_ids=input_ids, attention_mask=attention_mask)
+    assert len(storages) == 2 * 3 and len(set(storages)) == 1
+    storages.clear()
+    model(input_ids=input_ids, attention_mask=attention_mask)
+    assert len(storages) == 2 * 3 and len(set(storages)) == 2 * 3  # fresh tensors, as without a scratch
+
+
+def test_projection_scratch_equals_the_linear_and_leaves_hooked_or_wrapped_linears_alone() -> None:
+    """The scratch computes `linear(x)` bit for bit, reusing its buffer; a hooked linear, a subclass
+    (what LoRA or quantisation put there) or a strided input goes through the module itself."""
+    torch.manual_seed(0)
+    wide, narrow = torch.nn.Linear(8, 12), torch.nn.Linear(8, 4, bias=False)
+    inputs = torch.randn(2, 5, 8)
+    scratch = ProjectionScratch(widest_output=12)
+    with torch.no_grad():
+        narrow_output = scratch.linear(narrow, inputs)
+        assert torch.equal(narrow_output, narrow(inputs))
+        wide_output = scratch.linear(wide, inputs)
+        assert torch.equal(wide_output, wide(inputs))
+        assert wide_output.data_ptr() == narrow_output.data_ptr()  # sized for the widest at first use
+
+        class ScaledLinear(torch.nn.Linear):
+            def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+                return 2 * super().forward(inputs)
+
+        subclass = ScaledLinear(8, 12)
+        assert torch.equal(scratch.linear(subclass, inputs), subclass(inputs))
+        handle = wide.register_forward_hook(lambda module, args, output: output + 1)
+        hooked = scratch.linear(wide, inputs)
+        handle.remove()
+        assert torch.equal(hooked, wide(inputs) + 1)
+        strided = torch.randn(2, 5, 16)[..., ::2]
+        assert scratch.linear(wide, strided).data_ptr() != wide_output.data_ptr()
+        assert torch.equal(scratch.linear(wide, strided), wide(strided))
 
 
 # ---------------------------------------------------------------- cross-attention
