@@ -261,7 +261,10 @@ class HfAttnMLP(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
 
     def forward(self, hidden_states: torch.Tensor, scratch: ProjectionScratch | None = None) -> torch.Tensor:
-        up = scratch.linear(self.up_proj, hidden_states) if scratch is not None else self.up_proj(hidden_states)
+        if scratch is not None:
+            up = scratch.linear(self.up_proj, hidden_states, reader=self)  # act and down_proj read it
+        else:
+            up = self.up_proj(hidden_states)
         in_place = self.inplace_act is not None and not records_gradient(up)
         if self.is_gated:
             gate, up = up.chunk(2, dim=-1)

@@ -19,9 +19,11 @@ class ProjectionScratch:
 
     `linear` returns a view of the buffer, valid until its next call: the caller must have consumed
     it by then. Only a plain `nn.Linear` without hooks writes into the scratch (so nothing that would
-    have run is skipped); anything else (a LoRA wrapper, a quantised subclass, a hooked layer) is
-    called as usual, as is every linear while autograd records (`out=` tensors cannot record
-    gradients), under autocast, or off CPU (CUDA's caching allocator already reuses freed memory).
+    have run is skipped), and only when no module that reads the output has hooks either (a hook
+    could keep the tensor, which the next projection overwrites). Anything else (a LoRA wrapper, a
+    quantised subclass, a hooked layer) is called as usual, as is every linear while autograd records
+    (`out=` tensors cannot record gradients), under autocast, or off CPU (CUDA's caching allocator
+    already reuses freed memory).
     """
 
     def __init__(self, widest_output: int) -> None:
@@ -30,10 +32,11 @@ class ProjectionScratch:
         self.widest_output = widest_output
         self._buffer: torch.Tensor | None = None
 
-    def linear(self, linear: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    def linear(self, linear: nn.Module, inputs: torch.Tensor, reader: nn.Module | None = None) -> torch.Tensor:
         """`linear(inputs)`, bit-identical: F.linear on a contiguous input is addmm(bias, inputs_2d,
-        weight.T), the kernel used here with an `out=` tensor."""
-        if not _writes_into_scratch(linear, inputs):
+        weight.T), the kernel used here with an `out=` tensor. `reader`: the module whose submodules
+        receive the output, if any."""
+        if not _writes_into_scratch(linear, inputs) or (reader is not None and _has_hooks(reader)):
             return linear(inputs)
         rows = inputs.numel() // inputs.shape[-1]
         size = rows * linear.out_features
@@ -54,11 +57,17 @@ def _writes_into_scratch(linear: nn.Module, inputs: torch.Tensor) -> bool:
     takes another kernel for a strided one)."""
     return (
         type(linear) is nn.Linear
-        and not (linear._forward_hooks or linear._forward_pre_hooks)
-        and not (nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks)
+        and not _has_hooks(linear)
         and not torch.is_grad_enabled()
         and not torch.is_autocast_enabled(inputs.device.type)
         and inputs.device.type == "cpu"
         and inputs.is_contiguous()
         and inputs.dtype == linear.weight.dtype
+    )
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    """Whether a forward hook would run around `module` or one of its submodules."""
+    return bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks) or any(
+        submodule._forward_hooks or submodule._forward_pre_hooks for submodule in module.modules()
     )

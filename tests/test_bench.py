@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import runpy
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,6 @@ def test_a_variant_changes_one_config_field_and_a_bad_one_fails_before_timing() 
 def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> None:
     """scripts/bench_objectives.py runs a masked-LM and a replaced-token-detection step of one config and
     records both medians and their ratio."""
-    import runpy
     import sys
 
     from helpers import REPO
@@ -170,3 +170,25 @@ def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> No
     record = json.loads(output.read_text())
     assert set(record["median_ms"]) == {"mlm", "rtd"} and all(ms > 0 for ms in record["median_ms"].values())
     assert record["rtd_over_mlm"] == pytest.approx(record["median_ms"]["rtd"] / record["median_ms"]["mlm"])
+
+
+def test_scratch_bench_times_the_same_model_with_and_without_the_scratch(tmp_path: Path) -> None:
+    """scripts/bench_scratch.py times hf-attn with its inference scratch, without it and BERT, records
+    page faults and ratios, and leaves the model module's scratch class as it found it."""
+    from helpers import REPO
+
+    from hf_attn import modeling_hf_attn
+    from hf_attn.scratch import ProjectionScratch
+
+    output = tmp_path / "scratch.json"
+    namespace = runpy.run_path(str(REPO / "scripts" / "bench_scratch.py"))
+    record = namespace["main"](["--batch", "2", "--length", "16", "--repeats", "2", "--warmup", "0",
+                                "--output", str(output)])
+    assert json.loads(output.read_text()) == record
+    rows = record["rows"]
+    assert set(rows) == {"hf-attn, scratch", "hf-attn, no scratch", "BERT"}
+    for row in rows.values():
+        assert row["median_ms"] > 0 and row["page_faults_per_step"] >= 0
+        assert row["speedup_vs_BERT"] == pytest.approx(rows["BERT"]["median_ms"] / row["median_ms"])
+    assert rows["hf-attn, no scratch"]["speedup_vs_no_scratch"] == 1.0
+    assert modeling_hf_attn.ProjectionScratch is ProjectionScratch

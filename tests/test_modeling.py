@@ -311,8 +311,9 @@ def test_inference_writes_every_qkv_and_up_projection_into_one_buffer(monkeypatc
     storages: list[int] = []
     original_linear = ProjectionScratch.linear
 
-    def recording_linear(self: ProjectionScratch, linear: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
-        output = original_linear(self, linear, inputs)
+    def recording_linear(self: ProjectionScratch, linear: torch.nn.Module, inputs: torch.Tensor,
+                         reader: torch.nn.Module | None = None) -> torch.Tensor:
+        output = original_linear(self, linear, inputs, reader)
         storages.append(output.untyped_storage().data_ptr())
         return output
 
@@ -323,6 +324,22 @@ def test_inference_writes_every_qkv_and_up_projection_into_one_buffer(monkeypatc
     storages.clear()
     model(input_ids=input_ids, attention_mask=attention_mask)
     assert len(storages) == 2 * 3 and len(set(storages)) == 2 * 3  # fresh tensors, as without a scratch
+
+
+def test_a_hook_that_keeps_a_layers_feed_forward_activations_sees_them_intact_after_the_pass() -> None:
+    """Interpretability code keeps the input of each `down_proj` (the MLP's activations) from a hook;
+    the next layer's projections must not overwrite what the hook kept (the scratch steps aside)."""
+    model = build(model_class=HfAttnForSequenceClassification, num_hidden_layers=2)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    kept: list[torch.Tensor] = []
+    for layer in model.model.layers:
+        layer.mlp.down_proj.register_forward_pre_hook(lambda module, args: kept.append(args[0]))
+    with torch.no_grad():
+        model(input_ids=input_ids, attention_mask=attention_mask)
+    without_autograd, kept[:] = list(kept), []
+    model(input_ids=input_ids, attention_mask=attention_mask)
+    for activations, recorded in zip(without_autograd, kept, strict=True):
+        assert torch.equal(activations, recorded)
 
 
 def test_projection_scratch_equals_the_linear_and_leaves_hooked_or_wrapped_linears_alone() -> None:
