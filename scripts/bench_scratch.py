@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict:
     print("|---|---|---|---|---|---|")
     for name, row in rows.items():
         print(f"| {name} | {row['median_ms']:.0f} | {row['speedup_vs_no_scratch']:.2f}x | "
-              f"{row['speedup_vs_BERT']:.2f}x | {row['page_faults_per_step']:.0f} | {row['system_cpu_s_per_step']:.2f} |")
+              f"{row['speedup_vs_BERT']:.2f}x | {row['page_faults_per_step']:.0f} | "
+              f"{row['system_cpu_s_per_step']:.2f} |")
     return record
 
 
