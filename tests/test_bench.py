@@ -192,3 +192,20 @@ def test_scratch_bench_times_the_same_model_with_and_without_the_scratch(tmp_pat
         assert row["speedup_vs_BERT"] == pytest.approx(rows["BERT"]["median_ms"] / row["median_ms"])
     assert rows["hf-attn, no scratch"]["speedup_vs_no_scratch"] == 1.0
     assert modeling_hf_attn.ProjectionScratch is ProjectionScratch
+
+
+def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
+    """The 'faster in' column pairs each repeat with the same repeat of the transformers model with the
+    lower median (here BERT), counted by hand."""
+    from hf_attn.bench import _faster_repeats
+
+    def row(family: str, times: list[float]) -> dict:
+        return {"family": family, "times_ms": times, "median_ms": sorted(times)[len(times) // 2]}
+
+    bert, roformer = row("BERT", [10.0, 12.0, 11.0]), row("RoFormer", [13.0, 14.0, 8.0])
+    faster, tied = row("hf-attn", [9.0, 11.5, 10.0]), row("hf-attn", [10.0, 11.5, 10.0])
+    case = [faster, tied, bert, roformer]
+    assert _faster_repeats(faster, case) == "3/3"  # against RoFormer's repeats it would be 2/3
+    assert _faster_repeats(tied, case) == "2/3"  # a tie is not a win
+    assert _faster_repeats(bert, case) == ""
+    assert _faster_repeats({"family": "hf-attn", "median_ms": 1.0}, case) == ""  # a record without times
