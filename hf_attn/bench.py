@@ -808,6 +808,22 @@ def _str_tuple(text: str) -> tuple[str, ...]:
     return tuple(part for part in text.split(",") if part)
 
 
+def parse_side_by_side_arguments(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, arm: str, output: str
+) -> argparse.Namespace:
+    """Parse `argv` for a script that times a few arms against each other (`scripts/bench_*.py`), with the
+    options they share added (warm-up and timed steps of each `arm`, torch threads, JSON record) and the
+    thread count applied."""
+    parser.add_argument("--warmup", type=int, default=1, help=f"untimed steps of each {arm}")
+    parser.add_argument("--repeats", type=int, default=6, help=f"timed steps of each {arm} (median reported)")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--output", default=output, help="JSON record")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `hf-attn bench`: one per `BenchSettings` field (dashes for underscores), plus outputs.
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from hf_attn import HfAttnConfig
-from hf_attn.bench import interleaved_times
+from hf_attn.bench import parse_side_by_side_arguments, interleaved_times
 from hf_attn.modeling_hf_attn import sample_categorical
 from hf_attn.pretraining import IGNORE_INDEX, PRETRAINING_MODELS, mask_tokens
 from hf_attn.training import load_experiment
@@ -34,13 +34,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--vocab-size", type=int, default=8001, help="vocabulary incl. [PAD] (the 8k Week 3 one)")
     parser.add_argument("--batch", type=int, default=32, help="chunks per step")
     parser.add_argument("--length", type=int, default=128, help="tokens per chunk")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps of each objective")
-    parser.add_argument("--repeats", type=int, default=6, help="timed steps of each objective (median reported)")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--output", default="results/bench-objectives.json", help="JSON record")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_side_by_side_arguments(parser, argv, arm="objective", output="results/bench-objectives.json")
 
     experiment = load_experiment(args.config)
     pad_id = args.vocab_size - 1

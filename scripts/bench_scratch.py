@@ -27,7 +27,14 @@ from pathlib import Path
 import torch
 
 from hf_attn import modeling_hf_attn
-from hf_attn.bench import BenchSettings, build_candidates, infer_step, interleaved_times, make_batch
+from hf_attn.bench import (
+    BenchSettings,
+    parse_side_by_side_arguments,
+    build_candidates,
+    infer_step,
+    interleaved_times,
+    make_batch,
+)
 from hf_attn.scratch import ProjectionScratch
 
 
@@ -57,13 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--scheme", default="alibi", help="hf-attn position scheme")
     parser.add_argument("--batch", type=int, default=64, help="sequences per inference step")
     parser.add_argument("--length", type=int, default=512, help="tokens per sequence")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps of each arm")
-    parser.add_argument("--repeats", type=int, default=6, help="timed steps of each arm (median reported)")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--output", default="results/bench-scratch-ab.json", help="JSON record")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_side_by_side_arguments(parser, argv, arm="arm", output="results/bench-scratch-ab.json")
 
     settings = BenchSettings(schemes=(args.scheme,), backends=("sdpa",), variants=())
     device = torch.device("cpu")
