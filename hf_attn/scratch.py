@@ -18,10 +18,11 @@ class ProjectionScratch:
     """One buffer, reused by every projection of a forward pass whose output dies within its layer.
 
     `linear` returns a view of the buffer, valid until its next call: the caller must have consumed
-    it by then. Only a plain `nn.Linear` without hooks writes into the scratch (so nothing that would
-    have run is skipped), and only when no module that reads the output has hooks either (a hook
-    could keep the tensor, which the next projection overwrites). Anything else (a LoRA wrapper, a
-    quantised subclass, a hooked layer) is called as usual, as is every linear while autograd records
+    it by then. Only a plain `nn.Linear` that nothing intercepts writes into the scratch (so nothing
+    that would have run is skipped), and only when nothing intercepts the modules that read the output
+    either (a hook could keep the tensor, which the next projection overwrites). Anything else (a LoRA
+    wrapper, a quantised subclass, a hooked layer, accelerate's offloading, which replaces `forward`)
+    is called as usual, as is every linear while autograd records
     (`out=` tensors cannot record gradients), under autocast, or off CPU (CUDA's caching allocator
     already reuses freed memory).
     """
@@ -36,7 +37,7 @@ class ProjectionScratch:
         """`linear(inputs)`, bit-identical: F.linear on a contiguous input is addmm(bias, inputs_2d,
         weight.T), the kernel used here with an `out=` tensor. `reader`: the module whose submodules
         receive the output, if any."""
-        if not _writes_into_scratch(linear, inputs) or (reader is not None and _has_hooks(reader)):
+        if not _writes_into_scratch(linear, inputs) or (reader is not None and _is_intercepted(reader)):
             return linear(inputs)
         rows = inputs.numel() // inputs.shape[-1]
         size = rows * linear.out_features
@@ -57,7 +58,7 @@ def _writes_into_scratch(linear: nn.Module, inputs: torch.Tensor) -> bool:
     takes another kernel for a strided one)."""
     return (
         type(linear) is nn.Linear
-        and not _has_hooks(linear)
+        and not _is_intercepted(linear)
         and not torch.is_grad_enabled()
         and not torch.is_autocast_enabled(inputs.device.type)
         and inputs.device.type == "cpu"
@@ -66,8 +67,11 @@ def _writes_into_scratch(linear: nn.Module, inputs: torch.Tensor) -> bool:
     )
 
 
-def _has_hooks(module: nn.Module) -> bool:
-    """Whether a forward hook would run around `module` or one of its submodules."""
+def _is_intercepted(module: nn.Module) -> bool:
+    """Whether code other than the class's own forward would run around `module` or one of its
+    submodules: a forward (pre-)hook, its own or a global one, or a `forward` replaced on the instance
+    (as accelerate's `add_hook_to_module` does to move offloaded weights in)."""
     return bool(nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks) or any(
-        submodule._forward_hooks or submodule._forward_pre_hooks for submodule in module.modules()
+        submodule._forward_hooks or submodule._forward_pre_hooks or "forward" in vars(submodule)
+        for submodule in module.modules()
     )

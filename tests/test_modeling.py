@@ -342,6 +342,21 @@ def test_a_hook_that_keeps_a_layers_feed_forward_activations_sees_them_intact_af
         assert torch.equal(activations, recorded)
 
 
+def test_a_model_offloaded_by_accelerate_runs_inference_with_the_same_logits() -> None:
+    """accelerate's `cpu_offload` leaves meta weights in place and swaps the real ones in from a
+    replaced `forward`; the inference scratch must go through that forward (reading the meta weights
+    itself fails with a cross-device copy error)."""
+    from accelerate import cpu_offload
+
+    model = build(model_class=HfAttnForSequenceClassification)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        cpu_offload(model, execution_device=torch.device("cpu"))
+        assert model.model.layers[0].mlp.up_proj.weight.is_meta
+        assert torch.equal(model(input_ids=input_ids, attention_mask=attention_mask).logits, expected)
+
+
 def test_projection_scratch_equals_the_linear_and_leaves_hooked_or_wrapped_linears_alone() -> None:
     """The scratch computes `linear(x)` bit for bit, reusing its buffer; a hooked linear, a subclass
     (what LoRA or quantisation put there) or a strided input goes through the module itself."""
@@ -362,6 +377,9 @@ def test_projection_scratch_equals_the_linear_and_leaves_hooked_or_wrapped_linea
 
         subclass = ScaledLinear(8, 12)
         assert torch.equal(scratch.linear(subclass, inputs), subclass(inputs))
+        replaced = torch.nn.Linear(8, 12)
+        replaced.forward = lambda inputs: torch.zeros(2, 5, 12)  # how accelerate's offloading hooks in
+        assert torch.equal(scratch.linear(replaced, inputs), torch.zeros(2, 5, 12))
         handle = wide.register_forward_hook(lambda module, args, output: output + 1)
         hooked = scratch.linear(wide, inputs)
         handle.remove()
