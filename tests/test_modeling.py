@@ -305,16 +305,17 @@ def test_inference_without_autograd_equals_the_autograd_path(
 
 def test_inference_writes_every_qkv_and_up_projection_into_one_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without autograd on CPU, each layer's fused QKV projection and feed-forward up-projection land in
-    the same memory (the scratch, allocated once per pass); with autograd, none does."""
+    the same memory (the scratch, allocated once per pass); with autograd, each is the module's own
+    output, recorded for backward."""
     model = build(model_class=HfAttnForSequenceClassification, position_embedding_type="rope", num_hidden_layers=3)
     input_ids, attention_mask = random_batch(pad_rows={1: 5})
-    storages: list[int] = []
+    storages: list[tuple[int, bool]] = []
     original_linear = ProjectionScratch.linear
 
     def recording_linear(self: ProjectionScratch, linear: torch.nn.Module, inputs: torch.Tensor,
                          reader: torch.nn.Module | None = None) -> torch.Tensor:
         output = original_linear(self, linear, inputs, reader)
-        storages.append(output.untyped_storage().data_ptr())
+        storages.append((output.untyped_storage().data_ptr(), output.requires_grad))
         return output
 
     monkeypatch.setattr(ProjectionScratch, "linear", recording_linear)
@@ -323,7 +324,7 @@ def test_inference_writes_every_qkv_and_up_projection_into_one_buffer(monkeypatc
     assert len(storages) == 2 * 3 and len(set(storages)) == 1
     storages.clear()
     model(input_ids=input_ids, attention_mask=attention_mask)
-    assert len(storages) == 2 * 3 and len(set(storages)) == 2 * 3  # fresh tensors, as without a scratch
+    assert len(storages) == 2 * 3 and all(requires_grad for _, requires_grad in storages)
 
 
 def test_a_hook_that_keeps_a_layers_feed_forward_activations_sees_them_intact_after_the_pass() -> None:
