@@ -29,11 +29,12 @@ import torch
 from hf_attn import modeling_hf_attn
 from hf_attn.bench import (
     BenchSettings,
-    parse_side_by_side_arguments,
+    Candidate,
     build_candidates,
     infer_step,
     interleaved_times,
     make_batch,
+    parse_side_by_side_arguments,
 )
 from hf_attn.scratch import ProjectionScratch
 
@@ -68,17 +69,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     settings = BenchSettings(schemes=(args.scheme,), backends=("sdpa",), variants=())
     device = torch.device("cpu")
-    hf_attn, bert = (c for c in build_candidates(settings, args.length, device) if c.family in ("hf-attn", "BERT"))
+    ours, bert = (c for c in build_candidates(settings, args.length, device) if c.family in ("hf-attn", "BERT"))
     batch = make_batch(args.batch, [args.length] * args.batch, args.length, settings.vocab_size,
                        torch.Generator().manual_seed(settings.seed), device)
 
-    def use(scratch_class: type[ProjectionScratch], candidate) -> Callable[[], None]:
+    def use(scratch_class: type[ProjectionScratch], candidate: Candidate) -> Callable[[], None]:
+        """Before each step of an arm: the scratch class the model module builds, and the eval mode."""
         def prepare() -> None:
             modeling_hf_attn.ProjectionScratch = scratch_class
             candidate.prepare(training=False)
         return prepare
 
-    arms = {"hf-attn, scratch": (hf_attn, ProjectionScratch), "hf-attn, no scratch": (hf_attn, DeferringScratch),
+    arms = {"hf-attn, scratch": (ours, ProjectionScratch), "hf-attn, no scratch": (ours, DeferringScratch),
             "BERT": (bert, ProjectionScratch)}
     usage: dict[str, list[tuple[int, float]]] = {name: [] for name in arms}
     steps = {name: counted(lambda c=candidate: infer_step(c, batch), usage[name])
