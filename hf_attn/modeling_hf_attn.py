@@ -39,7 +39,7 @@ from .positions import (
     apply_rotary,
     build_position_scheme,
 )
-from .scratch import ProjectionScratch
+from .scratch import ProjectionScratch, project
 
 
 def eager_attention_forward(
@@ -126,10 +126,7 @@ class HfAttnAttention(nn.Module):
             key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
             query = self.q_proj(hidden_states)
             return self._heads(batch, query_length, query, key, value)
-        if scratch is not None:
-            projected = scratch.linear(self.qkv_proj, hidden_states)
-        else:
-            projected = self.qkv_proj(hidden_states)
+        projected = project(self.qkv_proj, hidden_states, scratch)
         if positions is None or positions.rotary is None:
             query, key, value = projected.split(self.split_sizes, dim=-1)
         else:
@@ -261,10 +258,7 @@ class HfAttnMLP(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
 
     def forward(self, hidden_states: torch.Tensor, scratch: ProjectionScratch | None = None) -> torch.Tensor:
-        if scratch is not None:
-            up = scratch.linear(self.up_proj, hidden_states, reader=self)  # act and down_proj read it
-        else:
-            up = self.up_proj(hidden_states)
+        up = project(self.up_proj, hidden_states, scratch, reader=self)  # act and down_proj read it
         in_place = self.inplace_act is not None and not records_gradient(up)
         if self.is_gated:
             gate, up = up.chunk(2, dim=-1)

@@ -53,6 +53,13 @@ class ProjectionScratch:
         return output.view(*inputs.shape[:-1], linear.out_features)
 
 
+def project(
+    linear: nn.Module, inputs: torch.Tensor, scratch: ProjectionScratch | None, reader: nn.Module | None = None
+) -> torch.Tensor:
+    """`linear(inputs)`, through `scratch` when the caller has one (a layer called on its own has none)."""
+    return linear(inputs) if scratch is None else scratch.linear(linear, inputs, reader)
+
+
 def _writes_into_scratch(linear: nn.Module, inputs: torch.Tensor) -> bool:
     """The conditions of `ProjectionScratch`, plus a contiguous input of the weight's dtype (F.linear
     takes another kernel for a strided one)."""
