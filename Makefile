@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: the CPU 2.13.0 build; anything unpinned would pull CUDA wheels.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test]'  # the core, every extra and the test tools
 	touch $(STAMP)
 
 install: $(STAMP)

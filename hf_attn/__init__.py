@@ -24,7 +24,7 @@ from .modeling_hf_attn import (
     HfAttnPreTrainedModel,
 )
 from .positions import POSITION_SCHEMES, PositionScheme
-from .tokenization_hf_attn import HfAttnTokenizerFast, train_week3_tokenizer
+from .tokenization_hf_attn import HfAttnTokenizerFast
 
 AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig, exist_ok=True)
 for auto_class, model_class in (
@@ -48,5 +48,4 @@ __all__ = [
     "HfAttnPreTrainedModel",
     "HfAttnTokenizerFast",
     "PositionScheme",
-    "train_week3_tokenizer",
 ]

@@ -8,10 +8,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+# Modules of the optional extras (pyproject.toml), for a clear error where one is missing.
+EXTRA_OF_MODULE = {
+    "datasets": "experiments",
+    "accelerate": "experiments",
+    "yaml": "experiments",
+    "sklearn": "experiments",
+    "matplotlib": "analysis",
+}
 
-def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.training.Experiment (imported lazily)
+def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.experiments.config.Experiment (imported lazily)
     """The YAML experiment with the command line's --week3 / --dataset and key=value overrides applied."""
-    from .training import load_experiment
+    from .experiments.config import load_experiment
 
     overrides = list(args.overrides)
     if args.week3:
@@ -32,19 +40,19 @@ def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - tr
 
 
 def _train(args: argparse.Namespace) -> None:
-    from .training import train
+    from .experiments.classification import train
 
     _run_experiment(args, train)
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from .pretraining import pretrain
+    from .experiments.pretraining import pretrain
 
     _run_experiment(args, pretrain)
 
 
 def _evaluate(args: argparse.Namespace) -> None:
-    from .training import evaluate_saved
+    from .experiments.classification import evaluate_saved
 
     metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit)
     print(json.dumps(metrics, indent=2))
@@ -63,8 +71,8 @@ def _predict(args: argparse.Namespace) -> None:
 
 
 def _probe(args: argparse.Namespace) -> None:
-    from .plots import plot_rope_decay, plot_sinusoidal_table
-    from .probes import (
+    from .analysis.plots import plot_rope_decay, plot_sinusoidal_table
+    from .analysis.probes import (
         HARD_REVIEWS,
         cross_attention_probe,
         format_probe,
@@ -94,15 +102,15 @@ def _probe(args: argparse.Namespace) -> None:
 
 
 def _baseline(args: argparse.Namespace) -> None:
-    from .baseline import run_tfidf_baseline
-    from .data import load_imdb
-    from .training import cli_command
+    from .experiments.baseline import run_tfidf_baseline
+    from .experiments.data import load_imdb
+    from .experiments.run import cli_command
 
     tokenizer = None
     if args.week3:
-        from .tokenization_hf_attn import HfAttnTokenizerFast
+        from .week3 import load_week3_tokenizer
 
-        tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
+        tokenizer = load_week3_tokenizer(args.week3)
     metrics = run_tfidf_baseline(load_imdb(args.dataset), tokenizer=tokenizer, max_tokens=args.max_tokens)
     metrics["command"] = cli_command()
     text = json.dumps(metrics, indent=2, default=str)
@@ -113,7 +121,7 @@ def _baseline(args: argparse.Namespace) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> None:
-    from .prepare import prepare_week3
+    from .week3.prepare import prepare_week3
 
     report = prepare_week3(args.output, dataset=args.dataset, vocab_size=args.vocab_size, min_freq=args.min_freq,
                            max_seq=args.max_seq, tokenizer_train_size=args.tokenizer_train_size)
@@ -121,7 +129,7 @@ def _prepare(args: argparse.Namespace) -> None:
 
 
 def _card(args: argparse.Namespace) -> None:
-    from .hub import card_for_run
+    from .analysis.hub import card_for_run
 
     card = card_for_run(args.model, args.repo_id)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +138,7 @@ def _card(args: argparse.Namespace) -> None:
 
 
 def _push(args: argparse.Namespace) -> None:
-    from .hub import push
+    from .analysis.hub import push
 
     folder = push(args.model, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
     print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
@@ -150,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--week3", help="Week 3 folder: tokenizer files and the DAN embedding")
         command.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample'")
         command.add_argument("--output-dir", help="where model, tokenizer, checkpoints, metrics.json go")
-        command.add_argument("--results", help="also write the metrics JSON here (e.g. results/rope.json)")
+        command.add_argument("--results", help="also write the metrics JSON here (e.g. results/positions/rope.json)")
         command.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
         command.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
         command.set_defaults(func=func)
@@ -186,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--dataset", default="stanfordnlp/imdb")
     baseline.add_argument("--week3", help="tokenizer whose first --max-tokens tokens define the input")
     baseline.add_argument("--max-tokens", type=int, default=128)
-    baseline.add_argument("--output", help="write the metrics JSON here (e.g. results/tfidf-128.json)")
+    baseline.add_argument("--output", help="write the metrics JSON here (e.g. results/baselines/tfidf-128.json)")
     baseline.set_defaults(func=_baseline)
 
     card = commands.add_parser("card", help="write the model card of a trained run (from its metrics.json)")
@@ -202,9 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--dry-run", metavar="DIR", help="only write the folder that would be uploaded to DIR")
     push.set_defaults(func=_push)
 
-    from . import bench as bench_module
+    from .bench import runner as bench_module
 
-    bench = commands.add_parser("bench", help="speed against transformers' BERT and RoFormer of the same shape")
+    bench = commands.add_parser("bench", help="speed against transformers' BERT, RoFormer and ModernBERT of the same "
+                                "shape")
     bench_module.add_arguments(bench)
     bench.set_defaults(func=bench_module.run_from_args)
     return parser
@@ -216,6 +225,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.func(args)
     except (ValueError, FileNotFoundError) as error:  # user errors: one clear line, no traceback
         print(f"hf-attn {args.command}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except ModuleNotFoundError as error:
+        if error.name not in EXTRA_OF_MODULE:
+            raise
+        extra = EXTRA_OF_MODULE[error.name]
+        print(f"hf-attn {args.command}: error: this command needs {error.name}, which the core package does not "
+              f"install; pip install 'hf-attn[{extra}]'", file=sys.stderr)
         raise SystemExit(2) from None
 
 

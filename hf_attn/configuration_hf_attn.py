@@ -57,11 +57,9 @@ class HfAttnConfig(PreTrainedConfig):
         rope_parameters: transformers' RoPE dict (`rope_type` in default/linear/dynamic/yarn,
             `rope_theta`, `factor`, ...). Filled with `{"rope_type": "default", "rope_theta": 10000.0}`
             when the scheme is `rope` and nothing is given.
-        rope_layout: which channels of a head RoPE rotates together: `interleaved` (2i and 2i + 1, the
-            RoPE paper's and RoFormer's layout; a pair is one complex number, so the rotation is one
-            in-place complex multiply) or `halves` (i and i + d/2, Llama's `rotate_half`). A
-            `config.json` saved before this field existed loads as `halves`, the layout it was
-            trained with.
+        rope_layout: which channels of a head RoPE rotates together: `halves` (i and i + d/2, Llama's
+            `rotate_half`) or `interleaved` (2i and 2i + 1, the RoPE paper's and RoFormer's layout).
+            A `config.json` saved before this field existed was trained with `halves`, the default.
         sliding_window: if set, layers of type `sliding_attention` let a token attend only to keys at
             most this many positions away (on each side; only backwards when causal).
         layer_types: per-layer `full_attention` / `sliding_attention`; defaults to all sliding when
@@ -114,7 +112,7 @@ class HfAttnConfig(PreTrainedConfig):
     position_embedding_type: str = "rope"
     max_position_embeddings: int = 128
     rope_parameters: dict | None = None
-    rope_layout: Literal["interleaved", "halves"] = "interleaved"
+    rope_layout: Literal["halves", "interleaved"] = "halves"
     sliding_window: int | None = None
     layer_types: list[str] | None = None
     attention_dropout: float = 0.1
@@ -145,13 +143,6 @@ class HfAttnConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         if self.position_embedding_type == "rope":
             self._validate_rope_parameters()
-
-    @classmethod
-    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> HfAttnConfig:
-        """Load a saved config; one saved before `rope_layout` existed gets the layout its weights have."""
-        if "rope_layout" not in config_dict and "rope_layout" not in kwargs:
-            config_dict = {**config_dict, "rope_layout": "halves"}
-        return super().from_dict(config_dict, **kwargs)
 
     @property
     def head_dim(self) -> int:

@@ -1,16 +1,15 @@
 """Dropout that spends one CPU random draw on four elements.
 
-On CPU, torch's dropout draws one random number per element (`aten::bernoulli_`); a profile of a
-training step at the reference shape puts that at 10.6% of the step, the largest cost after the
-matrix products (results/bench.md). Each draw of torch's CPU generator carries 64 random bits. The
-`packed` implementation cuts every draw into four 16-bit lanes and drops an element when its lane
-falls below `round(p * 2**16)`, so one draw decides four elements. The drop probability is therefore
-p rounded to a multiple of 2**-16 (at most 7.6e-6 away from p); kept elements are scaled by
-1 / (1 - that probability), so the expected output is exactly the input, as with torch's dropout.
+On CPU, torch's dropout draws one random number per element (`aten::bernoulli_`), one of the larger
+costs of a training step after the matrix products. Each draw of torch's CPU generator carries 64
+random bits. The `packed` implementation cuts every draw into four 16-bit lanes and drops an element
+when its lane falls below `round(p * 2**16)`, so one draw decides four elements. The drop probability
+is therefore p rounded to a multiple of 2**-16 (at most 7.6e-6 away from p); kept elements are scaled
+by 1 / (1 - that probability), so the expected output is exactly the input, as with torch's dropout.
 
 Draws come from torch's default generator, so `torch.manual_seed` (and Trainer's checkpointed RNG
 state) reproduce the same masks. On other devices torch's own dropout is used: CUDA's draws are
-already generated in bulk on the device.
+already generated in bulk on the device. `dropout_implementation="torch"` selects torch's everywhere.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ the scheme has them -> blocks -> final norm -> pooling -> classifier. The model 
 masks and the relative-position inputs (RoPE's cos/sin, ALiBi's bias) once per forward pass and
 passes them to every layer. The attention math is swappable through transformers'
 `attn_implementation` (`eager` here, `sdpa` from transformers' integration).
+
+The file is longer than this package's other modules because, as in transformers, one modeling file
+holds every head (classifier, masked LM, ELECTRA): a Hub repo receives it whole with `trust_remote_code`.
 """
 
 from __future__ import annotations
@@ -32,14 +35,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .configuration_hf_attn import HfAttnConfig
 from .dropout import Dropout, apply_dropout
 from .masking import key_padding_mask, self_attention_mask
-from .positions import (
-    ROPE_LAYOUTS,
-    AttentionPositions,
-    PositionScheme,
-    apply_rotary,
-    build_position_scheme,
-)
-from .scratch import ProjectionScratch, project
+from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
 
 
 def eager_attention_forward(
@@ -73,11 +69,6 @@ def eager_attention_forward(
     weights = apply_dropout(weights, dropout, module.training, module.dropout_implementation)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Q, H, D)
     return output, weights
-
-
-def records_gradient(tensor: torch.Tensor) -> bool:
-    """Whether autograd records operations on `tensor`; when it does not, in-place updates are safe."""
-    return torch.is_grad_enabled() and tensor.requires_grad
 
 
 class HfAttnAttention(nn.Module):
@@ -118,7 +109,6 @@ class HfAttnAttention(nn.Module):
         hidden_states: torch.Tensor,
         context: torch.Tensor | None,
         positions: AttentionPositions | None,
-        scratch: ProjectionScratch | None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied."""
         batch, query_length, _ = hidden_states.shape
@@ -126,28 +116,22 @@ class HfAttnAttention(nn.Module):
             key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
             query = self.q_proj(hidden_states)
             return self._heads(batch, query_length, query, key, value)
-        projected = project(self.qkv_proj, hidden_states, scratch)
+        projected = self.qkv_proj(hidden_states)
         if positions is None or positions.rotary is None:
             query, key, value = projected.split(self.split_sizes, dim=-1)
         else:
             query_width, key_width, value_width = self.split_sizes
             query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
-            # Q's and K's heads sit side by side in the fused projection: one rotation covers both, in
-            # place when autograd does not need the projection.
-            in_place = not records_gradient(projected)
+            # Q's and K's heads sit side by side in the fused projection: one rotation covers both.
             rotated = apply_rotary(
                 query_and_key.view(batch, query_length, -1, self.head_dim),
                 positions.rotary,
                 self.rope_layout,
                 heads_dim=2,
-                in_place=in_place,
             )
             query, key = rotated.split([self.num_heads, self.num_key_value_heads], dim=2)
-            if not in_place:
-                # Q and K are a new tensor; V, still a view of the fused projection, would keep all of it
-                # alive for backward. A copy of V frees the other two thirds (measured: -48 MiB at batch
-                # 8 x 512 tokens, BERT's peak).
-                value = value.contiguous()
+            # V would otherwise stay a view of the fused projection and keep all of it alive for backward.
+            value = value.contiguous()
         return self._heads(batch, query_length, query, key, value)
 
     def _heads(
@@ -161,36 +145,6 @@ class HfAttnAttention(nn.Module):
             value.view(batch, key_length, -1, self.head_dim),
         )
 
-    @torch.no_grad()
-    def set_rope_layout(self, layout: str) -> None:
-        """Reorder the rows of every Q and K head in the fused projection from this layer's RoPE pairing to
-        `layout`'s: channel c + d/2 moves next to channel c (`interleaved`), or back (`halves`)."""
-        if layout == self.rope_layout:
-            return
-        half = self.head_dim // 2
-        interleaved_order = torch.stack((torch.arange(half), torch.arange(half) + half), dim=1).flatten()
-        order = interleaved_order if layout == "interleaved" else interleaved_order.argsort()
-        heads = torch.arange(self.num_heads + self.num_key_value_heads)[:, None]  # Q's heads, then K's
-        rows = (order + self.head_dim * heads).flatten().to(self.qkv_proj.weight.device)
-        for parameter in (self.qkv_proj.weight, self.qkv_proj.bias):
-            if parameter is not None:
-                parameter[: len(rows)] = parameter[rows]
-        self.rope_layout = layout
-
-    def _eager_is_faster(self, query: torch.Tensor) -> bool:
-        """True when attention-weight dropout would make SDPA run the eager math anyway, only slower.
-
-        On CPU, SDPA has no fused kernel with dropout: it falls back to materialising the weights
-        (`_scaled_dot_product_attention_math`) and drops them with torch's per-element draws, where the
-        eager path does the same work with the packed dropout of `hf_attn.dropout`.
-        """
-        return (
-            self.training
-            and self.attention_dropout > 0.0
-            and query.device.type == "cpu"
-            and self.dropout_implementation == "packed"
-        )
-
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -199,15 +153,14 @@ class HfAttnAttention(nn.Module):
         context: torch.Tensor | None = None,
         empty_query_rows: torch.Tensor | None = None,
         output_attentions: bool = False,
-        scratch: ProjectionScratch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, query_length, _ = hidden_states.shape
-        query, key, value = self._project(hidden_states, context, positions, scratch)
+        query, key, value = self._project(hidden_states, context, positions)
         position_bias = positions.bias if positions is not None else None
         query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
 
         attention_function: Callable = eager_attention_forward
-        if not output_attentions and self.config._attn_implementation != "eager" and not self._eager_is_faster(query):
+        if not output_attentions and self.config._attn_implementation != "eager":
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )
@@ -228,22 +181,8 @@ class HfAttnAttention(nn.Module):
         return output, weights
 
 
-# Activations that have an in-place form computing the same values (`ACT2FN["gelu"]` is the exact erf
-# GELU, like `aten.gelu_`'s default).
-INPLACE_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "gelu": torch.ops.aten.gelu_,
-    "relu": torch.relu_,
-    "silu": lambda tensor: nn.functional.silu(tensor, inplace=True),
-}
-
-
 class HfAttnMLP(nn.Module):
-    """Position-wise feed-forward: act(x W1) W2, or the gated act(x Wg) * (x Wu) W2 (SwiGLU, GeGLU).
-
-    Without autograd (inference) the activation and the gating run in place on the up-projection:
-    its (batch, seq, intermediate) output is the layer's largest tensor, and a fresh one per step costs
-    an allocation and page faults of that size.
-    """
+    """Position-wise feed-forward: act(x W1) W2, or the gated act(x Wg) * (x Wu) W2 (SwiGLU, GeGLU)."""
 
     GATED = {"swiglu": "silu", "geglu": "gelu"}
 
@@ -252,20 +191,16 @@ class HfAttnMLP(nn.Module):
         self.is_gated = config.hidden_act in self.GATED
         activation = self.GATED.get(config.hidden_act, config.hidden_act)
         self.act = ACT2FN[activation]
-        self.inplace_act = INPLACE_ACTIVATIONS.get(activation)
         up_width = 2 * config.intermediate_size if self.is_gated else config.intermediate_size
         self.up_proj = nn.Linear(config.hidden_size, up_width)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
 
-    def forward(self, hidden_states: torch.Tensor, scratch: ProjectionScratch | None = None) -> torch.Tensor:
-        up = project(self.up_proj, hidden_states, scratch, reader=self)  # act and down_proj read it
-        in_place = self.inplace_act is not None and not records_gradient(up)
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        up = self.up_proj(hidden_states)
         if self.is_gated:
             gate, up = up.chunk(2, dim=-1)
-            up = self.inplace_act(gate).mul_(up) if in_place else self.act(gate) * up
-        else:
-            up = self.inplace_act(up) if in_place else self.act(up)
-        return self.down_proj(up)
+            return self.down_proj(self.act(gate) * up)
+        return self.down_proj(self.act(up))
 
 
 def build_norm(config: HfAttnConfig) -> nn.Module:
@@ -297,10 +232,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
         return norm(hidden_states) if self.pre_norm else hidden_states
 
     def _residual(self, hidden_states: torch.Tensor, update: torch.Tensor, norm: nn.Module) -> torch.Tensor:
-        update = self.dropout(update)
-        # `update` is a sublayer's fresh output, referenced nowhere else: without autograd, adding the
-        # residual into it saves allocating a third tensor (same sum: addition commutes exactly).
-        hidden_states = hidden_states + update if records_gradient(update) else update.add_(hidden_states)
+        hidden_states = hidden_states + self.dropout(update)
         return hidden_states if self.pre_norm else norm(hidden_states)
 
     def forward(
@@ -312,7 +244,6 @@ class HfAttnLayer(GradientCheckpointingLayer):
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
-        scratch: ProjectionScratch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         update, self_weights = self.self_attn(
             self._sublayer_input(hidden_states, self.self_attn_norm),
@@ -320,7 +251,6 @@ class HfAttnLayer(GradientCheckpointingLayer):
             positions=positions,
             empty_query_rows=empty_query_rows,
             output_attentions=output_attentions,
-            scratch=scratch,
         )
         hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
         cross_weights = None
@@ -332,7 +262,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
                 output_attentions=output_attentions,
             )
             hidden_states = self._residual(hidden_states, update, self.cross_attn_norm)
-        update = self.mlp(self._sublayer_input(hidden_states, self.mlp_norm), scratch)
+        update = self.mlp(self._sublayer_input(hidden_states, self.mlp_norm))
         hidden_states = self._residual(hidden_states, update, self.mlp_norm)
         return hidden_states, self_weights, cross_weights
 
@@ -344,21 +274,6 @@ class HfAttnPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["HfAttnLayer"]
     _supports_sdpa = True
-
-    def set_rope_layout(self, layout: str) -> None:
-        """Switch RoPE's channel pairing (`config.rope_layout`) without changing what the model computes.
-
-        q.k sums over channels in any order, so reordering the rows of each Q and K head alike is exact:
-        a model saved with `halves` (every model trained before the field existed) becomes an
-        `interleaved` one, whose rotation is one complex multiply; `save_pretrained` keeps it so.
-        """
-        if layout not in ROPE_LAYOUTS:
-            raise ValueError(f"rope_layout must be one of {', '.join(ROPE_LAYOUTS)}, got {layout!r}.")
-        for module in self.modules():
-            if isinstance(module, HfAttnAttention) and not module.is_cross_attention:
-                module.set_rope_layout(layout)
-            elif isinstance(module, PreTrainedModel):
-                module.config.rope_layout = layout
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -404,10 +319,6 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.positions = build_position_scheme(config)
         self.dropout = Dropout(config.hidden_dropout, config.dropout_implementation)
         self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))
-        # Sizes the inference scratch once for every projection it will hold (see `ProjectionScratch`).
-        self.widest_projection = max(
-            module.out_features for module in self.layers.modules() if isinstance(module, nn.Linear)
-        )
         # Post-norm blocks already end in a norm; a second one would only rescale.
         self.norm = build_norm(config) if config.norm_position == "pre" else nn.Identity()
         self.gradient_checkpointing = False
@@ -482,7 +393,6 @@ class HfAttnModel(HfAttnPreTrainedModel):
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
         cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
 
-        scratch = ProjectionScratch(self.widest_projection)  # allocates only in a CPU pass without autograd
         all_hidden_states: tuple[torch.Tensor, ...] = ()
         all_attentions: tuple[torch.Tensor, ...] = ()
         all_cross_attentions: tuple[torch.Tensor, ...] = ()
@@ -497,7 +407,6 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 encoder_hidden_states,
                 cross_mask,
                 output_attentions,
-                scratch=scratch,
             )
             if output_attentions:
                 all_attentions += (self_weights,)
@@ -579,7 +488,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
 class HfAttnForMaskedLM(HfAttnPreTrainedModel):
     """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
     embedding: for pretraining on unlabelled text (IMDb's 50,000 unsupervised reviews); see
-    `hf_attn.pretraining`. With `config.sparse_prediction` and labels, logits cover only the
+    `hf_attn.experiments.pretraining`. With `config.sparse_prediction` and labels, logits cover only the
     labelled positions, flattened to (labelled tokens, vocab)."""
 
     _tied_weights_keys = {"decoder.weight": "model.embed_tokens.weight"}
@@ -643,8 +552,7 @@ def sample_categorical(weights: torch.Tensor) -> torch.Tensor:
     running sum is float64 so that 8,000 small probabilities keep their shares; a uniform is kept below
     the total, and the search takes the first class whose running sum exceeds it, so a class of weight
     zero is never drawn. `torch.multinomial` draws the same distribution but is much slower on CPU for
-    a batch of generator predictions (7x for 608 rows of 8,001 in
-    `scripts/bench_objectives.py`).
+    a batch of generator predictions (`scripts/bench_objectives.py` times both).
     """
     running = weights.double().cumsum(dim=-1)
     total = running[:, -1:]

@@ -9,11 +9,9 @@ A scheme can act at two places, and each class overrides only the hook it needs:
   it once per forward pass and passes the result to all layers.
 
 Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`.
-RoPE rotates pairs of channels of each query and key head. Which channels pair up is the config's
-`rope_layout`: `interleaved` (channels 2i, 2i+1: the RoPE paper's and RoFormer's layout, and the
-default, because a pair is then one complex number and the rotation one in-place complex multiply)
-or `halves` (channels i, i + d/2: Llama/ModernBERT's `rotate_half`, kept for models saved before
-the field existed). The two compute the same function of suitably permuted Q/K weights.
+RoPE rotates pairs of channels of each query and key head; which channels pair up is the config's
+`rope_layout` (`halves`, Llama's, or `interleaved`, RoFormer's: the same function of suitably
+permuted Q/K weights, so both load exactly).
 """
 
 from __future__ import annotations
@@ -130,57 +128,25 @@ class LearnedPositions(PositionScheme):
         return inputs_embeds + self.embeddings(position_ids)
 
 
-ROPE_LAYOUTS = ("interleaved", "halves")
+ROPE_LAYOUTS = ("halves", "interleaved")
 
 
 def apply_rotary(
-    states: torch.Tensor,
-    rotation: torch.Tensor,
-    layout: str = "interleaved",
-    heads_dim: int = 1,
-    in_place: bool = False,
+    states: torch.Tensor, rotation: torch.Tensor, layout: str = "halves", heads_dim: int = 1
 ) -> torch.Tensor:
-    """Rotate every channel pair (x, y) of queries or keys by its position's angle: (x + iy) e^(i angle).
+    """Rotate every channel pair (x, y) of queries or keys by its position's angle.
 
     `rotation` is `RotaryPositions`' (batch|1, seq, head_dim / 2, 2) table of (cos, sin) per position
-    and frequency. `heads_dim` is where the heads axis sits in `states`: 1 for (batch, heads, seq,
-    head_dim), 2 for (batch, seq, heads, head_dim) (the model rotates Q's and K's heads as one slab of
-    the fused projection, before it transposes them heads-first). `in_place` overwrites `states` (for
-    inference, where nothing else needs them).
-
-    With the `interleaved` layout a pair is two adjacent floats, i.e. one complex number, so in eager
-    fp32/fp64 the rotation is a single complex multiply: one read and one write of the states (the
-    halves arithmetic makes about seven passes). Half precision, and graphs being compiled or traced
-    for export (where complex tensors are not supported), use the same formula in real arithmetic.
+    and frequency; `heads_dim` is where the heads axis sits in `states` (1 for (batch, heads, seq,
+    head_dim), 2 for (batch, seq, heads, head_dim)). `layout` says which channels pair up: `halves`
+    pairs i with i + d/2 (Llama's `rotate_half`), `interleaved` pairs 2i with 2i + 1 (RoFormer's).
     """
-    rotation = rotation.unsqueeze(heads_dim)
-    if layout == "halves":
-        return _rotate_halves(states, rotation, in_place)
-    if states.dtype in (torch.float32, torch.float64) and not (torch.compiler.is_compiling() or torch.jit.is_tracing()):
-        pairs = torch.view_as_complex(states.unflatten(-1, (-1, 2)))
-        turn = torch.view_as_complex(rotation.to(states.dtype))
-        if in_place:
-            pairs.mul_(turn)
-            return states
-        return torch.view_as_real(pairs * turn).flatten(-2)
-    x, y = states.unflatten(-1, (-1, 2)).unbind(-1)
-    cos, sin = rotation.to(states.dtype).unbind(-1)
-    rotated = torch.stack((x * cos - y * sin, y * cos + x * sin), dim=-1).flatten(-2)
-    return states.copy_(rotated) if in_place else rotated
-
-
-def _rotate_halves(states: torch.Tensor, rotation: torch.Tensor, in_place: bool) -> torch.Tensor:
-    """x * cos + rotate_half(x) * sin, with channel i paired with i + d/2.
-
-    rotate_half(x) = (-x2, x1) is computed as roll(x, d/2) * (-sin, sin) (the sign folded into the
-    d-wide sin row) and the sum accumulates in place: two new tensors of x's size per call instead of
-    the five of the textbook form.
-    """
-    cos, sin = rotation.to(states.dtype).unbind(-1)
-    cos, signed_sin = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
-    rolled = states.roll(states.shape[-1] // 2, dims=-1)
-    rotated = states.mul_(cos) if in_place else states * cos
-    return rotated.addcmul_(rolled, signed_sin)
+    cos, sin = rotation.unsqueeze(heads_dim).to(states.dtype).unbind(-1)
+    if layout == "interleaved":
+        x, y = states.unflatten(-1, (-1, 2)).unbind(-1)
+        return torch.stack((x * cos - y * sin, y * cos + x * sin), dim=-1).flatten(-2)
+    x, y = states.chunk(2, dim=-1)
+    return torch.cat((x * cos - y * sin, y * cos + x * sin), dim=-1)
 
 
 def default_rope_inv_freq(config: HfAttnConfig) -> tuple[torch.Tensor, float]:

@@ -1,7 +1,7 @@
-"""Benchmark hf-attn against transformers' BERT and RoFormer of the same shape (same as `hf-attn bench`).
+"""Benchmark hf-attn against transformers' BERT, RoFormer and ModernBERT of the same shape (= `hf-attn bench`).
 
-Writes results/bench.json, results/bench.md and results/bench_attention_scaling.png, and prints the
-markdown report. A quick look at one case on a busy machine:
+Writes results/bench/bench.json, results/bench/bench.md and results/bench/bench_attention_scaling.png, and
+prints the markdown report. A quick look at one case on a busy machine:
 
     python scripts/bench.py --sections throughput --modes train --seq-lengths 128 --schemes rope --repeats 3
 

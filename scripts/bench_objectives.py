@@ -4,7 +4,7 @@ ELECTRA's step runs a generator and a per-token detector on top of the encoder, 
 masked-LM step; this measures how much, for the model of a pretraining config, with both models'
 steps interleaved (as in `hf-attn bench`) so that machine drift hits them alike:
 
-    python scripts/bench_objectives.py --config configs/pretrain-rope-rtd.yaml --threads 2
+    python scripts/bench_objectives.py --config configs/pretraining/pretrain-rope-rtd.yaml --threads 2
 
 It also times drawing the generator's replacements, one per masked position over the vocabulary, with
 `torch.multinomial` and with the inverse-CDF sampler the model uses (`sample_categorical`).
@@ -22,19 +22,26 @@ from pathlib import Path
 import torch
 
 from hf_attn import HfAttnConfig
-from hf_attn.bench import parse_side_by_side_arguments, interleaved_times
+from hf_attn.bench.timing import interleaved_times
+from hf_attn.experiments.config import load_experiment
+from hf_attn.experiments.pretraining import IGNORE_INDEX, PRETRAINING_MODELS, mask_tokens
 from hf_attn.modeling_hf_attn import sample_categorical
-from hf_attn.pretraining import IGNORE_INDEX, PRETRAINING_MODELS, mask_tokens
-from hf_attn.training import load_experiment
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/pretrain-rope-rtd.yaml", help="pretraining experiment YAML")
+    parser.add_argument("--config", default="configs/pretraining/pretrain-rope-rtd.yaml",
+                        help="pretraining experiment YAML")
     parser.add_argument("--vocab-size", type=int, default=8001, help="vocabulary incl. [PAD] (the 8k Week 3 one)")
     parser.add_argument("--batch", type=int, default=32, help="chunks per step")
     parser.add_argument("--length", type=int, default=128, help="tokens per chunk")
-    args = parse_side_by_side_arguments(parser, argv, arm="objective", output="results/bench-objectives.json")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps of each objective")
+    parser.add_argument("--repeats", type=int, default=6, help="timed steps of each objective (median reported)")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--output", default="results/bench/bench-objectives.json", help="JSON record")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     experiment = load_experiment(args.config)
     pad_id = args.vocab_size - 1

@@ -5,11 +5,11 @@ way the Week 3 notebook tokenized. Both start cold and run in the same process, 
 other, and produce the Week 3 output: ``input_ids`` and ``padding_mask`` as ``[N, max_seq]`` int64
 tensors (what the notebook stores in its ``TensorDataset``; the reference builds lists, then
 tensors). Every result is compared id for id with the reference's. The tokenizer is also timed
-returning Python lists, the default of a transformers tokenizer call. Also timed: a second, warm
-call; the Rust tokenizer alone (without the chunk cache, to show why the cache exists); and
+returning Python lists, the default of a transformers tokenizer call. Also timed: the Rust tokenizer
+alone (what the class adds on top: dropping the lone ``</w>``, truncating and padding); and
 ``datasets.map`` over the whole split.
 
-    python scripts/bench_tokenizer.py --out results/bench_tokenizer.json
+    python scripts/bench_tokenizer.py --out results/bench/bench_tokenizer.json
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the reference lives with the tests, n
 from week3_reference import ReferenceTokenizer  # noqa: E402
 
 from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast  # noqa: E402
+from hf_attn.week3 import load_week3_tokenizer  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 
@@ -92,22 +93,19 @@ def main(argv: list[str] | None = None) -> None:
     def matches(encoded: Any) -> bool:
         return all(torch.equal(torch.as_tensor(encoded[name]), expected[name]) for name in expected)
 
-    tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
-    cold, cold_seconds = timed(lambda: encode_week3(tokenizer, texts))
-    warm, warm_seconds = timed(lambda: encode_week3(tokenizer, texts))
-    lists_tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
-    cold_lists, cold_lists_seconds = timed(lambda: encode_week3(lists_tokenizer, texts, return_tensors=None))
+    tokenizer = load_week3_tokenizer(args.week3)
+    tensors, tensors_seconds = timed(lambda: encode_week3(tokenizer, texts))
+    lists, lists_seconds = timed(lambda: encode_week3(tokenizer, texts, return_tensors=None))
 
-    backend = HfAttnTokenizerFast.from_week3(args.week3).backend_tokenizer
+    backend = tokenizer.backend_tokenizer
     end_of_word = tokenizer.end_of_word_id
     rust, rust_seconds = timed(lambda: backend.encode_batch_fast(texts, add_special_tokens=False))
     rust_ids = [[i for i in encoding.ids if i != end_of_word][: tokenizer.model_max_length] for encoding in rust]
 
-    mapped_tokenizer = HfAttnTokenizerFast.from_week3(args.week3)
     dataset = datasets.Dataset.from_dict({"text": texts})
     mapped, map_seconds = timed(
         lambda: dataset.map(
-            lambda batch: encode_week3(mapped_tokenizer, batch["text"], return_tensors="np"),
+            lambda batch: encode_week3(tokenizer, batch["text"], return_tensors="np"),
             batched=True,
             batch_size=args.map_batch_size,
             remove_columns=["text"],
@@ -130,16 +128,15 @@ def main(argv: list[str] | None = None) -> None:
         "week3": str(args.week3),
         "rows": [
             row("reference: pure Python, per-word cache, cold (lists, then tensors)", reference_seconds, True),
-            row("HfAttnTokenizerFast, one call, cold (tensors)", cold_seconds, matches(cold)),
-            row("HfAttnTokenizerFast, same call again, warm (tensors)", warm_seconds, matches(warm)),
-            row("HfAttnTokenizerFast, one call, cold (Python lists)", cold_lists_seconds, matches(cold_lists)),
+            row("HfAttnTokenizerFast, one call (tensors)", tensors_seconds, matches(tensors)),
+            row("HfAttnTokenizerFast, one call (Python lists)", lists_seconds, matches(lists)),
             row(
                 "Rust tokenizer alone (encode_batch_fast; lone </w> dropped after)",
                 rust_seconds,
                 rust_ids == [ids[: sum(mask)] for ids, mask in zip(expected_ids, expected_masks)],
             ),
             row(
-                f"datasets.map, batched ({args.map_batch_size}), cold",
+                f"datasets.map, batched ({args.map_batch_size})",
                 map_seconds,
                 matches(mapped.with_format("torch")[:]),
             ),

@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # The accuracy goal's runs on a lent GPU machine, in one call: masked-LM pretraining of both schemes
-# (configs/pretrain-{rope,absolute}-long.yaml, 4x the chunks of the best CPU run) and their fine-tuning
-# (configs/{rope,absolute}-pretrained-long.yaml), the two schemes side by side on the one GPU; then, in a
+# (configs/gpu/pretrain-{rope,absolute}-long.yaml, 4x the chunks of the best CPU run) and their fine-tuning
+# (configs/gpu/{rope,absolute}-pretrained-long.yaml), the two schemes side by side on the one GPU; then, in a
 # second call, the speed benchmark there. On 2 CPU cores the same runs would take about 20 hours each.
 #
 # The machine starts bare and reaches nothing: `pack` (here) copies what the runs read into .devcarry/
 # (ignored): IMDb's parquet files, the Week 3 tokenizer and DAN embedding, wheels of the Python packages
 # the machine lacks. `run` (there) installs those and trains; it writes both runs' logs to $OUT as they go
-# and, at the end, one archive with every new results/*.json and each run folder without its weights and
+# and, at the end, one archive with every new results/gpu/*.json and each run folder without its weights and
 # checkpoints (metrics.json, config.json, tokenizer: enough for `hf-attn card`).
 #   here:  scripts/device_runs.sh pack runs/week3-8k
 #   there: the device tool's run with carry [".devcarry"], command "bash scripts/device_runs.sh run",
 #          timeout_s 590; then unpack here: scripts/device_runs.sh unpack <files_at> long
 #          right after (the machine stays warm 30 s): the same with "bash scripts/device_runs.sh bench"
-# `run NAME` trains configs/pretrain-{rope,absolute}-NAME.yaml and {rope,absolute}-pretrained-NAME.yaml
+# `run NAME` trains configs/gpu/pretrain-{rope,absolute}-NAME.yaml and {rope,absolute}-pretrained-NAME.yaml
 # (default long); CALIBRATE=0 keeps the config's pretraining steps instead of timing what fits. Each
 # fine-tuned classifier also comes back, in float16 shards (a returned file may be 16 MB at most); `unpack`
 # turns them back into a float32 run folder here, runs/SCHEME-pretrained-NAME, for cards, probes and plots,
-# and scores those weights on the test split again (hf_attn/transfer.py; ~3 min per model on 2 cores).
+# and scores those weights on the test split again (hf_attn/experiments/transfer.py; ~3 min per model on 2 cores).
 set -euo pipefail
 mode=${1:?usage: scripts/device_runs.sh pack WEEK3_DIR | run [NAME] | bench | unpack FILES_AT [NAME]}
 carry=.devcarry
@@ -32,7 +32,7 @@ if [ "$mode" = pack ]; then
   cp "$week3"/datasets/bpe_*.json "$carry/week3/datasets/"
   cp "$week3"/models/imdb_embedding_layer.pt "$week3"/models/vocab_config.json "$carry/week3/models/"
   # The machine's image has torch, transformers, accelerate, tokenizers, pyarrow, scikit-learn: not these.
-  for package in datasets evaluate dill multiprocess; do
+  for package in datasets dill multiprocess; do
     version=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('$package'))")
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$carry/whl" "$package==$version"
@@ -48,7 +48,7 @@ if [ "$mode" = unpack ]; then  # here, after a run: results, metrics and the cla
     half="runs/half/$scheme" run="runs/$scheme-pretrained-$name"
     [ -d "$files_at/$scheme-half" ] || continue
     cp "$files_at/$scheme-half"/*.safetensors "$half/"
-    .venv/bin/python -c "import sys; from hf_attn.transfer import restore_half_precision
+    .venv/bin/python -c "import sys; from hf_attn.experiments.transfer import restore_half_precision
 print(sys.argv[2], 'restored; test scores of these weights:', restore_half_precision(*sys.argv[1:]))" \
       "$half" "$run" ../shared/data/imdb
   done
@@ -64,7 +64,7 @@ if [ "$mode" = bench ]; then  # speed against BERT and RoFormer on the GPU: a se
   exit 0
 fi
 nvidia-smi -L
-python3 -c "import torch, transformers, datasets, evaluate, pyarrow, hf_attn
+python3 -c "import torch, transformers, datasets, pyarrow, hf_attn
 print('torch', torch.__version__, torch.cuda.get_device_name(), '| transformers', transformers.__version__,
       '| datasets', datasets.__version__, '| pyarrow', pyarrow.__version__)"
 hf_attn() { python3 -m hf_attn.cli "$@"; }
@@ -73,7 +73,7 @@ gpu=(training.tf32=true training.dataloader_num_workers=2)  # TF32 matrix produc
 pretrain() {  # SCHEME OUTPUT_DIR RESULTS_JSON [key=value ...]
   local scheme=$1 output=$2 results=$3
   shift 3
-  hf_attn pretrain --config "configs/pretrain-$scheme-$name.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
+  hf_attn pretrain --config "configs/gpu/pretrain-$scheme-$name.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
     --output-dir "$output" --results "$results" "${gpu[@]}" "$@"
 }
 
@@ -93,8 +93,9 @@ if [ "${CALIBRATE:-1}" != 0 ]; then
   done
   wait
   fit=$(python3 -c "
-import json, yaml
-most = yaml.safe_load(open('configs/pretrain-rope-$name.yaml'))['training']['max_steps']
+import json
+from hf_attn.experiments.config import load_experiment
+most = load_experiment('configs/gpu/pretrain-rope-$name.yaml').training['max_steps']
 per_step = max(json.load(open(f'/tmp/calibrate-{s}/metrics.json'))['train_runtime_s'] / 200 for s in ('rope', 'absolute'))
 print(f'{per_step:.3f} s per step;', min(most, int($budget_s / per_step) // 500 * 500))")
   echo "calibration: $fit pretraining steps"
@@ -104,7 +105,7 @@ print(f'{per_step:.3f} s per step;', min(most, int($budget_s / per_step) // 500 
 fi
 
 export_half() {  # SCHEME: the fine-tuned classifier as float16 shards under the 16 MB a returned file may be
-  python3 -c "import sys; from hf_attn.transfer import save_half_precision; save_half_precision(*sys.argv[1:])" \
+  python3 -c "import sys; from hf_attn.experiments.transfer import save_half_precision; save_half_precision(*sys.argv[1:])" \
     "runs/$1-pretrained-$name" "runs/half/$1"
   mkdir -p "$OUT/$1-half" && mv "runs/half/$1"/*.safetensors "$OUT/$1-half/"
 }
@@ -112,9 +113,9 @@ export_half() {  # SCHEME: the fine-tuned classifier as float16 shards under the
 pipeline() {  # pretraining, then fine-tuning, of one scheme; its log goes straight to $OUT (back even if killed)
   local scheme=$1
   {
-    pretrain "$scheme" "runs/pretrain-$scheme-$name" "results/pretrain-$scheme-$name.json" "${steps[@]}"
-    hf_attn train --config "configs/$scheme-pretrained-$name.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
-      --output-dir "runs/$scheme-pretrained-$name" --results "results/$scheme-pretrained-$name.json" "${gpu[@]}"
+    pretrain "$scheme" "runs/pretrain-$scheme-$name" "results/gpu/pretrain-$scheme-$name.json" "${steps[@]}"
+    hf_attn train --config "configs/gpu/$scheme-pretrained-$name.yaml" --dataset "$carry/imdb" --week3 "$carry/week3" \
+      --output-dir "runs/$scheme-pretrained-$name" --results "results/gpu/$scheme-pretrained-$name.json" "${gpu[@]}"
     export_half "$scheme"
   } > "$OUT/$scheme.log" 2>&1
 }
@@ -127,5 +128,5 @@ wait $absolute || status=$?
 echo "both pipelines ended after $((SECONDS - started)) s (status $status)"
 tail -n 5 "$OUT/rope.log" "$OUT/absolute.log"
 tar -czf "$OUT/device-results.tgz" --exclude='checkpoint-*' --exclude='*.safetensors' --exclude=training_args.bin \
-  results/*-"$name".json runs/*-"$name" runs/half 2>/dev/null || true
+  results/gpu/*-"$name".json runs/*-"$name" runs/half 2>/dev/null || true
 exit $status

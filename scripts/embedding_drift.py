@@ -7,7 +7,7 @@ embedding started at the DAN rows, so its learned part is (its table x its forwa
 Drift is the Frobenius norm of the learned part over the norm of the starting table ([PAD] excluded).
 
     python scripts/embedding_drift.py --week3 runs/week3-8k --runs runs/absolute runs/rope \\
-        --out results/embedding-drift.json
+        --out results/pretraining/embedding-drift.json
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch
 from safetensors.torch import load_file
 
 from hf_attn.configuration_hf_attn import HfAttnConfig
-from hf_attn.dan import DeepAveragingNetwork
-from hf_attn.week3 import read_embedding
+from hf_attn.week3.dan import DeepAveragingNetwork
+from hf_attn.week3.tensors import read_embedding
 
 
 def relative_drift(start: torch.Tensor, end: torch.Tensor, pad_id: int) -> float:

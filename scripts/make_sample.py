@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from hf_attn.data import LABEL_NAMES, SAMPLE_PATH, load_labelled, seed_split_indices
+from hf_attn.experiments.data import LABEL_NAMES, SAMPLE_PATH, load_labelled, seed_split_indices
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--source",
         default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "imdb"),
-        help="IMDb copy in any layout hf_attn.data.load_labelled accepts (default: ../shared/data/imdb)",
+        help="IMDb copy in any layout hf_attn.experiments.data.load_labelled accepts (default: ../shared/data/imdb)",
     )
     parser.add_argument("--per-class", type=int, default=1000, help="reviews per class (default: 1000)")
     parser.add_argument(

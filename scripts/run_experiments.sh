@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Full-data runs on a machine whose sessions end (3 hours here): each experiment resumes from its last
-# checkpoint when one exists and is skipped once its metrics are written. A plain NAME trains
-# configs/NAME.yaml (hf-attn train); pretrain:NAME pretrains configs/NAME.yaml (hf-attn pretrain).
-# Output: runs/NAME/ (model, checkpoints, metrics.json) and results/NAME.json.
-#   usage: scripts/run_experiments.sh WEEK3_DIR [[pretrain:]NAME ...]   (default: absolute rope)
-#   e.g.   scripts/run_experiments.sh runs/week3-8k pretrain:pretrain-rope rope-pretrained
+# checkpoint when one exists and is skipped once its metrics are written. A plain STUDY/NAME trains
+# configs/STUDY/NAME.yaml (hf-attn train); pretrain:STUDY/NAME pretrains it (hf-attn pretrain).
+# Output: runs/NAME/ (model, checkpoints, metrics.json) and results/STUDY/NAME.json. IMDb comes from
+# configs/base.yaml's `dataset`, or from DATASET=DIR when set.
+#   usage: scripts/run_experiments.sh WEEK3_DIR [[pretrain:]STUDY/NAME ...]   (default: positions/absolute positions/rope)
+#   e.g.   scripts/run_experiments.sh runs/week3-8k pretrain:pretraining/pretrain-rope pretraining/rope-pretrained
 set -euo pipefail
-week3=${1:?usage: scripts/run_experiments.sh WEEK3_DIR [[pretrain:]NAME ...]}
+week3=${1:?usage: scripts/run_experiments.sh WEEK3_DIR [[pretrain:]STUDY/NAME ...]}
 shift
 items=("$@")
-[ ${#items[@]} -gt 0 ] || items=(absolute rope)
+[ ${#items[@]} -gt 0 ] || items=(positions/absolute positions/rope)
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+dataset=()
+if [ -n "${DATASET:-}" ]; then dataset=(--dataset "$DATASET"); fi
 for item in "${items[@]}"; do
-  command=train name=$item
-  if [[ $item == pretrain:* ]]; then command=pretrain name=${item#pretrain:}; fi
-  out="runs/$name"
-  if [ -f "results/$name.json" ] && [ -f "$out/metrics.json" ]; then echo "$name: done"; continue; fi
+  command=train config=$item
+  if [[ $item == pretrain:* ]]; then command=pretrain config=${item#pretrain:}; fi
+  name=$(basename "$config")
+  out="runs/$name" results="results/$config.json"
+  if [ -f "$results" ] && [ -f "$out/metrics.json" ]; then echo "$name: done"; continue; fi
   resume=()
   if compgen -G "$out/checkpoint-*" > /dev/null; then resume=(--resume); fi
-  .venv/bin/hf-attn "$command" --config "configs/$name.yaml" --week3 "$week3" --output-dir "$out" \
-    --results "results/$name.json" "${resume[@]}"
+  .venv/bin/hf-attn "$command" --config "configs/$config.yaml" --week3 "$week3" "${dataset[@]}" --output-dir "$out" \
+    --results "$results" "${resume[@]}"
 done

@@ -1,4 +1,4 @@
-"""Tests for hf_attn.baseline: token-exact truncation and the TF-IDF baseline on the sample."""
+"""Tests for hf_attn.experiments.baseline: token-exact truncation and the TF-IDF baseline on the sample."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizer, PreTrainedTokenizerFast
 
-from hf_attn.baseline import C_GRID, run_tfidf_baseline, truncate_to_tokens
-from hf_attn.data import load_sample
+from hf_attn.experiments.baseline import C_GRID, run_tfidf_baseline, truncate_to_tokens
+from hf_attn.experiments.data import load_sample
 
 SPECIALS = ["[UNK]", "[PAD]", "[CLS]", "[SEP]"]
 

@@ -1,4 +1,5 @@
-"""Tests for hf_attn.bench: the whole benchmark end to end at toy sizes (seconds, not minutes)."""
+"""Tests for hf_attn.bench: the whole benchmark end to end at toy sizes (seconds, not minutes), and its
+ModernBERT anchor against the shape it must match."""
 
 from __future__ import annotations
 
@@ -9,17 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
-from hf_attn.bench import (
-    BASELINES,
-    BenchSettings,
-    add_arguments,
-    build_candidates,
-    epoch_batches,
-    format_markdown,
-    peak_memory_bytes,
-    run_benchmark,
-)
+from hf_attn import HfAttnForSequenceClassification
+from hf_attn.bench import BenchSettings, add_arguments, format_markdown, run_benchmark, run_from_args
+from hf_attn.bench.models import build_candidates, build_modernbert, hf_attn_config
+from hf_attn.bench.realistic import epoch_batches
+from hf_attn.bench.report import _faster_repeats
+from hf_attn.bench.settings import ANCHORS
+from hf_attn.bench.timing import peak_memory_bytes
 from hf_attn.positions import POSITION_SCHEMES
 
 # Every section and every scheme, at sizes that make each step a few milliseconds.
@@ -35,8 +34,6 @@ TOY = [
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, Path]:
     """One toy run through the command-line path, with a fake tokenizer-benchmark JSON to merge."""
-    from hf_attn.bench import run_from_args
-
     out = tmp_path_factory.mktemp("bench")
     tokenizer_report = {"reviews": 40, "rows": [{"method": "fast", "seconds": 0.1, "reviews_per_s": 400}]}
     (out / "tokenizer.json").write_text(json.dumps(tokenizer_report))  # the layout scripts/bench_tokenizer.py writes
@@ -54,15 +51,21 @@ def test_every_model_and_scheme_has_a_row(toy_run: tuple[dict, str, Path]) -> No
     results, markdown, _ = toy_run
     rows = results["throughput"]["rows"]
     expected = {("hf-attn", scheme, backend) for scheme in POSITION_SCHEMES for backend in ("eager", "sdpa")}
-    variants = ("hf-attn (dropout_implementation=torch)", "hf-attn (rope_layout=halves)")  # beside the defaults
+    variants = ("hf-attn (dropout_implementation=torch)", "hf-attn (rope_layout=interleaved)")  # beside the defaults
     expected |= {(family, "rope", backend) for family in variants for backend in ("eager", "sdpa")}
-    expected |= {("BERT", "absolute", "sdpa"), ("RoFormer", "rope", "eager")}  # RoFormer has no SDPA path
+    expected |= {("BERT", "absolute", "sdpa"), ("RoFormer", "rope", "eager"),  # RoFormer has no SDPA path
+                 ("ModernBERT", "rope", "sdpa"), ("ModernBERT-defaults", "rope", "sdpa")}
     for mode in ("train", "infer"):
         for seq in (8, 16):
             case = {(r["family"], r["scheme"], r["backend"]) for r in rows if (r["mode"], r["seq"]) == (mode, seq)}
             assert case == expected
     assert all(r["median_ms"] > 0 and r["peak_mib"] >= 0 for r in rows)
-    assert all("speedup_vs_BERT" in r and "speedup_vs_RoFormer" in r for r in rows)
+    assert all(f"speedup_vs_{anchor}" in r for r in rows for anchor in ANCHORS)
+    for r in rows:  # the goal's reference: the fastest anchor with the bench's dropout, not ModernBERT-defaults
+        case = {x["family"]: x["median_ms"] for x in rows if (x["mode"], x["seq"]) == (r["mode"], r["seq"])}
+        fastest = min(case["BERT"], case["RoFormer"], case["ModernBERT"])
+        assert r["speedup_vs_best"] == pytest.approx(fastest / r["median_ms"])
+    assert "| vs BERT | vs RoFormer | vs ModernBERT | vs ModernBERT-defaults |" in markdown
     for family, scheme, backend in expected:
         assert f"| {family} | {scheme} | {backend} |" in markdown
     for heading in ("## Throughput", "## Attention cost scaling", "## Realistic batches", "## Profile",
@@ -73,7 +76,7 @@ def test_every_model_and_scheme_has_a_row(toy_run: tuple[dict, str, Path]) -> No
 def test_baselines_have_the_same_shape(toy_run: tuple[dict, str, Path]) -> None:
     models = {m["family"]: m for m in toy_run[0]["throughput"]["models"]}
     reference = models["hf-attn"]
-    for family in BASELINES:
+    for family in ANCHORS:
         assert models[family]["hidden_size"] == reference["hidden_size"] == 32
         assert models[family]["num_layers"] == reference["num_layers"] == 2
         ratio = models[family]["encoder_layer_params"] / reference["encoder_layer_params"]
@@ -139,16 +142,68 @@ def test_unknown_section_is_rejected() -> None:
 
 def test_a_variant_changes_one_config_field_and_a_bad_one_fails_before_timing() -> None:
     settings = BenchSettings(hidden_size=32, num_hidden_layers=1, intermediate_size=64, vocab_size=64,
-                             schemes=("rope", "alibi"), backends=("sdpa",),
-                             variants=("rope:rope_layout=halves", "alibi:attention_dropout=0.0"))
+                             schemes=("rope", "alibi"), backends=("sdpa",), anchors=(),
+                             variants=("rope:num_key_value_heads=2", "alibi:attention_dropout=0.0"))
     configs = {(c.family, c.scheme): c.model.config for c in build_candidates(settings, 16, torch.device("cpu"))}
-    assert configs[("hf-attn (rope_layout=halves)", "rope")].rope_layout == "halves"
-    assert configs[("hf-attn", "rope")].rope_layout == "interleaved"
+    assert configs[("hf-attn (num_key_value_heads=2)", "rope")].num_key_value_heads == 2
+    assert configs[("hf-attn", "rope")].num_key_value_heads == 4
     assert configs[("hf-attn (attention_dropout=0.0)", "alibi")].attention_dropout == 0.0
     assert configs[("hf-attn", "alibi")].attention_dropout == 0.1
     for bad, hint in (("rope", "SCHEME:FIELD=VALUE"), ("rope:layout=halves", "no field 'layout'")):
         with pytest.raises(ValueError, match=hint):
             run_benchmark(settings, variants=(bad,), sections=("throughput",))
+    with pytest.raises(ValueError, match="unknown benchmark anchor"):
+        run_benchmark(settings, anchors=("BERT", "GPT"), sections=("throughput",))
+
+
+def _linear_multiply_adds(module: nn.Module) -> int:
+    """Multiply-adds per token of every linear layer in `module`, from the weight shapes alone."""
+    return sum(m.in_features * m.out_features for m in module.modules() if isinstance(m, nn.Linear))
+
+
+def test_modernbert_anchor_has_the_hf_attn_shape_and_ffn_cost() -> None:
+    """At the bench's reference shape (384 wide, 4 layers, 4 heads, FFN 1536): hf-attn's FFN does
+    2 x 384 x 1536 multiply-adds per token, and ModernBERT's GeGLU FFN (384 -> 2 x 1024, 1024 -> 384) the
+    same; parameters agree within a few percent (ModernBERT has no biases and a dense classifier head)."""
+    settings = BenchSettings()
+    hf_attn = HfAttnForSequenceClassification(hf_attn_config(settings, "rope", 512))
+    modernbert = build_modernbert(settings, 512)
+    ffn = 2 * 384 * 1536
+    for model in (hf_attn, modernbert):
+        layers = getattr(model, model.base_model_prefix).layers
+        assert len(layers) == 4
+        assert [_linear_multiply_adds(layer.mlp) for layer in layers] == [ffn] * 4
+    assert modernbert.model.layers[0].mlp.Wi.out_features == 2 * 1024
+    # Every layer takes the full-attention mask (ModernBERT's default makes two layers in three local).
+    assert [layer.attention_type for layer in modernbert.model.layers] == ["full_attention"] * 4
+    assert modernbert.config.vocab_size == hf_attn.config.vocab_size
+    assert modernbert.config.max_position_embeddings == hf_attn.config.max_position_embeddings == 512
+    assert modernbert.config.num_attention_heads == 4
+    params = {name: sum(p.numel() for p in model.parameters()) for name, model in
+              (("hf-attn", hf_attn), ("ModernBERT", modernbert))}
+    assert 0.97 < params["ModernBERT"] / params["hf-attn"] < 1.03, params
+
+
+def test_modernbert_dropout_follows_the_bench_or_its_own_defaults() -> None:
+    """With the bench's dropout, ModernBERT's embedding, MLP and classifier dropout take `dropout` and its
+    attention dropout `attention_dropout`, and training-mode passes differ; at its own defaults it has no
+    dropout at all: training mode gives exactly the evaluation-mode output."""
+    settings = BenchSettings(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
+                             vocab_size=64, dropout=0.2, attention_dropout=0.3)
+    input_ids = torch.randint(0, 63, (2, 16))
+
+    def logits(model: nn.Module, training: bool) -> torch.Tensor:
+        model.train(training)
+        with torch.no_grad():
+            return model(input_ids=input_ids).logits
+
+    same = build_modernbert(settings, 16)
+    config = same.config
+    assert (config.embedding_dropout, config.mlp_dropout, config.classifier_dropout) == (0.2, 0.2, 0.2)
+    assert config.attention_dropout == 0.3
+    assert not torch.equal(logits(same, True), logits(same, True))
+    own = build_modernbert(settings, 16, own_dropout=True)
+    assert torch.equal(logits(own, True), logits(own, False))
 
 
 def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> None:
@@ -159,7 +214,7 @@ def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> No
     from helpers import REPO
 
     output = tmp_path / "objectives.json"
-    argv = ["bench_objectives.py", "--config", str(REPO / "configs" / "pretrain-rope-rtd.yaml"),
+    argv = ["bench_objectives.py", "--config", str(REPO / "configs" / "pretraining" / "pretrain-rope-rtd.yaml"),
             "--vocab-size", "64", "--batch", "2", "--length", "16", "--repeats", "1", "--warmup", "0",
             "--output", str(output)]
     original, sys.argv = sys.argv, argv
@@ -172,40 +227,35 @@ def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> No
     assert record["rtd_over_mlm"] == pytest.approx(record["median_ms"]["rtd"] / record["median_ms"]["mlm"])
 
 
-def test_scratch_bench_times_the_same_model_with_and_without_the_scratch(tmp_path: Path) -> None:
-    """scripts/bench_scratch.py times hf-attn with its inference scratch, without it and BERT, records
-    page faults and ratios, and leaves the model module's scratch class as it found it."""
-    from helpers import REPO
-
-    from hf_attn import modeling_hf_attn
-    from hf_attn.scratch import ProjectionScratch
-
-    output = tmp_path / "scratch.json"
-    namespace = runpy.run_path(str(REPO / "scripts" / "bench_scratch.py"))
-    record = namespace["main"](["--batch", "2", "--length", "16", "--repeats", "2", "--warmup", "0",
-                                "--output", str(output)])
-    assert json.loads(output.read_text()) == record
-    rows = record["rows"]
-    assert set(rows) == {"hf-attn, scratch", "hf-attn, no scratch", "BERT"}
-    for row in rows.values():
-        assert row["median_ms"] > 0 and row["page_faults_per_step"] >= 0
-        assert row["speedup_vs_BERT"] == pytest.approx(rows["BERT"]["median_ms"] / row["median_ms"])
-    assert rows["hf-attn, no scratch"]["speedup_vs_no_scratch"] == 1.0
-    assert modeling_hf_attn.ProjectionScratch is ProjectionScratch
-
-
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
     """The 'faster in' column pairs each repeat with the same repeat of the transformers model with the
-    lower median (here BERT), counted by hand."""
-    from hf_attn.bench import _faster_repeats
-
+    lowest median among those with the bench's dropout (here BERT; ModernBERT-defaults, without dropout,
+    is faster but not like-for-like), counted by hand."""
     def row(family: str, times: list[float]) -> dict:
         return {"family": family, "times_ms": times, "median_ms": sorted(times)[len(times) // 2]}
 
     bert, roformer = row("BERT", [10.0, 12.0, 11.0]), row("RoFormer", [13.0, 14.0, 8.0])
     faster, tied = row("hf-attn", [9.0, 11.5, 10.0]), row("hf-attn", [10.0, 11.5, 10.0])
-    case = [faster, tied, bert, roformer]
+    case = [faster, tied, bert, roformer, row("ModernBERT-defaults", [5.0, 5.0, 5.0])]
     assert _faster_repeats(faster, case) == "3/3"  # against RoFormer's repeats it would be 2/3
     assert _faster_repeats(tied, case) == "2/3"  # a tie is not a win
     assert _faster_repeats(bert, case) == ""
     assert _faster_repeats({"family": "hf-attn", "median_ms": 1.0}, case) == ""  # a record without times
+
+
+def test_results_written_before_modernbert_still_format() -> None:
+    """A results file with only the BERT and RoFormer anchors and no per-repeat times (the oldest layout)
+    formats with exactly their ratio columns."""
+    environment = {"torch": "t", "transformers": "t", "device": "cpu", "threads": 2, "cpu_count": 2,
+                   "load_average_start": [1.0], "load_average_end": [1.0], "started": "then"}
+    rows = [{"mode": "train", "batch": 32, "seq": 128, "family": family, "scheme": scheme, "backend": backend,
+             "median_ms": ms, "min_ms": ms, "sequences_per_s": 32 / ms * 1e3, "peak_mib": 1.0,
+             "speedup_vs_BERT": 100.0 / ms, "speedup_vs_RoFormer": 120.0 / ms, "speedup_vs_best": 100.0 / ms}
+            for family, scheme, backend, ms in (("hf-attn", "rope", "sdpa", 80.0), ("BERT", "absolute", "sdpa", 100.0),
+                                                ("RoFormer", "rope", "eager", 120.0))]
+    models = [{"family": r["family"], "scheme": r["scheme"], "hidden_size": 384, "num_layers": 4, "params": 1,
+               "encoder_layer_params": 1} for r in rows]
+    markdown = format_markdown({"environment": environment, "throughput": {"models": models, "rows": rows}})
+    assert "| seq/s | vs BERT | vs RoFormer | faster in | peak MiB | goal |" in markdown
+    assert "| hf-attn | rope | sdpa | 80.0 | 80.0 | 400.0 | 1.25x | 1.50x |  | 1.0 | yes |" in markdown
+    assert "ModernBERT" not in markdown

@@ -27,10 +27,9 @@ def test_dict_round_trip_rebuilds_the_same_config() -> None:
 
 
 def test_config_saved_before_rope_layout_loads_with_the_halves_layout_it_was_trained_with(tmp_path) -> None:  # noqa: ANN001
-    """A new config rotates interleaved pairs and says so in config.json; a config.json without the field
-    (every model saved before it existed) must keep rotating halves, or its weights would be misread."""
-    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope"))
-    assert config.rope_layout == "interleaved"
+    """A config.json without the field (every model saved before it existed) must keep rotating halves,
+    or its weights would be misread; an interleaved config says so in config.json and round-trips."""
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope", rope_layout="interleaved"))
     config.save_pretrained(tmp_path)
     assert HfAttnConfig.from_pretrained(tmp_path).rope_layout == "interleaved"
     legacy = config.to_dict()
@@ -40,7 +39,7 @@ def test_config_saved_before_rope_layout_loads_with_the_halves_layout_it_was_tra
 
 
 INVALID = [
-    (dict(position_embedding_type="rope", rope_layout="pairs"), "rope_layout", "interleaved, halves"),
+    (dict(position_embedding_type="rope", rope_layout="pairs"), "rope_layout", "halves, interleaved"),
     (dict(hidden_size=30, num_attention_heads=4), "num_attention_heads", "must divide hidden_size"),
     (dict(num_attention_heads=4, num_key_value_heads=3), "num_key_value_heads", "must divide"),
     (dict(hidden_size=36, num_attention_heads=4, position_embedding_type="rope"), "hidden_size", "head_dim"),

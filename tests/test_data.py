@@ -1,4 +1,4 @@
-"""Tests for hf_attn.data: the seed split, the three source layouts, the sample, tokenization."""
+"""Tests for hf_attn.experiments.data: the seed split, the three source layouts, the sample, tokenization."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from helpers import SHARED
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from hf_attn.data import (
+from hf_attn.experiments.data import (
     SAMPLE_PATH,
     RandomWindowCollator,
     load_imdb,

@@ -17,10 +17,10 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
-from hf_attn.data import load_sample
-from hf_attn.hub import build_model_card, push
-from hf_attn.tokenization_hf_attn import train_week3_tokenizer
-from hf_attn.transfer import restore_half_precision, save_half_precision
+from hf_attn.analysis.hub import build_model_card, push
+from hf_attn.experiments.data import load_sample
+from hf_attn.experiments.transfer import restore_half_precision, save_half_precision
+from hf_attn.week3 import train_week3_tokenizer
 
 REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 
@@ -120,7 +120,7 @@ def test_half_precision_shards_come_back_as_the_float16_rounded_model(run_dir: P
 
     card = build_model_card(json.loads((restored_dir / "metrics.json").read_text()),
                             json.loads((restored_dir / "config.json").read_text()), "someone/x")
-    assert (f"restored to float32 (`hf_attn.transfer`). These weights, as published, score test accuracy "
+    assert (f"restored to float32 (`hf_attn.experiments.transfer`). These weights, as published, score test accuracy "
             f"{accuracy:.4f}") in card.text
     assert f"`hf-attn evaluate --model {restored_dir} --dataset sample --split test --limit 32`" in card.text
 

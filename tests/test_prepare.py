@@ -11,12 +11,14 @@ import torch
 from helpers import SMOKE
 from torch import nn
 
-from hf_attn.dan import DeepAveragingNetwork
-from hf_attn.data import load_imdb
-from hf_attn.prepare import prepare_week3
-from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast
-from hf_attn.training import build_model, load_experiment, load_tokenizer, train
-from hf_attn.week3 import load_week3_pickle, load_week3_split, read_embedding
+from hf_attn.experiments.classification import train
+from hf_attn.experiments.config import load_experiment
+from hf_attn.experiments.data import load_imdb
+from hf_attn.experiments.run import build_model, load_tokenizer
+from hf_attn.week3 import load_week3_tokenizer
+from hf_attn.week3.dan import DeepAveragingNetwork
+from hf_attn.week3.prepare import prepare_week3
+from hf_attn.week3.tensors import load_week3_pickle, load_week3_split, read_embedding
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def test_prepare_writes_every_week3_file(prepared: tuple[Path, dict]) -> None:
 
 def test_prepared_splits_are_the_tokenizer_on_the_seed_split(prepared: tuple[Path, dict]) -> None:
     folder, _ = prepared
-    tokenizer = HfAttnTokenizerFast.from_week3(folder)
+    tokenizer = load_week3_tokenizer(folder)
     validation = load_imdb("sample")["validation"]
     stored = load_week3_split(folder / "datasets" / "val_ds.pt")
     assert stored.num_rows == validation.num_rows
@@ -81,7 +83,7 @@ def test_dan_starts_from_the_seeded_default_init() -> None:
     zero epochs must return exactly that table."""
     from torch.utils.data import TensorDataset
 
-    from hf_attn.dan import train_dan
+    from hf_attn.week3.dan import train_dan
 
     ids = torch.randint(0, 49, (8, 6))
     data = TensorDataset(ids, torch.randint(0, 2, (8,)).float(), torch.ones_like(ids))

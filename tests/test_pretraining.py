@@ -12,10 +12,11 @@ from helpers import SMOKE, SMOKE_TINY_MODEL, run_on_two_processes
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, TrainerCallback
 
-from hf_attn.data import load_imdb, load_unlabelled
-from hf_attn.hub import _pretraining_text, card_for_run
-from hf_attn.modeling_hf_attn import HfAttnForReplacedTokenDetection
-from hf_attn.pretraining import (
+from hf_attn.analysis.hub import _pretraining_text, card_for_run
+from hf_attn.experiments.classification import train
+from hf_attn.experiments.config import ExperimentConfigError, load_experiment
+from hf_attn.experiments.data import load_imdb, load_unlabelled
+from hf_attn.experiments.pretraining import (
     IGNORE_INDEX,
     MIN_CHUNK_TOKENS,
     MaskedLMCollator,
@@ -26,8 +27,8 @@ from hf_attn.pretraining import (
     pretraining_corpus,
     replaced_token_detection_metrics,
 )
-from hf_attn.tokenization_hf_attn import train_week3_tokenizer
-from hf_attn.training import ExperimentConfigError, load_experiment, train
+from hf_attn.modeling_hf_attn import HfAttnForReplacedTokenDetection
+from hf_attn.week3 import train_week3_tokenizer
 
 TINY = ["limit_train=96", "limit_eval=32", *SMOKE_TINY_MODEL]
 

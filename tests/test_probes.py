@@ -9,17 +9,17 @@ import torch
 from helpers import tiny_config_kwargs
 
 from hf_attn import HfAttnConfig, HfAttnModel
-from hf_attn.data import load_sample
-from hf_attn.plots import plot_rope_decay, plot_sinusoidal_table, rope_offset_scores
-from hf_attn.positions import apply_rotary
-from hf_attn.probes import (
+from hf_attn.analysis.plots import plot_rope_decay, plot_sinusoidal_table, rope_offset_scores
+from hf_attn.analysis.probes import (
     CROSS_ATTENTION_RECORDS,
     HARD_REVIEWS,
     cross_attention_probe,
     paired_decoder,
     run_hard_probe,
 )
-from hf_attn.tokenization_hf_attn import train_week3_tokenizer
+from hf_attn.experiments.data import load_sample
+from hf_attn.positions import apply_rotary
+from hf_attn.week3 import train_week3_tokenizer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,5 @@
-"""HfAttnTokenizerFast against the Week 3 document, through the independent tests/week3_reference.py.
+"""HfAttnTokenizerFast and hf_attn.week3's files and trainer against the Week 3 document, through the
+independent tests/week3_reference.py.
 
 Every expected id here comes from the reference (or from files made outside this project), never from
 output recorded from the code under test.
@@ -17,8 +18,6 @@ import unicodedata
 from pathlib import Path
 
 import datasets
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -32,11 +31,13 @@ from week3_reference import (
     train_reference,
 )
 
-from hf_attn.tokenization_hf_attn import (
-    SENTINELS,
-    HfAttnTokenizerFast,
+from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast
+from hf_attn.week3 import (
     Week3FormatError,
+    load_week3_tokenizer,
+    save_week3,
     train_week3_tokenizer,
+    week3_files_from_tokenizer,
 )
 
 SAMPLE = SHARED / "week3-sample"
@@ -67,7 +68,7 @@ HARD_CASES = {
     "underscores": "snake_case __init__ _ __ a_b_c_",
     "connector_punctuation": "a\u203fb a\u2040b x\ufe4dy",
     "format_characters": "zero\u200bwidth\u200djoiner\ufeffbom\u00adsoft",
-    "control_characters": "".join(map(chr, range(32))) + "\x7f text " + SENTINELS,
+    "control_characters": "".join(map(chr, range(32))) + "\x7f text \x7f\x00\x1b",
     "special_token_lookalikes": "[PAD] [PAD]x </w> e</w> Ġ ĠĠ",
     "arabic": "هذا فيلم رائع!",
     "symbols": "x≤y ∑∞ ±5 °C ™ © …",
@@ -77,7 +78,7 @@ HARD_CASES = {
 
 @pytest.fixture(scope="module")
 def tokenizer(sample_dir: Path) -> HfAttnTokenizerFast:
-    return HfAttnTokenizerFast.from_week3(sample_dir)
+    return load_week3_tokenizer(sample_dir)
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +125,7 @@ def test_hard_case_ids_match_reference(
     expected = reference.encode(text)
     assert tokenizer(text)["input_ids"] == expected
     assert tokenizer.encode(text) == expected
-    # The Rust tokenizer alone, lone </w> aside: the cache in front of it is not what makes ids right.
+    # The Rust tokenizer alone gives the same ids once the lone </w> is dropped.
     assert without_end_of_word(tokenizer.backend_tokenizer.encode(text).ids, tokenizer.end_of_word_id) == expected
 
 
@@ -182,12 +183,6 @@ def test_word_split_matches_python_re_on_every_code_point(tokenizer: HfAttnToken
         pytest.fail(f"split differs near {expected[max(0, at - 20): at + 20]!r} (got {normalized[at - 20: at + 20]!r})")
 
 
-def test_arrow_whitespace_split_is_str_split_on_every_code_point() -> None:
-    """The chunk cache relies on Arrow splitting exactly where str.split() does."""
-    text = "".join(f"a{chr(c)}b" for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
-    assert pc.utf8_split_whitespace(pa.array([text])).to_pylist()[0] == text.split()
-
-
 # --- the Week 3 files --------------------------------------------------------------------------------
 
 
@@ -203,11 +198,11 @@ def test_sizes_and_special_tokens(tokenizer: HfAttnTokenizerFast) -> None:
 def test_save_week3_rewrites_the_sample_files_byte_for_byte(
     tokenizer: HfAttnTokenizerFast, tmp_path: Path, flat: bool
 ) -> None:
-    written = tokenizer.save_week3(tmp_path, flat=flat)
+    written = save_week3(tokenizer, tmp_path, flat=flat)
     assert [path.name for path in written] == list(SAMPLE_FILES)
     for path in written:
         assert path.read_bytes() == SAMPLE_FILES[path.name].read_bytes(), path.name
-    assert HfAttnTokenizerFast.from_week3(tmp_path)("don't stop")["input_ids"] == tokenizer("don't stop")["input_ids"]
+    assert load_week3_tokenizer(tmp_path)("don't stop")["input_ids"] == tokenizer("don't stop")["input_ids"]
 
 
 def write_flat_copy(directory: Path, **changes: object) -> Path:
@@ -295,7 +290,7 @@ def test_bad_week3_files_raise_clear_errors(sample_dir: Path, tmp_path: Path, ca
     changes, message = bad_files()[case]
     folder = write_flat_copy(tmp_path / case, **changes)
     with pytest.raises(Week3FormatError, match=message) as error:
-        HfAttnTokenizerFast.from_week3(folder)
+        load_week3_tokenizer(folder)
     assert str(folder) in str(error.value)
 
 
@@ -303,9 +298,9 @@ def test_missing_week3_file_names_what_was_looked_for(sample_dir: Path, tmp_path
     folder = write_flat_copy(tmp_path / "partial")
     (folder / "bpe_vocab.json").unlink()
     with pytest.raises(FileNotFoundError, match=r"bpe_vocab\.json not found: looked for .*datasets/bpe_vocab\.json"):
-        HfAttnTokenizerFast.from_week3(folder)
+        load_week3_tokenizer(folder)
     with pytest.raises(FileNotFoundError, match="no such folder"):
-        HfAttnTokenizerFast.from_week3(tmp_path / "nowhere")
+        load_week3_tokenizer(tmp_path / "nowhere")
 
 
 # --- transformers behaviour -----------------------------------------------------------------------------
@@ -348,6 +343,11 @@ def test_offsets_point_at_the_token_text(tokenizer: HfAttnTokenizerFast) -> None
     assert len(encoded["offset_mapping"]) == len(tokens)
     for token, (start, end) in zip(tokens, encoded["offset_mapping"]):
         assert text[start:end].rstrip() == token.removesuffix("Ġ")
+    short = len(tokenizer("We")["input_ids"])
+    padded = tokenizer(["We", text], return_offsets_mapping=True, padding=True, return_tensors="pt")
+    assert padded["offset_mapping"].shape == (2, len(tokens), 2)
+    assert padded["offset_mapping"][1].tolist() == [list(span) for span in encoded["offset_mapping"]]
+    assert padded["offset_mapping"][0, short:].tolist() == [[0, 0]] * (len(tokens) - short)
 
 
 def test_tokens_words_and_unsupported_inputs(tokenizer: HfAttnTokenizerFast) -> None:
@@ -367,18 +367,13 @@ def test_decode_skips_padding(tokenizer: HfAttnTokenizerFast) -> None:
     assert tokenizer.batch_decode([padded[:3], []]) == ["We l", ""]
 
 
-def test_chunk_cache_is_invisible(sample_dir: Path, reference: ReferenceTokenizer, labelled_reviews: list[str]) -> None:
-    """Cold, warm, restarted past capacity, pickled and in groups with every sentinel used: same ids."""
-    texts = labelled_reviews[:300] + [" ".join([SENTINELS + "x", SENTINELS + "y", "ab" + SENTINELS])] * 2
+def test_pickled_and_copied_tokenizers_encode_alike(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, labelled_reviews: list[str]
+) -> None:
+    """datasets.map pickles the tokenizer to fingerprint it and to send it to workers."""
+    texts = labelled_reviews[:100] + list(HARD_CASES.values())
     expected = [reference.encode(text) for text in texts]
-    fresh = HfAttnTokenizerFast.from_week3(sample_dir)
-    assert fresh(texts)["input_ids"] == expected
-    assert fresh(texts[::-1])["input_ids"] == expected[::-1]
-    fresh._chunk_ids.capacity = 500
-    assert fresh(texts)["input_ids"] == expected
-    assert len(fresh._chunk_ids.row_of) <= 500 + len(set(" ".join(texts).split()))
-    for clone in (pickle.loads(pickle.dumps(fresh)), copy.deepcopy(fresh)):
-        assert len(clone._chunk_ids.row_of) == 0
+    for clone in (pickle.loads(pickle.dumps(tokenizer)), copy.deepcopy(tokenizer)):
         assert clone(texts)["input_ids"] == expected
 
 
@@ -456,7 +451,7 @@ def test_from_pretrained_in_process_and_plain_fast_tokenizer(
     expected = [reference.encode(text) for text in texts]
     reloaded = HfAttnTokenizerFast.from_pretrained(tmp_path)
     assert reloaded(texts)["input_ids"] == expected
-    assert reloaded.week3_files() == tokenizer.week3_files()
+    assert week3_files_from_tokenizer(reloaded) == week3_files_from_tokenizer(tokenizer)
     # A plain fast tokenizer reads the same tokenizer.json; it only keeps the lone </w> (id 32) in.
     plain = PreTrainedTokenizerFast.from_pretrained(tmp_path)
     assert [without_end_of_word(ids, 32) for ids in plain(texts)["input_ids"]] == expected
@@ -476,7 +471,7 @@ TIE_CORPUS = [
 
 @pytest.mark.parametrize(("vocab_size", "min_freq"), [(300, 1), (280, 2), (256, 1), (400, 50)])
 def test_trainer_matches_documented_trainer_on_ties(vocab_size: int, min_freq: int) -> None:
-    files = train_week3_tokenizer(TIE_CORPUS, vocab_size=vocab_size, min_freq=min_freq).week3_files()
+    files = week3_files_from_tokenizer(train_week3_tokenizer(TIE_CORPUS, vocab_size=vocab_size, min_freq=min_freq))
     expected = train_reference(TIE_CORPUS, vocab_size=vocab_size, min_freq=min_freq)
     assert files.merges == expected
     assert files.vocab == reference_vocab(expected)
@@ -484,7 +479,7 @@ def test_trainer_matches_documented_trainer_on_ties(vocab_size: int, min_freq: i
 
 def test_trainer_matches_documented_trainer_on_reviews(labelled_reviews: list[str]) -> None:
     texts = labelled_reviews[:80] + labelled_reviews[-80:]
-    files = train_week3_tokenizer(texts, vocab_size=330, min_freq=3).week3_files()
+    files = week3_files_from_tokenizer(train_week3_tokenizer(texts, vocab_size=330, min_freq=3))
     assert files.merges == train_reference(texts, vocab_size=330, min_freq=3)
 
 
@@ -494,7 +489,7 @@ def test_trainer_reproduces_the_sample_files(
     """The sample files were made by an independent implementation on these 5,000 reviews."""
     texts = [labelled_reviews[i] for i in split_indices["train"][:5000]]
     trained = train_week3_tokenizer(texts, vocab_size=500, min_freq=5, max_seq=128)
-    for path in trained.save_week3(tmp_path):
+    for path in save_week3(trained, tmp_path):
         assert path.read_bytes() == SAMPLE_FILES[path.name].read_bytes(), path.name
 
 
@@ -511,9 +506,9 @@ def test_documented_trainer_reproduces_the_sample_merges(
 def test_trained_files_load_and_match_the_reference(labelled_reviews: list[str], tmp_path: Path) -> None:
     texts = labelled_reviews[:300]
     trained = train_week3_tokenizer(texts, vocab_size=320, min_freq=2, max_seq=64)
-    paths = trained.save_week3(tmp_path)
+    paths = save_week3(trained, tmp_path)
     reference = ReferenceTokenizer.from_files(*paths)
-    loaded = HfAttnTokenizerFast.from_week3(tmp_path)
+    loaded = load_week3_tokenizer(tmp_path)
     probe = labelled_reviews[-200:] + list(HARD_CASES.values())
     assert loaded(probe, truncation=True, padding="max_length")["input_ids"] == [
         reference.encode_padded(text)[0] for text in probe

@@ -1,4 +1,4 @@
-"""hf_attn.week3 against the Week 3 sample tensors, which were made outside this project."""
+"""hf_attn.week3.tensors against the Week 3 sample tensors, which were made outside this project."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from transformers import BertConfig, BertForSequenceClassification
 from week3_reference import ReferenceTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
-from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, Week3FormatError
-from hf_attn.week3 import (
+from hf_attn.week3 import Week3FormatError, load_week3_tokenizer
+from hf_attn.week3.tensors import (
     load_week3_embedding,
     load_week3_pickle,
     load_week3_split,
@@ -69,7 +69,7 @@ def test_sample_split_rows_are_our_tokenizer_ids(split: str, sample_dir: Path, l
     assert loaded.column_names == ["input_ids", "attention_mask", "labels"]
     assert len(loaded) == 200
     texts = [labelled_imdb["text"][i] for i in rows]
-    ours = HfAttnTokenizerFast.from_week3(sample_dir)(texts, truncation=True, padding="max_length")
+    ours = load_week3_tokenizer(sample_dir)(texts, truncation=True, padding="max_length")
     assert loaded["input_ids"] == ours["input_ids"]
     assert loaded["attention_mask"] == ours["attention_mask"]
     assert loaded["labels"] == [labelled_imdb["label"][i] for i in rows]

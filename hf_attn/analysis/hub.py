@@ -1,0 +1,236 @@
+"""Model cards from real metrics, and the folder that `push_to_hub` would commit.
+
+The card is generated from a run's `metrics.json` with `huggingface_hub.ModelCard`, so its YAML
+`model-index` holds exactly the measured numbers. `upload_folder` is the only call that touches
+the network; everything before it is a local folder that tests can load in a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+
+# What a Hub repo needs to load with trust_remote_code: weights, config, code, tokenizer, card.
+UPLOAD_SUFFIXES = (".json", ".safetensors", ".py", ".txt", ".model")
+# Never uploaded: optimizer state and pickles from training, per-step checkpoints, local metrics.
+EXCLUDED_NAMES = {"training_args.bin", "metrics.json", "trainer_state.json"}
+
+CARD_TEMPLATE = """---
+{card_data}
+---
+
+# {title}
+
+A {layers}-layer, {heads}-head, d={hidden} Transformer encoder classifier for IMDb sentiment with
+**{scheme}** position encoding, built with hf-attn (a Hugging Face–compatible package whose
+position scheme is one config field).
+
+## Results ({split_name}: train / validation / test reviews)
+
+| split | accuracy | F1 | loss |
+|---|---|---|---|
+| validation | {val_accuracy:.4f} | {val_f1:.4f} | {val_loss:.4f} |
+| test | {test_accuracy:.4f} | {test_f1:.4f} | {test_loss:.4f} |
+
+Reproduce: `{command}`
+
+## Model
+
+- Position scheme: `{scheme}`; attention: SDPA (eager returns attention weights); pre-norm: {pre_norm}.
+- Tokenizer: Week 3 byte-level BPE, {vocab_size} tokens; input: {model_input}.
+- Token embedding: {embedding_origin}.
+{pretraining}
+## Training
+
+Hugging Face `Trainer` (Accelerate underneath), {epochs_counted} over {n_train} reviews,
+{optimizer_steps} optimizer steps, {train_time} on {processes}; evaluation and a
+checkpoint every {evals_per_epoch_fraction}epoch, {early_stopping}, best checkpoint (lowest validation
+loss) restored. Hyperparameters: `{training}`.
+{restored_weights}
+## Intended use and limitations
+
+For studying position encodings and small attention models on English movie reviews. It sees only
+the first {max_length} tokens of a review, was trained on IMDb alone, and is not a general sentiment
+model: expect errors on negation, sarcasm and reviews whose verdict comes late.
+
+## How to load
+
+```python
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+repo = "{repo_id}"
+model = AutoModelForSequenceClassification.from_pretrained(repo, trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+print(pipeline("text-classification", model=model, tokenizer=tokenizer)("A moving, wonderful film."))
+```
+"""
+
+
+def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: str) -> ModelCard:
+    """A card whose metadata `model-index` carries the run's validation and test results."""
+    scheme = config["position_embedding_type"]
+    sizes = f"{metrics['n_train']:,}/{metrics['n_validation']:,}/{metrics['n_test']:,}"
+    source = metrics.get("experiment", {}).get("dataset")
+    split_name = f"IMDb {'sample shipped with hf-attn' if source == 'sample' else 'seed split'} ({sizes})"
+    dataset = dict(dataset_type="stanfordnlp/imdb", dataset_name=split_name)
+    eval_results = [
+        EvalResult(task_type="text-classification", metric_type=metric, metric_value=metrics[f"{split}_{metric}"],
+                   dataset_split=split_name, **dataset)
+        for split, split_name in (("test", "test"), ("val", "validation"))
+        for metric in ("accuracy", "f1")
+    ]
+    card_data = ModelCardData(
+        language="en", license="apache-2.0", library_name="transformers", pipeline_tag="text-classification",
+        datasets=["stanfordnlp/imdb"], metrics=["accuracy", "f1"], model_name=repo_id,
+        tags=["hf-attn", f"position-{scheme}", "sentiment-analysis", "custom_code"], eval_results=eval_results,
+    )
+    experiment = metrics.get("experiment", {})
+    evals = experiment.get("evals_per_epoch", 1)
+    text = CARD_TEMPLATE.format(
+        card_data=card_data.to_yaml(),
+        title=f"hf-attn IMDb classifier ({scheme} positions)", split_name=split_name,
+        layers=config["num_hidden_layers"], heads=config["num_attention_heads"], hidden=config["hidden_size"],
+        scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
+        vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
+        train_time=_train_time(metrics), embedding_origin=_embedding_origin(experiment),
+        model_input=_model_input(experiment, metrics.get("max_length")),
+        pretraining=_pretraining_text(metrics.get("pretraining")),
+        evals_per_epoch_fraction="" if evals == 1 else f"1/{evals} ",
+        early_stopping=("no early stopping" if experiment.get("early_stopping_patience") is None
+                        else f"early stopping after {experiment['early_stopping_patience']} evaluations without "
+                        "a lower validation loss"),
+        training=json.dumps(experiment.get("training", {})), repo_id=repo_id,
+        epochs_counted=_counted(metrics["epochs"], "epoch"), processes=_processes(metrics),
+        restored_weights=_restored_weights_text(metrics.get("restored_weights")),
+        command=metrics.get("command") or "see metrics.json",
+        **{key: metrics[key] for key in ("val_accuracy", "val_f1", "val_loss", "test_accuracy", "test_f1",
+                                         "test_loss", "n_train", "optimizer_steps")},
+    )
+    return ModelCard(text)
+
+
+def _counted(count: float, noun: str, plural_ending: str = "s") -> str:
+    """'1 epoch', '2 epochs', '1.5 epochs'."""
+    return f"{count:g} {noun}{'' if count == 1 else plural_ending}"
+
+
+def _train_time(metrics: dict[str, Any]) -> str:
+    """Training time, saying which steps it covers when the clock started after step 0."""
+    seconds, first_step = metrics["train_runtime_s"], metrics.get("timed_from_step") or 0
+    if first_step == 0:
+        return f"{seconds:.0f} s"
+    return (f"{seconds:.0f} s for steps {first_step + 1}-{metrics['optimizer_steps']} (the time of the "
+            f"first {first_step} steps was not recorded)")
+
+
+def _processes(metrics: dict[str, Any]) -> str:
+    """'1 process (NVIDIA H200)': runs recorded before `hardware` existed say only the count."""
+    processes = _counted(metrics["world_size"], "process", "es")
+    return f"{processes} ({metrics['hardware']})" if metrics.get("hardware") else processes
+
+
+def _restored_weights_text(restored: dict[str, Any] | None) -> str:
+    """For weights that came back from the training machine in float16 (`hf_attn.experiments.transfer`)."""
+    if not restored:
+        return ""
+    return (f"\nThe weights were trained in float32, brought back from the training machine as {restored['from']} "
+            f"and restored to float32 (`hf_attn.experiments.transfer`). These weights, as published, score test "
+            f"accuracy "
+            f"{restored['test_accuracy']:.4f} and F1 {restored['test_f1']:.4f}: `{restored['command']}`.\n")
+
+
+def _model_input(experiment: dict[str, Any], max_length: int | None) -> str:
+    if experiment.get("train_window") == "random":
+        return (f"the first {max_length} tokens of each review; trained on a random {max_length}-token window of "
+                "each whole review, drawn anew each epoch")
+    return f"the first {max_length} tokens of each review"
+
+
+def _embedding_origin(experiment: dict[str, Any]) -> str:
+    if experiment.get("init_from"):
+        return f"from the pretrained encoder `{experiment['init_from']}` (see Pretraining)"
+    if experiment.get("week3") and experiment.get("init_embedding_from_dan", True):
+        return "initialised from the Week 3 Deep Averaging Network's embedding"
+    return "randomly initialised"
+
+
+def _pretraining_text(pretraining: dict[str, Any] | None) -> str:
+    """The card's pretraining section, from the pretraining run's metrics (empty when there was none).
+
+    A run that continued earlier ones (`continued_from`) is described with all its stages: steps and
+    chunks add up, and every stage's command is listed, first to last."""
+    if not pretraining:
+        return ""
+    stages = [pretraining]
+    while stages[0].get("continued_from"):
+        stages.insert(0, stages[0]["continued_from"])
+    first = stages[0]
+    steps = sum(stage["optimizer_steps"] for stage in stages)
+    chunks = sum(stage["chunks_seen"] for stage in stages)
+    in_stages = f" in {len(stages)} runs, each continuing the one before" if len(stages) > 1 else ""
+    commands = "; then ".join(f"`{stage.get('command') or 'see its metrics.json'}`" for stage in stages)
+    masked = f"{pretraining.get('experiment', {}).get('mlm_probability', 0.15):.0%} of tokens masked"
+    if pretraining.get("objective") == "rtd":
+        objective = ("with replaced-token detection (ELECTRA: a small masked-LM generator fills the masked "
+                     "positions, and the encoder learns at every position whether its token is the original)")
+        result = (f"{masked}; detection accuracy {pretraining['eval_detection_accuracy']:.3f} (loss "
+                  f"{pretraining['eval_detection_loss']:.3f}, {pretraining['eval_replaced_share']:.1%} of tokens "
+                  f"replaced), generator masked-LM loss {pretraining['eval_generator_mlm_loss']:.3f}")
+    else:
+        objective = "as a masked language model"
+        result = f"{masked}; masked-LM loss {pretraining['eval_mlm_loss']:.3f}"
+    return (
+        "\n## Pretraining\n\n"
+        f"The encoder was first trained {objective} (`hf-attn pretrain`), its token embedding "
+        f"{_embedding_origin(first.get('experiment', {}))}: "
+        f"{steps} steps over {chunks:,} chunks of up to "
+        f"{pretraining['max_length']} tokens{in_stages}, cut from {pretraining['n_train_reviews']:,} reviews (the "
+        f"training split and {pretraining['n_unlabelled_reviews']:,} unlabelled IMDb reviews; no validation or test "
+        f"text), {result} on {pretraining['n_eval_chunks']:,} validation chunks. "
+        f"Reproduce: {commands}\n"
+    )
+
+
+def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
+    """The card of a trained run folder (its `metrics.json` and `config.json`)."""
+    model_dir = Path(model_dir)
+    for name in ("metrics.json", "config.json"):
+        if not (model_dir / name).is_file():
+            raise FileNotFoundError(
+                f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train`."
+            )
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    config = json.loads((model_dir / "config.json").read_text())
+    return build_model_card(metrics, config, repo_id)
+
+
+def assemble_upload(model_dir: str | os.PathLike[str], folder: str | os.PathLike[str], repo_id: str) -> Path:
+    """Copy exactly what would be committed (model, tokenizer, code, card) into `folder`."""
+    model_dir, folder = Path(model_dir), Path(folder)
+    card = card_for_run(model_dir, repo_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in sorted(model_dir.iterdir()):
+        if path.is_file() and path.suffix in UPLOAD_SUFFIXES and path.name not in EXCLUDED_NAMES:
+            shutil.copy2(path, folder / path.name)
+    card.save(folder / "README.md")
+    return folder
+
+
+def push(model_dir: str | os.PathLike[str], repo_id: str, private: bool = False,
+         dry_run_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Upload a run to the Hub; with `dry_run_dir`, only write the folder that would be uploaded."""
+    if dry_run_dir is not None:
+        return assemble_upload(model_dir, dry_run_dir, repo_id)
+    staging = Path(model_dir) / "hub_upload"
+    if staging.exists():
+        shutil.rmtree(staging)
+    assemble_upload(model_dir, staging, repo_id)
+    api = HfApi()
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(folder_path=str(staging), repo_id=repo_id, commit_message="Upload hf-attn classifier")
+    return staging

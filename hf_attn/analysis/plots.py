@@ -1,0 +1,86 @@
+"""PNG pictures: attention heatmaps, the sinusoidal table, RoPE's relative-offset score decay.
+
+matplotlib runs with the Agg backend, so every function works on a machine without a display.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import torch  # noqa: E402
+
+from ..positions import sinusoidal_table  # noqa: E402
+
+
+def _save(figure: plt.Figure, path: str | os.PathLike[str]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
+def plot_attention_grid(
+    weights: torch.Tensor,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    path: str | os.PathLike[str],
+    title: str,
+) -> Path:
+    """One heatmap per head of a (heads, query, key) attention tensor, tokens on the axes."""
+    heads = weights.shape[0]
+    columns = min(heads, 4)
+    rows = -(-heads // columns)
+    size = max(3.0, 0.22 * max(len(query_tokens), len(key_tokens)))
+    figure, axes = plt.subplots(rows, columns, figsize=(size * columns, size * rows), squeeze=False)
+    for head, axis in enumerate(axes.flat):
+        if head >= heads:
+            axis.axis("off")
+            continue
+        axis.imshow(weights[head].float().numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+        axis.set_title(f"head {head}", fontsize=9)
+        axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=6)
+        axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=6)
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
+def plot_sinusoidal_table(path: str | os.PathLike[str], length: int = 128, dim: int = 384) -> Path:
+    """The table added to token embeddings: positions down, channels across."""
+    figure, axis = plt.subplots(figsize=(8, 4))
+    image = axis.imshow(sinusoidal_table(length, dim).numpy(), cmap="RdBu", aspect="auto", vmin=-1, vmax=1)
+    axis.set_xlabel("channel")
+    axis.set_ylabel("position")
+    axis.set_title(f"Sinusoidal positions ({length} x {dim})")
+    figure.colorbar(image, ax=axis)
+    return _save(figure, path)
+
+
+def rope_offset_scores(head_dim: int, max_offset: int, theta: float = 10_000.0) -> torch.Tensor:
+    """q.k after rotation for q = k = all-ones, as a function of the offset, divided by its value at 0.
+
+    Each channel pair (in either `rope_layout`) contributes 2 cos(offset * theta^(-2i/d)), so the score
+    is the mean of those cosines: 1 at offset 0, decaying (with ripples) as the offset grows.
+    """
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    offsets = torch.arange(max_offset + 1, dtype=torch.float64)
+    return torch.cos(offsets[:, None] * inv_freq[None, :]).mean(dim=1)
+
+
+def plot_rope_decay(path: str | os.PathLike[str], head_dims: Sequence[int] = (32, 64, 96),
+                    max_offset: int = 512) -> Path:
+    """RoPE's long-range decay: how much an all-ones query still scores an all-ones key `offset` away."""
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for head_dim in head_dims:
+        axis.plot(rope_offset_scores(head_dim, max_offset).numpy(), label=f"head_dim {head_dim}")
+    axis.set_xlabel("relative offset |p - m|")
+    axis.set_ylabel("normalised q.k")
+    axis.set_title("RoPE: score decay with relative offset")
+    axis.legend()
+    return _save(figure, path)

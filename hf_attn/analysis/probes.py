@@ -1,0 +1,149 @@
+"""Probes from the reference notebook: six hard reviews, paired-text cross-attention, heatmaps."""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..modeling_hf_attn import HfAttnModel
+from .plots import plot_attention_grid
+
+# (review, label, what it tests); label 1 = positive. From the reference notebook's hard-review probe.
+HARD_REVIEWS: tuple[tuple[str, int, str], ...] = (
+    ("This movie was not bad at all, I actually enjoyed every minute.", 1, "negation that flips to positive"),
+    ("The acting was excellent, but the movie itself was tedious and far too long.", 0, "contrast, verdict last"),
+    ("I expected to hate it, yet by the end I was completely won over.", 1, "late sentiment reversal"),
+    ("It was fine, I guess. Nothing memorable, nothing worth recommending.", 0, "faint praise"),
+    ("A stunning cast and a big budget could not save this dull, lifeless script.", 0,
+     "positive words, negative verdict"),
+    ("Never have I been so moved by a film; it is simply wonderful.", 1,
+     "inverted word order, 'never' without negation"),
+)
+
+
+@dataclass
+class ProbeResult:
+    review: str
+    label: int
+    predicted: int
+    probability_positive: float
+    tests: str
+
+    @property
+    def correct(self) -> bool:
+        return self.predicted == self.label
+
+
+def run_hard_probe(classifier: Any) -> list[ProbeResult]:
+    """Score the six hard reviews with a `text-classification` pipeline (label index 1 = positive)."""
+    reviews = [review for review, _, _ in HARD_REVIEWS]
+    outputs = classifier(reviews, top_k=None)
+    label2id = classifier.model.config.label2id
+    results = []
+    for (review, label, tests), scores in zip(HARD_REVIEWS, outputs):
+        by_id = {label2id[item["label"]]: item["score"] for item in scores}
+        positive = by_id[1]
+        results.append(ProbeResult(review, label, int(positive >= 0.5), positive, tests))
+    return results
+
+
+def format_probe(results: list[ProbeResult]) -> str:
+    """A markdown table with a score line, as the reference notebook printed it."""
+    lines = ["| # | review | label | predicted | P(positive) | |", "|---|---|---|---|---|---|"]
+    for number, result in enumerate(results, 1):
+        mark = "right" if result.correct else "WRONG"
+        lines.append(f"| {number} | {result.review} | {result.label} | {result.predicted} | "
+                     f"{result.probability_positive:.3f} | {mark} |")
+    lines.append(f"\nScore: {sum(r.correct for r in results)}/{len(results)}")
+    return "\n".join(lines)
+
+
+# The reference notebook's paired-text records: a review as context, a question as query.
+CROSS_ATTENTION_RECORDS: tuple[dict[str, str], ...] = (
+    {"title": "Borrowed Summer", "sentiment": "mixed",
+     "context": "review: Borrowed Summer is not a disaster; the cast is charming, although the script repeats "
+                "scenes and loses energy.",
+     "query": "which phrase softens the negative review ?"},
+    {"title": "Iron Harbor", "sentiment": "negative",
+     "context": "review: Iron Harbor looks expensive, but the dialogue is wooden and the ending makes no sense.",
+     "query": "which phrase explains why the film fails ?"},
+    {"title": "Paper Lanterns", "sentiment": "positive",
+     "context": "review: Paper Lanterns starts slowly, yet the final act is moving and the lead performance is "
+                "superb.",
+     "query": "which phrase carries the praise ?"},
+)
+
+
+def token_labels(tokenizer: Any, input_ids: torch.Tensor) -> list[str]:
+    """Readable axis labels: each id decoded on its own (Week 3 ids end words with `</w>`)."""
+    return [tokenizer.decode([int(token_id)]) or "·" for token_id in input_ids]
+
+
+def _encode(tokenizer: Any, text: str) -> dict[str, torch.Tensor]:
+    return tokenizer([text], truncation=True, return_tensors="pt")
+
+
+def self_attention_heatmaps(model: Any, tokenizer: Any, text: str, output_dir: str | os.PathLike[str]) -> list[Path]:
+    """A PNG per layer (one panel per head) of a classifier's self-attention over `text`."""
+    encoded = _encode(tokenizer, text)
+    model.eval()
+    with torch.no_grad():
+        attentions = model(**encoded, output_attentions=True).attentions
+    labels = token_labels(tokenizer, encoded["input_ids"][0])
+    scheme = model.config.position_embedding_type
+    return [
+        plot_attention_grid(weights[0], labels, labels, Path(output_dir) / f"self_attention_layer{layer}.png",
+                            f"{scheme}: self-attention, layer {layer}")
+        for layer, weights in enumerate(attentions)
+    ]
+
+
+def paired_decoder(encoder: HfAttnModel, seed: int = 0) -> HfAttnModel:
+    """A decoder-style twin of `encoder`: causal self-attention plus cross-attention, same embedding."""
+    config = copy.deepcopy(encoder.config)
+    config.is_decoder, config.add_cross_attention = True, True
+    torch.manual_seed(seed)
+    decoder = HfAttnModel(config)
+    decoder.set_input_embeddings(encoder.get_input_embeddings())
+    decoder.set_attn_implementation("eager")
+    return decoder.eval()
+
+
+def cross_attention_probe(
+    encoder: HfAttnModel,
+    tokenizer: Any,
+    output_dir: str | os.PathLike[str],
+    records: tuple[dict[str, str], ...] = CROSS_ATTENTION_RECORDS,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Encode each review with `encoder`, read it from the question through a paired decoder's
+    cross-attention (RoPE stays out of that step), and save the last layer's heatmaps as PNG.
+
+    Returns, per record, the PNG path and for every query token the review token it attends to most
+    (mean over heads).
+    """
+    decoder = paired_decoder(encoder, seed)
+    encoder.eval()
+    results = []
+    for record in records:
+        context, query = _encode(tokenizer, record["context"]), _encode(tokenizer, record["query"])
+        with torch.no_grad():
+            memory = encoder(**context).last_hidden_state
+            output = decoder(**query, encoder_hidden_states=memory, encoder_attention_mask=context["attention_mask"],
+                             output_attentions=True)
+        weights = output.cross_attentions[-1][0]  # (heads, query, review)
+        query_labels = token_labels(tokenizer, query["input_ids"][0])
+        review_labels = token_labels(tokenizer, context["input_ids"][0])
+        slug = record["title"].lower().replace(" ", "_")
+        png = plot_attention_grid(weights, query_labels, review_labels,
+                                  Path(output_dir) / f"cross_attention_{slug}.png",
+                                  f"{record['title']}: query tokens x review tokens (last layer)")
+        strongest = weights.mean(0).argmax(-1).tolist()
+        results.append({"title": record["title"], "png": str(png),
+                        "top_review_token": [(q, review_labels[k]) for q, k in zip(query_labels, strongest)]})
+    return results

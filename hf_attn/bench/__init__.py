@@ -1,0 +1,25 @@
+"""Speed and memory of hf-attn against transformers' BERT, RoFormer and ModernBERT of the same shape.
+
+`hf-attn bench` (or `scripts/bench.py`) runs it; the modules by concern:
+
+* `settings`: every size, repeat count and model choice (`BenchSettings`; the command line is generated
+  from it);
+* `models`: hf-attn candidates and the transformers anchors, built with one shape;
+* `timing`: steps, interleaved repeats and peak memory;
+* `sections` (throughput, attention scaling, profile) and `realistic` (one epoch of real review lengths);
+* `report`: markdown and plot, also for JSON written earlier;
+* `runner`: `run_benchmark` and the command-line wiring.
+"""
+
+from .report import format_markdown, plot_attention_scaling
+from .runner import add_arguments, run_benchmark, run_from_args
+from .settings import BenchSettings
+
+__all__ = [
+    "BenchSettings",
+    "add_arguments",
+    "format_markdown",
+    "plot_attention_scaling",
+    "run_benchmark",
+    "run_from_args",
+]

@@ -1,0 +1,129 @@
+"""The `realistic` section: one training epoch over real IMDb review lengths, three ways of padding.
+
+Fixed padding to the truncation length, dynamic padding to each batch's longest review (random
+batches), and length-grouped batches (as transformers' `group_by_length`), for each truncation length.
+Review lengths come from a Week 3 tokenizer trained on the sample's training reviews; token ids are
+random, since only the shapes matter for speed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..modeling_hf_attn import HfAttnForSequenceClassification
+from .models import Candidate, hf_attn_config
+from .settings import WEEK3_VOCAB, BenchSettings
+from .timing import make_batch, timed, train_step
+
+STRATEGIES = ("fixed", "dynamic", "grouped")
+
+
+def review_token_lengths(texts: Sequence[str], vocab_size: int = WEEK3_VOCAB) -> tuple[list[int], int]:
+    """Token counts of `texts`, whole (not truncated), under a Week 3 tokenizer trained on them, and the
+    vocabulary it reached without [PAD] (a small corpus may stop merging short of `vocab_size`)."""
+    from ..week3 import train_week3_tokenizer  # here: the Week 3 package imports `datasets`
+
+    tokenizer = train_week3_tokenizer(texts, vocab_size=vocab_size)
+    lengths = [len(ids) for ids in tokenizer(list(texts), verbose=False)["input_ids"]]
+    return lengths, len(tokenizer) - 1
+
+
+def epoch_batches(
+    lengths: Sequence[int], batch: int, grouped: bool, megabatch: int, rng: random.Random
+) -> list[list[int]]:
+    """Review indices of each batch of one epoch, in random order.
+
+    Fixed and dynamic padding use the same random batches (they differ only in padding). `grouped`
+    sorts each chunk of `megabatch` batches by length before cutting it (as transformers'
+    `group_by_length`), so a batch holds reviews of similar length, then shuffles the batch order so
+    the long batches do not all come first.
+    """
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    if grouped:
+        chunk = batch * megabatch
+        order = [i for start in range(0, len(order), chunk)
+                 for i in sorted(order[start:start + chunk], key=lambda i: -lengths[i])]
+    batches = [order[start:start + batch] for start in range(0, len(order), batch)]
+    if grouped:
+        rng.shuffle(batches)
+    return batches
+
+
+def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
+    """One training epoch over IMDb review lengths: fixed padding vs dynamic vs length-grouped, for each
+    truncation length."""
+    from ..experiments.data import load_sample
+
+    texts = list(load_sample()["train"]["text"])  # the tokenizer learns from all of them
+    all_lengths, vocab = review_token_lengths(texts, settings.realistic_vocab_size)
+    all_lengths = all_lengths[: settings.epoch_reviews]
+    ordered = sorted(all_lengths)
+    return {
+        "scheme": settings.realistic_scheme, "backend": settings.realistic_backend, "reviews": len(all_lengths),
+        "batch": settings.realistic_batch,
+        "tokenizer": f"Week 3 byte-level BPE (vocab {vocab} of {settings.realistic_vocab_size} asked, min_freq 5), "
+                     f"trained on the sample's {len(texts):,} training reviews",
+        "length_median": ordered[len(ordered) // 2],
+        "length_p90": ordered[int(0.9 * (len(ordered) - 1))],
+        "runs": [realistic_epoch(settings, all_lengths, max_length, device)
+                 for max_length in settings.realistic_max_lengths],
+    }
+
+
+def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_length: int,
+                    device: torch.device) -> dict[str, Any]:
+    """The three padding strategies over one epoch of reviews truncated to `max_length`, interleaved
+    batch by batch in a rotating order."""
+    lengths = [max(1, min(n, max_length)) for n in all_lengths]
+    config = hf_attn_config(settings, settings.realistic_scheme, max_length)
+    # One model and optimizer per strategy, all from the same initial weights, so no strategy trains on
+    # weights another has moved.
+    candidates = {}
+    for strategy in STRATEGIES:
+        torch.manual_seed(settings.seed)
+        model = HfAttnForSequenceClassification(config).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
+        candidates[strategy] = Candidate(
+            "hf-attn", settings.realistic_scheme, settings.realistic_backend, model, optimizer
+        )
+
+    generator = torch.Generator().manual_seed(settings.seed)
+    plans: dict[str, list[dict[str, torch.Tensor]]] = {}
+    stats: dict[str, dict[str, Any]] = {}
+    for strategy in STRATEGIES:
+        rng = random.Random(settings.seed)
+        batches = epoch_batches(lengths, settings.realistic_batch, strategy == "grouped", settings.group_megabatch, rng)
+        plans[strategy] = []
+        padded = 0
+        for indices in batches:
+            batch_lengths = [lengths[i] for i in indices]
+            width = max_length if strategy == "fixed" else max(batch_lengths)
+            padded += width * len(indices)
+            plans[strategy].append(
+                make_batch(len(indices), batch_lengths, width, settings.vocab_size, generator, device)
+            )
+        stats[strategy] = {"strategy": strategy, "batches": len(batches), "real_tokens": sum(lengths),
+                           "padded_tokens": padded, "padding_efficiency": sum(lengths) / padded}
+
+    for strategy, candidate in candidates.items():  # warm-up on each strategy's first batch
+        candidate.prepare(True)
+        train_step(candidate, plans[strategy][0])
+    totals = dict.fromkeys(STRATEGIES, 0.0)
+    for index in range(len(plans["fixed"])):
+        shift = index % len(STRATEGIES)
+        for strategy in STRATEGIES[shift:] + STRATEGIES[:shift]:
+            candidate = candidates[strategy]
+            candidate.prepare(True)
+            totals[strategy] += timed(lambda: train_step(candidate, plans[strategy][index]), device)
+    rows = []
+    for strategy, stat in stats.items():
+        stat["epoch_s"] = totals[strategy]
+        stat["speedup_vs_fixed"] = totals["fixed"] / totals[strategy]
+        rows.append(stat)
+    return {"max_length": max_length,
+            "truncated_fraction": sum(n > max_length for n in all_lengths) / len(all_lengths), "rows": rows}

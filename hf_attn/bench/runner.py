@@ -1,0 +1,117 @@
+"""Entry points: run the selected sections into one JSON-ready dict, and the `hf-attn bench` options.
+
+Everything is measured in one process and one run, and reported as ratios, because absolute times
+say more about the machine than about the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import time
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .models import ANCHOR_BUILDERS, Variant
+from .realistic import bench_realistic
+from .report import format_markdown, plot_attention_scaling
+from .sections import bench_scaling, bench_throughput, profile_training
+from .settings import SECTIONS, BenchSettings
+
+
+def _check(settings: BenchSettings) -> None:
+    """Fail on a misspelt section, anchor or variant before minutes of timing, not at its turn."""
+    for kind, chosen, allowed in (("section", settings.sections, SECTIONS),
+                                  ("anchor", settings.anchors, tuple(ANCHOR_BUILDERS))):
+        unknown = set(chosen) - set(allowed)
+        if unknown:
+            raise ValueError(f"unknown benchmark {kind}(s) {sorted(unknown)}; allowed: {', '.join(allowed)}")
+    for variant in settings.variants:
+        Variant.parse(variant)
+
+
+def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> dict[str, Any]:
+    """Run the selected sections and return one JSON-ready dict (settings and environment included).
+
+    `run_benchmark(repeats=2, seq_lengths=(16,))` overrides single fields of the defaults.
+    """
+    settings = dataclasses.replace(settings or BenchSettings(), **overrides)
+    _check(settings)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    device = torch.device(settings.device)
+    import transformers
+
+    results: dict[str, Any] = {
+        "settings": dataclasses.asdict(settings),
+        "environment": {
+            "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+            "machine": platform.machine(), "device": str(device), "threads": torch.get_num_threads(),
+            "cpu_count": os.cpu_count(), "load_average_start": os.getloadavg(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        },
+    }
+    if device.type == "cuda":
+        results["environment"]["gpu"] = torch.cuda.get_device_name(device)
+    sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic}
+    for name in settings.sections:
+        results[name] = sections[name](settings, device)
+    if settings.profile_steps:
+        results["profile"] = profile_training(settings, device)
+    if settings.tokenizer_json and Path(settings.tokenizer_json).is_file():
+        results["tokenizer"] = json.loads(Path(settings.tokenizer_json).read_text())
+    results["environment"]["load_average_end"] = os.getloadavg()
+    return results
+
+
+def _int_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part)
+
+
+def _str_tuple(text: str) -> tuple[str, ...]:
+    return tuple(part for part in text.split(",") if part)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `hf-attn bench`: one per `BenchSettings` field (dashes for underscores), plus outputs.
+
+    Generated from the dataclass so that a new setting cannot be forgotten on the command line.
+    Tuples are comma-separated (`--seq-lengths 128,512`, `--variants ''` for none); defaults are
+    `BenchSettings`'."""
+    hints = typing.get_type_hints(BenchSettings)
+    for settings_field in dataclasses.fields(BenchSettings):
+        hint = hints[settings_field.name]
+        default = settings_field.default
+        if typing.get_origin(hint) is tuple:
+            parse: Callable[[str], Any] = _int_tuple if typing.get_args(hint)[0] is int else _str_tuple
+            shown = ",".join(map(str, default))
+        else:  # a plain type, or `X | None`: parse as X
+            parse = next(arg for arg in (typing.get_args(hint) or (hint,)) if arg is not type(None))
+            shown = default
+        parser.add_argument("--" + settings_field.name.replace("_", "-"), type=parse, default=default,
+                            help=settings_field.metadata["help"] + ("" if default is None else f" (default {shown})"))
+    parser.add_argument("--output", default="results/bench/bench.json", help="JSON results (default %(default)s)")
+    parser.add_argument("--markdown", default="results/bench/bench.md", help="markdown report (default %(default)s)")
+    parser.add_argument("--plot", default="results/bench/bench_attention_scaling.png",
+                        help="attention-scaling PNG, written when the scaling section runs (default %(default)s)")
+
+
+def run_from_args(args: argparse.Namespace) -> None:
+    """Run with the parsed options, write JSON, markdown and plot, and print the markdown."""
+    names = {f.name for f in dataclasses.fields(BenchSettings)}
+    settings = BenchSettings(**{name: value for name, value in vars(args).items() if name in names})
+    results = run_benchmark(settings)
+    report = format_markdown(results)
+    for path, text in ((args.output, json.dumps(results, indent=2)), (args.markdown, report)):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text + "\n")
+    if "scaling" in results:
+        plot_attention_scaling(results, args.plot)
+    print(report)

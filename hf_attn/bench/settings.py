@@ -1,0 +1,94 @@
+"""Every size, repeat count and model choice of a benchmark run, in one frozen dataclass.
+
+The command line is generated from `BenchSettings` (one option per field, see `runner.add_arguments`),
+and the settings are saved with the results, so that a JSON file says how its numbers were taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..positions import POSITION_SCHEMES
+
+SECTIONS = ("throughput", "scaling", "realistic")
+# transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
+ANCHORS = ("BERT", "RoFormer", "ModernBERT", "ModernBERT-defaults")
+# Anchors built with their library's own dropout rather than the bench's: not like-for-like, so they
+# get a ratio column but are not the "fastest transformers model" that hf-attn's goal is judged against.
+OWN_DROPOUT_ANCHORS = ("ModernBERT-defaults",)
+# Written by scripts/bench_tokenizer.py; merged into the report when present.
+DEFAULT_TOKENIZER_JSON = "results/bench/bench_tokenizer.json"
+WEEK3_VOCAB = 500  # bytes + merges of the Week 3 tokenizer's default (plus [PAD])
+
+
+def _setting(default: Any, help_text: str) -> Any:
+    """A `BenchSettings` field whose help text the command line reuses."""
+    return field(default=default, metadata={"help": help_text})
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Every size and repeat count of a run; the defaults are the issue's benchmark, tests shrink them."""
+
+    device: str = _setting("cpu", "torch device: cpu, cuda, cuda:1, ...")
+    threads: int | None = _setting(None, "torch intra-op threads (default: torch's choice)")
+    seed: int = _setting(0, "seed of weights, token ids and batch order")
+    sections: tuple[str, ...] = _setting(SECTIONS, "sections to run")
+    # Model shape, shared by hf-attn and the transformers models.
+    hidden_size: int = _setting(384, "model width of every model")
+    num_hidden_layers: int = _setting(4, "Transformer blocks of every model")
+    num_attention_heads: int = _setting(4, "attention heads of every model")
+    intermediate_size: int = _setting(
+        1536, "FFN width of every model; ModernBERT's gated (GeGLU) FFN gets 2/3 of it, for the same FLOPs")
+    vocab_size: int = _setting(501, "vocabulary of every model (the Week 3 one; its last id is [PAD])")
+    dropout: float = _setting(
+        0.1, "hidden dropout of every model but ModernBERT-defaults (hf-attn's, BERT's and RoFormer's default; "
+        "ModernBERT's embedding, MLP and classifier dropout)")
+    attention_dropout: float = _setting(
+        0.1, "attention dropout of every model but ModernBERT-defaults (ModernBERT applies it to the attention "
+        "weights and output); on CPU, SDPA has no fused kernel with dropout and trains through its unfused "
+        "math path, 0 shows the fused one")
+    anchors: tuple[str, ...] = _setting(
+        ANCHORS, "transformers models timed beside hf-attn, of the same shape: BERT, RoFormer (no SDPA in "
+        "transformers 5, so eager), ModernBERT (all layers global) with --dropout and --attention-dropout like "
+        "hf-attn, and ModernBERT-defaults, ModernBERT with its own defaults (no dropout at all), as it is "
+        "usually trained: both settings in one interleaved run")
+    # Throughput section.
+    schemes: tuple[str, ...] = _setting(tuple(POSITION_SCHEMES), "hf-attn position schemes")
+    backends: tuple[str, ...] = _setting(("eager", "sdpa"), "hf-attn attention implementations")
+    variants: tuple[str, ...] = _setting(
+        ("rope:dropout_implementation=torch", "rope:rope_layout=interleaved"),
+        "hf-attn models measured beside the defaults, each SCHEME:FIELD=VALUE (one HfAttnConfig field set), "
+        "e.g. torch's dropout instead of packed, or RoPE on interleaved pairs instead of halves")
+    modes: tuple[str, ...] = _setting(("train", "infer"), "train: forward + backward + AdamW; infer: no grad")
+    train_batch: int = _setting(32, "training batch size")
+    infer_batch: int = _setting(64, "inference batch size")
+    seq_lengths: tuple[int, ...] = _setting((128, 512), "sequence lengths; the first is where 'as fast' suffices")
+    warmup: int = _setting(2, "untimed steps of each model before timing")
+    repeats: int = _setting(7, "timed steps of each model (the median is reported)")
+    learning_rate: float = _setting(1e-4, "AdamW learning rate")
+    # Attention-scaling section (hf-attn only).
+    scaling_scheme: str = _setting("rope", "hf-attn position scheme of the scaling section")
+    scaling_lengths: tuple[int, ...] = _setting((128, 256, 512, 1024, 2048), "sequence lengths of the scaling section")
+    scaling_batch: int = _setting(8, "inference batch size of the scaling section")
+    scaling_repeats: int = _setting(3, "timed steps per length and backend")
+    # Realistic-batches section.
+    realistic_scheme: str = _setting("rope", "hf-attn position scheme of the realistic section")
+    realistic_backend: str = _setting("sdpa", "attention implementation of the realistic section")
+    realistic_batch: int = _setting(32, "training batch size of the realistic section")
+    realistic_max_lengths: tuple[int, ...] = _setting(
+        (128, 512), "truncation lengths, each also the width of fixed padding")
+    realistic_vocab_size: int = _setting(
+        WEEK3_VOCAB, "vocabulary (bytes + merges) of the Week 3 tokenizer that measures review lengths (a larger "
+        "one makes reviews shorter in tokens; the full IMDb runs use 8000)")
+    epoch_reviews: int | None = _setting(None, "reviews in the epoch (default: the sample's whole train split)")
+    group_megabatch: int = _setting(50, "length-grouped batching sorts chunks of this many batches")
+    # Profile of hf-attn training steps.
+    profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
+    profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
+    profile_backend: str = _setting("sdpa", "attention implementation of the profile")
+    profile_seq: int = _setting(128, "sequence length of the profile (batch: --train-batch)")
+    profile_rows: int = _setting(15, "operators listed, by self CPU time")
+    tokenizer_json: str | None = _setting(
+        DEFAULT_TOKENIZER_JSON, "scripts/bench_tokenizer.py's JSON, merged into the report if it exists ('' to skip)")

@@ -1,0 +1,11 @@
+"""The IMDb experiments around the models; `import hf_attn` does not import them.
+
+* ``config``: experiment YAML files (``base:`` inheritance, ``key=value`` overrides, validation) -> ``Experiment``;
+* ``data``: IMDb as the Week 3 seed split, the packaged sample, tokenization and collators;
+* ``run``: the one run skeleton (tokenizer -> model -> ``Trainer`` -> ``metrics.json``) every run goes through;
+* ``classification``: ``hf-attn train`` and ``hf-attn evaluate``;
+* ``pretraining``: ``hf-attn pretrain`` (masked LM or replaced-token detection);
+* ``baseline``: ``hf-attn baseline`` (TF-IDF + logistic regression on the same tokens);
+* ``transfer``: float16 shards for bringing a classifier back from a machine that returns small files;
+* ``results_index``: ``results/README.md``, the index of the results JSON files.
+"""

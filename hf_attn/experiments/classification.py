@@ -1,0 +1,112 @@
+"""Sentiment classification on IMDb: training a classifier (`hf-attn train`) and scoring a saved one
+(`hf-attn evaluate`).
+
+`train` keeps the checkpoint with the lowest validation loss (early stopping on it) and scores
+validation and test with accuracy and the positive class's F1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasets import DatasetDict
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    EvalPrediction,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+
+from ..modeling_hf_attn import HfAttnForSequenceClassification
+from .config import Experiment
+from .data import RandomWindowCollator, limit_rows, load_imdb, tokenize_splits
+from .run import Task, load_tokenizer, run
+
+
+def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
+    """Accuracy, and F1 of the positive class (label 1): 0 when neither labels nor predictions hold one."""
+    predicted = np.argmax(prediction.predictions, axis=-1)
+    labels = np.asarray(prediction.label_ids)
+    true_positives = np.sum((predicted == 1) & (labels == 1))
+    positives = np.sum(predicted == 1) + np.sum(labels == 1)
+    return {
+        "accuracy": float(np.mean(predicted == labels)),
+        "f1": float(2 * true_positives / positives) if positives else 0.0,
+    }
+
+
+def classification_task(experiment: Experiment) -> Task:
+    """The seed split (rows limited as the experiment asks), tokenized; training sees each review's first
+    `max_length` tokens, or a random window of them with `train_window: random`."""
+    raw = load_imdb(experiment.dataset)
+    raw["train"] = limit_rows(raw["train"], experiment.limit_train)
+    for name in ("validation", "test"):
+        raw[name] = limit_rows(raw[name], experiment.limit_eval)
+    tokenizer = load_tokenizer(experiment, raw["train"]["text"])
+    random_windows = experiment.train_window == "random"
+    splits = tokenize_splits(raw, tokenizer, experiment.max_length, untruncated=("train",) if random_windows else ())
+
+    def score(trainer: Trainer) -> dict[str, Any]:
+        validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")
+        test = trainer.evaluate(splits["test"], metric_key_prefix="test")
+        return {
+            **{f"test_{key}": test[f"test_{key}"] for key in ("accuracy", "f1", "loss")},
+            **{f"val_{key}": validation[f"val_{key}"] for key in ("accuracy", "f1", "loss")},
+            "best_checkpoint": trainer.state.best_model_checkpoint,
+        }
+
+    return Task(
+        tokenizer=tokenizer,
+        model_class=HfAttnForSequenceClassification,
+        train_dataset=splits["train"],
+        eval_dataset=splits["validation"],
+        data_collator=RandomWindowCollator(tokenizer, experiment.max_length) if random_windows
+        else DataCollatorWithPadding(tokenizer),
+        score=score,
+        sizes={f"n_{name}": len(split) for name, split in splits.items()},
+        init_from_record="pretraining",
+        arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False},
+        compute_metrics=compute_metrics,
+    )
+
+
+def train(
+    experiment: Experiment,
+    output_dir: str | os.PathLike[str],
+    resume: bool = False,
+    results_path: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, Any]:
+    """Train a classifier, keep the best checkpoint by validation loss, score validation and test, save
+    everything (see `run`). With `init_from`, the record of the pretraining run goes under `pretraining`."""
+    return run(experiment, classification_task, output_dir, resume=resume, results_path=results_path,
+               callbacks=callbacks)
+
+
+def evaluate_saved(
+    model_dir: str | os.PathLike[str],
+    dataset: str = "stanfordnlp/imdb",
+    split: str = "test",
+    limit: int | None = None,
+    batch_size: int = 64,
+) -> dict[str, float]:
+    """Score a saved model (anything `from_pretrained` loads) on one split of the seed split."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+    raw = load_imdb(dataset)
+    if split not in raw:
+        raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
+    tokenized = tokenize_splits(DatasetDict({split: limit_rows(raw[split], limit)}), tokenizer,
+                                model.config.max_position_embeddings)
+    args = TrainingArguments(output_dir=str(Path(model_dir) / "eval"), report_to="none",
+                             per_device_eval_batch_size=batch_size)
+    trainer = Trainer(model=model, args=args, data_collator=DataCollatorWithPadding(tokenizer),
+                      compute_metrics=compute_metrics)
+    return trainer.evaluate(tokenized[split], metric_key_prefix=split)

@@ -1,0 +1,257 @@
+"""Experiment files: YAML -> a validated `Experiment`, with inheritance and command-line overrides.
+
+An experiment file names the file it builds on with `base:` (a path relative to itself) and states only
+what differs: the chain of bases is read first and merged section by section, each file's keys winning
+over its base's (see `read_experiment_file`); `key=value` overrides (`parse_override`) come last. Every
+section is then checked against what it feeds: `model` against `HfAttnConfig`'s fields, `training`
+against `TrainingArguments`' fields, so a typo fails before any data is loaded, with the file, the key
+and the allowed keys in the message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from transformers import TrainingArguments
+
+from ..configuration_hf_attn import HfAttnConfig
+
+
+class ExperimentConfigError(ValueError):
+    """A YAML experiment file (or a key=value override) that cannot describe an experiment."""
+
+
+@dataclasses.dataclass
+class Experiment:
+    """What one training run needs; every field can come from the YAML file or a key=value override.
+
+    Attributes:
+        name: the experiment file's own `name`, else its file name without `.yaml` (never inherited);
+            names the default output folder.
+        dataset: anything `hf_attn.experiments.data.load_imdb` takes (Hub id, parquet folder, aclImdb/, `sample`).
+        week3: a Week 3 folder (tokenizer files, DAN embedding); `None` trains a tokenizer on the
+            training split (for smoke runs and users without Week 3 files).
+        tokenizer_vocab_size: vocabulary size when a tokenizer is trained here.
+        max_length: tokens per review seen by the model (the reference used 128).
+        train_window: which `max_length` tokens of a longer training review the model sees: `start`
+            (the first ones, like evaluation and the reference) or `random` (a new random window of
+            the whole review each time it is drawn; see `hf_attn.experiments.data.RandomWindowCollator`).
+        init_embedding_from_dan: start the token embedding from the Week 3 DAN embedding.
+        limit_train / limit_eval: keep only the first N reviews of train (when pretraining, also of the
+            unlabelled reviews) / of validation and test (smoke tests, pretraining's evaluation);
+            `None` keeps all.
+        evals_per_epoch: evaluations (and checkpoints) per epoch; more means finer resumption points
+            on slow machines at the cost of validation passes.
+        early_stopping_patience: evaluations without a lower validation loss before stopping.
+        init_from: a saved hf_attn model folder (e.g. from `hf-attn pretrain`) whose encoder and tokenizer
+            start the run instead of a fresh encoder with the DAN embedding; `model` may then
+            change only the fine-tuning settings in `FINE_TUNING_SETTINGS`.
+        mlm_probability: `hf-attn pretrain` only: the share of real tokens each batch masks.
+        objective: `hf-attn pretrain` only: `mlm` (masked language model, BERT) or `rtd` (replaced-token
+            detection, ELECTRA: a small generator fills the masked positions and the encoder learns at
+            every position whether its token is original; see `HfAttnForReplacedTokenDetection`).
+        model: `HfAttnConfig` fields.
+        training: `TrainingArguments` fields.
+    """
+
+    name: str
+    dataset: str = "stanfordnlp/imdb"
+    week3: str | None = None
+    tokenizer_vocab_size: int = 500
+    max_length: int = 128
+    train_window: str = "start"
+    init_embedding_from_dan: bool = True
+    limit_train: int | None = None
+    limit_eval: int | None = None
+    evals_per_epoch: int = 1
+    early_stopping_patience: int | None = 2
+    seed: int = 42
+    init_from: str | None = None
+    mlm_probability: float = 0.15
+    objective: str = "mlm"
+    model: dict[str, Any] = dataclasses.field(default_factory=dict)
+    training: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# The values of Experiment.train_window: which tokens of a longer training review a step sees.
+TRAIN_WINDOWS = frozenset({"start", "random"})
+# The values of Experiment.objective (`hf-attn pretrain`): masked LM or replaced-token detection.
+PRETRAINING_OBJECTIVES = frozenset({"mlm", "rtd"})
+
+# What a run started from a pretrained folder (`init_from`) may set differently from it; anything
+# else (width, positions, layers) is the pretrained architecture and must match.
+FINE_TUNING_SETTINGS = frozenset(
+    {"hidden_dropout", "attention_dropout", "classifier_dropout", "dropout_implementation", "classifier_pooling"}
+)
+
+# Numbers in exponent form without a dot (3e-4, 1E5), which YAML 1.1 leaves as strings; nothing else
+# (names like `nan`, `inf`, `1_000`) is turned into a float behind the user's back.
+_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def merge_sections(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """`base` updated with `child`: nested mappings merge key by key, any other value of `child` replaces."""
+    merged = dict(base)
+    for key, value in child.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_sections(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def read_experiment_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The keys of one experiment file with its `base:` chain merged in (the file's own keys win).
+
+    `base` is a path relative to the file. A base's `name` is dropped: an experiment is named by its
+    own file. A missing file, a loop of bases, or a file that is not a YAML mapping is an
+    `ExperimentConfigError` naming the files involved.
+    """
+    path = Path(path)
+    if not path.is_file():
+        via = f" (the base of {_chain[-1]})" if _chain else ""
+        raise ExperimentConfigError(f"experiment file {path}{via} does not exist; see configs/ for examples.")
+    if path.resolve() in {link.resolve() for link in _chain}:
+        loop = " -> ".join(str(link) for link in (*_chain, path))
+        raise ExperimentConfigError(f"`base` chain loops back on itself: {loop}.")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ExperimentConfigError(f"{path} is not valid YAML: {error}") from error
+    if not isinstance(raw, dict):
+        raise ExperimentConfigError(f"{path} must hold a mapping of keys (name, model, training, ...).")
+    base = raw.pop("base", None)
+    if base is None:
+        return raw
+    if not isinstance(base, str):
+        raise ExperimentConfigError(f"{path}: `base` must be the path of another experiment file, got {base!r}.")
+    inherited = read_experiment_file(path.parent / base, (*_chain, path))
+    inherited.pop("name", None)
+    return merge_sections(inherited, raw)
+
+
+def parse_override(override: str) -> tuple[list[str], Any]:
+    """`training.learning_rate=1e-3` -> (["training", "learning_rate"], 0.001), values parsed as YAML."""
+    if "=" not in override:
+        raise ExperimentConfigError(f"override {override!r} must look like key=value (e.g. model.hidden_size=256)")
+    key, raw = override.split("=", 1)
+    value = yaml.safe_load(raw)
+    if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value):  # YAML 1.1 reads 3e-4 as a string
+        value = float(value)
+    return key.strip().split("."), value
+
+
+def _apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> None:
+    """Set each `key=value` (dotted keys reach into sections) in `raw`, in order."""
+    for override in overrides:
+        keys, value = parse_override(override)
+        target = raw
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+            if not isinstance(target, dict):
+                raise ExperimentConfigError(f"override {override!r}: `{key}` is not a section")
+        target[keys[-1]] = value
+
+
+def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Experiment:
+    """Read a YAML experiment and its bases, apply `key=value` overrides, and validate every section."""
+    path = Path(path)
+    raw = read_experiment_file(path)
+    raw.setdefault("name", path.stem)
+    _apply_overrides(raw, overrides)
+    _check_keys(raw, path)
+    experiment = Experiment(**raw)
+    if experiment.init_from is not None:
+        check_init_from(experiment)
+    return experiment
+
+
+def _check_keys(raw: dict[str, Any], where: Path) -> None:
+    """Every key and value of a merged experiment mapping, before anything is built from it."""
+    known = {f.name for f in dataclasses.fields(Experiment)}
+    unknown = set(raw) - known
+    if unknown:
+        raise ExperimentConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}.")
+    for key, value in raw.items():
+        default = Experiment.__dataclass_fields__[key].default
+        if key in ("model", "training"):
+            if not isinstance(value, dict):
+                raise ExperimentConfigError(f"{where}: `{key}` must be a mapping of {key} settings.")
+        elif not _type_matches(value, default):
+            raise ExperimentConfigError(f"{where}: `{key}` must be like {default!r}, got {value!r}.")
+    for key, allowed in (("train_window", TRAIN_WINDOWS), ("objective", PRETRAINING_OBJECTIVES)):
+        if key in raw and raw[key] not in allowed:
+            raise ExperimentConfigError(f"{where}: {key} must be one of {sorted(allowed)}, got {raw[key]!r}.")
+    sampling = raw.get("training", {}).get("train_sampling_strategy")
+    if raw.get("train_window") == "random" and sampling == "group_by_length":
+        raise ExperimentConfigError(
+            f"{where}: train_sampling_strategy group_by_length would sort by whole-review lengths, which random "
+            "windows cut to max_length; use one of the two."
+        )
+    _check_section(raw.get("model", {}), HfAttnConfig, f"{where} [model]")
+    _check_section(raw.get("training", {}), TrainingArguments, f"{where} [training]")
+    try:
+        HfAttnConfig(**raw.get("model", {}))  # fail now, not after tokenizing 50,000 reviews
+    except ValueError as error:
+        raise ExperimentConfigError(f"{where} [model]: {error}") from error
+
+
+def check_init_from(experiment: Experiment) -> None:
+    """Refuse an `init_from` folder that is not a saved model, or architecture settings that disagree
+    with what was pretrained (they would load silently and then mean something else, e.g. RoPE weights
+    read as sinusoidal)."""
+    source = Path(experiment.init_from)
+    if not (source / "config.json").is_file():
+        raise ExperimentConfigError(
+            f"init_from: {source} holds no config.json; pass a folder written by `hf-attn pretrain` "
+            "(or any hf_attn save_pretrained folder)."
+        )
+    pretrained = HfAttnConfig.from_pretrained(source)
+    for key, value in experiment.model.items():
+        if key not in FINE_TUNING_SETTINGS and getattr(pretrained, key, None) != value:
+            raise ExperimentConfigError(
+                f"[model] {key}={value!r} but {source} was pretrained with {key}={getattr(pretrained, key, None)!r}; "
+                f"drop the key or make it match (fine-tuning may change only {sorted(FINE_TUNING_SETTINGS)})."
+            )
+    if experiment.max_length > pretrained.max_position_embeddings:
+        raise ExperimentConfigError(
+            f"max_length {experiment.max_length} exceeds the {pretrained.max_position_embeddings} positions "
+            f"{source} was pretrained on; use max_length <= {pretrained.max_position_embeddings}."
+        )
+
+
+def _type_matches(value: Any, default: Any) -> bool:
+    """Loose YAML type check against a field's default: ints are floats, None is always allowed."""
+    if value is None or default is None or default is dataclasses.MISSING:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    return True
+
+
+def _check_section(section: dict[str, Any], cls: type, where: str) -> None:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in section.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=3, cutoff=0.6) or [
+                name for name in fields if key.lower() in name.lower()
+            ]
+            hint = f" Did you mean {', '.join(close[:5])}?" if close else ""
+            raise ExperimentConfigError(f"{where}: unknown key `{key}` for {cls.__name__}.{hint}")
+        default = fields[key].default
+        if not _type_matches(value, default):
+            raise ExperimentConfigError(
+                f"{where}: `{key}` must be of type {type(default).__name__} (like its default {default!r}), "
+                f"got {value!r} ({type(value).__name__})."
+            )

@@ -1,0 +1,335 @@
+"""The one run skeleton behind `hf-attn train` and `hf-attn pretrain`.
+
+A run goes tokenizer -> model config -> model -> `Trainer` -> metrics. What differs between kinds of run
+is a `Task`: `classification.classification_task` and `pretraining.pretraining_task` load their data and
+tokenizer and say which datasets, collator, model class and scores the run has. `run` does the rest the
+same way for both: the model (fresh, from `init_from`, or from the checkpoint a resumed run continues),
+`TrainingArguments`, a `Trainer` with a `TrainingClock`, training with resumption, saving model and
+tokenizer, scoring, and `metrics.json` with the run's record (steps, time, hardware, command, experiment).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from accelerate import PartialState
+from transformers import (
+    AutoTokenizer,
+    EarlyStoppingCallback,
+    EvalPrediction,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import get_last_checkpoint
+
+from ..configuration_hf_attn import HfAttnConfig
+from ..modeling_hf_attn import (
+    HfAttnForReplacedTokenDetection,
+    HfAttnForSequenceClassification,
+    HfAttnPreTrainedModel,
+)
+from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
+from .config import FINE_TUNING_SETTINGS, Experiment
+from .data import LABEL_NAMES
+
+# Defaults of this package's runs; the YAML `training` section overrides any of them.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 3,
+    "learning_rate": 5e-4,
+    "per_device_train_batch_size": 32,
+    "per_device_eval_batch_size": 64,
+    "weight_decay": 0.01,
+    "warmup_steps": 0.1,
+    "lr_scheduler_type": "cosine",
+    "logging_steps": 50,
+    "save_total_limit": 2,
+    "report_to": "none",
+    "dataloader_num_workers": 0,
+    # a resumed run continues its callbacks (early-stopping patience, the training clock) where they were
+    "restore_callback_states_from_checkpoint": True,
+}
+
+
+@dataclasses.dataclass
+class Task:
+    """What one kind of run supplies to `run`.
+
+    Attributes:
+        tokenizer: the run's tokenizer (`load_tokenizer`); saved with the model.
+        model_class: what `build_model` builds, e.g. `HfAttnForSequenceClassification`.
+        train_dataset / eval_dataset: tokenized rows for `Trainer` (evaluation picks the best checkpoint
+            when the arguments ask for it).
+        data_collator: batches rows of both datasets.
+        score: the trained model's scores, given the trainer; they open `metrics.json`.
+        sizes: how many rows each dataset has, recorded after the scores.
+        init_from_record: the `metrics.json` key that keeps the `init_from` run's own metrics.
+        arguments: `TrainingArguments` the task fixes (they win over the experiment's `training`).
+        model_defaults: `HfAttnConfig` settings of this task that the experiment's `model` may override.
+        trainer_class: `Trainer` or a subclass.
+        compute_metrics: `Trainer`'s metrics of an evaluation beyond the loss.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    model_class: type[HfAttnPreTrainedModel]
+    train_dataset: datasets.Dataset
+    eval_dataset: datasets.Dataset
+    data_collator: Callable[[list[dict[str, Any]]], dict[str, Any]]
+    score: Callable[[Trainer], dict[str, Any]]
+    sizes: dict[str, int]
+    init_from_record: str
+    arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
+    model_defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
+    trainer_class: type[Trainer] = Trainer
+    compute_metrics: Callable[[EvalPrediction], dict[str, float]] | None = None
+
+
+def run(
+    experiment: Experiment,
+    make_task: Callable[[Experiment], Task],
+    output_dir: str | os.PathLike[str],
+    resume: bool = False,
+    results_path: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
+) -> dict[str, Any]:
+    """Train the task `make_task` prepares for `experiment`, save it and write its metrics; returns them.
+
+    Writes `output_dir/` (model + tokenizer + code, loadable with `from_pretrained`),
+    `output_dir/checkpoint-*` (for `resume=True`, which continues from the last one) and
+    `output_dir/metrics.json`, copied to `results_path` when given. Early stopping on validation loss
+    applies when the task restores the best checkpoint at the end.
+    """
+    output_dir = Path(output_dir)
+    started = time.time()
+    checkpoint = resume_checkpoint(output_dir) if resume else None
+    task = make_task(experiment)
+    if task.model_defaults:
+        experiment = dataclasses.replace(experiment, model={**task.model_defaults, **experiment.model})
+    set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
+    model = build_model(experiment, task.tokenizer, task.model_class, checkpoint)
+    args = training_arguments(experiment, output_dir, len(task.train_dataset), **task.arguments)
+    callbacks = [*callbacks, TrainingClock()]
+    if args.load_best_model_at_end and experiment.early_stopping_patience is not None:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=experiment.early_stopping_patience))
+    trainer = task.trainer_class(
+        model=model,
+        args=args,
+        train_dataset=task.train_dataset,
+        eval_dataset=task.eval_dataset,
+        data_collator=task.data_collator,
+        processing_class=task.tokenizer,
+        compute_metrics=task.compute_metrics,
+        callbacks=callbacks,
+    )
+    train_output = trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(str(output_dir))
+    metrics = {
+        "name": experiment.name,
+        **task.score(trainer),
+        **task.sizes,
+        **run_record(experiment, trainer, train_output, task.tokenizer, started),
+    }
+    if experiment.init_from is not None:  # where the weights came from, for tables and model cards
+        metrics[task.init_from_record] = init_from_metrics(experiment)
+    write_metrics(trainer, metrics, output_dir, results_path)
+    return metrics
+
+
+def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
+    """The pretrained folder's tokenizer (`init_from`), the Week 3 one (`week3`), or one trained on `train_texts`."""
+    if experiment.init_from is not None:
+        return AutoTokenizer.from_pretrained(experiment.init_from)
+    if experiment.week3 is not None:
+        return load_week3_tokenizer(experiment.week3)
+    return train_week3_tokenizer(
+        train_texts, vocab_size=experiment.tokenizer_vocab_size, max_seq=experiment.max_length
+    )
+
+
+def build_model(
+    experiment: Experiment,
+    tokenizer: PreTrainedTokenizerBase,
+    model_class: type[HfAttnPreTrainedModel] = HfAttnForSequenceClassification,
+    checkpoint: str | os.PathLike[str] | None = None,
+) -> HfAttnPreTrainedModel:
+    """The model a run trains.
+
+    Resuming (`checkpoint`), it is built from the checkpoint's config: the architecture the interrupted
+    run trained (its RoPE layout, say), whatever the experiment file or the defaults say today; `Trainer`
+    then loads the weights. Otherwise it is `experiment.init_from`'s model with the experiment's
+    fine-tuning settings, or a fresh one sized to the tokenizer whose token embedding starts from the
+    Week 3 DAN embedding if asked. A fresh replaced-token-detection pair starts its generator's token
+    table equal to the encoder's (ELECTRA shares the table).
+    """
+    if checkpoint is not None:
+        return model_class(HfAttnConfig.from_pretrained(checkpoint))
+    label_maps = {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {name: i for i, name in enumerate(LABEL_NAMES)}}
+    if experiment.init_from is not None:
+        fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
+        return model_class.from_pretrained(experiment.init_from, **label_maps, **fine_tuning)
+    model_settings = dict(experiment.model)
+    embedding_file = Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
+    use_dan = experiment.init_embedding_from_dan and embedding_file is not None and embedding_file.is_file()
+    if use_dan:
+        model_settings.setdefault("hidden_size", read_embedding_width(embedding_file))
+    config = HfAttnConfig(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        max_position_embeddings=experiment.max_length,
+        **label_maps,
+        **model_settings,
+    )
+    model = model_class(config)
+    if use_dan:
+        load_week3_embedding(model, embedding_file)
+    if isinstance(model, HfAttnForReplacedTokenDetection):
+        with torch.no_grad():
+            model.generator.get_input_embeddings().weight.copy_(model.get_input_embeddings().weight)
+    return model
+
+
+def training_arguments(experiment: Experiment, output_dir: Path, n_train: int, **fixed: Any) -> TrainingArguments:
+    """`TrainingArguments` from the package defaults, the YAML `training` section and `fixed` (which wins).
+
+    Evaluation and checkpoints come `evals_per_epoch` times per epoch unless the YAML sets `eval_steps`
+    / `save_steps`; on a machine without a GPU the run stays on the CPU (also under `accelerate launch`).
+    """
+    settings = {**TRAINING_DEFAULTS, **experiment.training}
+    on_cpu = not torch.cuda.is_available()
+    if on_cpu:
+        settings.setdefault("use_cpu", True)
+    world_size = PartialState(cpu=on_cpu).num_processes
+    batch = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1) * world_size
+    steps_per_epoch = max(1, math.ceil(n_train / batch))
+    settings.setdefault("eval_steps", max(1, steps_per_epoch // experiment.evals_per_epoch))
+    settings.setdefault("save_steps", settings["eval_steps"])
+    settings.update(
+        output_dir=str(output_dir),
+        eval_strategy="steps",
+        save_strategy="steps",
+        seed=experiment.seed,
+        data_seed=experiment.seed,
+        **fixed,
+    )
+    return TrainingArguments(**settings)
+
+
+def resume_checkpoint(output_dir: Path) -> str:
+    """The last checkpoint in `output_dir`; a FileNotFoundError, before any data is loaded, if there is none."""
+    checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+    if checkpoint is None:
+        raise FileNotFoundError(
+            f"--resume: no checkpoint-* folder in {output_dir}; start without --resume, or pass the "
+            "--output-dir of the interrupted run."
+        )
+    return checkpoint
+
+
+class TrainingClock(TrainerCallback, ExportableState):
+    """Training time summed over every session of a resumed run.
+
+    `Trainer`'s `train_runtime` covers the last `train()` call only, so a run resumed from a checkpoint
+    would report the time of its final stretch as the whole. The clock's total goes into each
+    checkpoint (`stateful_callbacks`, restored on resume); time after an interrupted session's last
+    checkpoint is not counted, because those steps are redone. `timed_from_step` is the step the
+    clock started at: above 0 only for a run resumed from a checkpoint written without a clock.
+    """
+
+    def __init__(self) -> None:
+        self.seconds_before_this_session = 0.0
+        self.timed_from_step: int | None = None
+        self._session_started: float | None = None
+
+    def on_train_begin(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        self._session_started = time.perf_counter()
+        if self.timed_from_step is None:
+            self.timed_from_step = state.global_step
+
+    def on_train_end(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        self.seconds_before_this_session, self._session_started = self.elapsed_s, None
+
+    @property
+    def elapsed_s(self) -> float:
+        session = 0.0 if self._session_started is None else time.perf_counter() - self._session_started
+        return self.seconds_before_this_session + session
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {}, "attributes": {"seconds_before_this_session": self.elapsed_s,
+                                           "timed_from_step": self.timed_from_step}}
+
+
+def run_record(
+    experiment: Experiment, trainer: Trainer, train_output: Any, tokenizer: PreTrainedTokenizerBase, started: float
+) -> dict[str, Any]:
+    """What every run's metrics.json records besides its scores: steps, time, machine, command, experiment.
+
+    `train_runtime_s` is the `TrainingClock`'s total when the trainer has one, else `Trainer`'s
+    `train_runtime` (the last session's).
+    """
+    clock = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, TrainingClock)),
+                 None)
+    settings = dataclasses.asdict(experiment)
+    if experiment.week3 is not None or experiment.init_from is not None:
+        del settings["tokenizer_vocab_size"]  # no tokenizer was trained; `vocab_size` is the one used
+    return {
+        "epochs": trainer.state.epoch,
+        "optimizer_steps": trainer.state.global_step,
+        "train_runtime_s": clock.elapsed_s if clock else train_output.metrics.get("train_runtime"),
+        "timed_from_step": clock.timed_from_step if clock else None,
+        "wall_time_s": time.time() - started,
+        "world_size": trainer.args.world_size,
+        "hardware": hardware_name(trainer.args.device),
+        "vocab_size": len(tokenizer),
+        "max_length": experiment.max_length,
+        "command": cli_command(),
+        "experiment": settings,
+    }
+
+
+def cli_command() -> str | None:
+    """This process's command line as `hf-attn ...` when it is the command-line tool (the `hf-attn` entry
+    point, or `python -m hf_attn.cli` where the package is not installed), for a run's record; None for a
+    run started from Python code, whose command line would not reproduce it."""
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if program is None or not (program.match("hf-attn") or program.match("hf_attn/cli.py")):
+        return None
+    return " ".join(["hf-attn", *sys.argv[1:]])
+
+
+def hardware_name(device: torch.device) -> str:
+    """What a run trained on, for its card: the same run takes seconds on a GPU and hours on a few CPU cores."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU, {torch.get_num_threads()} threads"
+
+
+def init_from_metrics(experiment: Experiment) -> dict[str, Any] | None:
+    """The `metrics.json` of the run `experiment.init_from` came from (None for a folder without one)."""
+    source = Path(experiment.init_from) / "metrics.json"
+    return json.loads(source.read_text()) if source.is_file() else None
+
+
+def write_metrics(
+    trainer: Trainer, metrics: dict[str, Any], output_dir: Path, results_path: str | os.PathLike[str] | None
+) -> None:
+    """`output_dir/metrics.json` (and a copy at `results_path`), written by the main process only."""
+    if not trainer.is_world_process_zero():
+        return
+    text = json.dumps(metrics, indent=2, default=str)
+    (output_dir / "metrics.json").write_text(text)
+    if results_path is not None:
+        Path(results_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(results_path).write_text(text)

@@ -1,0 +1,164 @@
+"""Experiment files: validation, key=value overrides, `base:` inheritance, and every shipped config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import REPO, SMOKE
+
+from hf_attn.experiments.config import (
+    Experiment,
+    ExperimentConfigError,
+    load_experiment,
+    parse_override,
+    read_experiment_file,
+)
+
+
+def write_yaml(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: x\nlearning_rate: 0.1\n", "unknown key(s) ['learning_rate']"),
+    ("name: x\nmodel:\n  hidden_sise: 64\n", "unknown key `hidden_sise` for HfAttnConfig. Did you mean hidden_size"),
+    ("name: x\ntraining:\n  learning_rte: 0.1\n", "unknown key `learning_rte` for TrainingArguments"),
+    ("name: x\ntraining:\n  num_train_epochs: three\n", "`num_train_epochs` must be of type float"),
+    ("name: x\nmax_length: '128'\n", "`max_length` must be like 128"),
+    ("name: x\nmodel:\n  position_embedding_type: t5\n", "position_embedding_type"),
+    ("name: x\nmodel: [1, 2]\n", "`model` must be a mapping"),
+    ("- just\n- a list\n", "must hold a mapping"),
+    ("name: [unclosed\n", "not valid YAML"),
+    ("name: x\ntrain_window: end\n", "train_window must be one of ['random', 'start']"),
+    ("name: x\nobjective: electra\n", "objective must be one of ['mlm', 'rtd']"),
+    ("name: x\ntrain_window: random\ntraining:\n  train_sampling_strategy: group_by_length\n", "use one of the two"),
+    ("base: [a.yaml]\n", "`base` must be the path of another experiment file"),
+])
+def test_bad_experiment_files_get_clear_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = write_yaml(tmp_path, "experiment.yaml", text)
+    with pytest.raises(ExperimentConfigError) as excinfo:
+        load_experiment(path)
+    assert message in str(excinfo.value)
+    assert str(path) in str(excinfo.value)
+
+
+def test_overrides_are_parsed_as_yaml_and_checked(tmp_path: Path) -> None:
+    experiment = load_experiment(SMOKE, ["training.learning_rate=3e-4", "model.position_embedding_type=alibi",
+                                         "limit_train=10"])
+    assert experiment.training["learning_rate"] == 3e-4 and experiment.limit_train == 10
+    assert experiment.model["position_embedding_type"] == "alibi"
+    with pytest.raises(ExperimentConfigError, match="key=value"):
+        load_experiment(SMOKE, ["learning_rate"])
+    # Only YAML 1.1's dot-less exponents become numbers; other number-like names stay what was typed.
+    assert parse_override("training.learning_rate=3e-4") == (["training", "learning_rate"], 3e-4)
+    assert parse_override("name=nan")[1] == "nan" and parse_override("name=inf")[1] == "inf"
+    with pytest.raises(ExperimentConfigError, match="does not exist"):
+        load_experiment(tmp_path / "missing.yaml")
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> Path:
+    """study/child.yaml -> study/parent.yaml -> root.yaml, each setting some keys of the same sections."""
+    write_yaml(tmp_path, "root.yaml", """\
+name: root
+dataset: data/imdb
+seed: 1
+limit_eval: 10
+model: {hidden_size: 64, num_hidden_layers: 2, hidden_dropout: 0.1}
+training: {learning_rate: 0.001, logging_steps: 5}
+""")
+    write_yaml(tmp_path, "study/parent.yaml", """\
+base: ../root.yaml
+name: parent
+seed: 2
+model: {num_hidden_layers: 3, position_embedding_type: alibi}
+""")
+    return write_yaml(tmp_path, "study/child.yaml", """\
+base: parent.yaml
+limit_eval: null
+model: {hidden_dropout: 0.0}
+training: {learning_rate: 0.0005}
+""")
+
+
+def test_a_file_inherits_its_base_chain_section_by_section(chain: Path) -> None:
+    """Each file's keys win over its base's; sections merge key by key; `base` paths are relative to the
+    file naming them; the name is the experiment file's own (its stem here), never a base's."""
+    experiment = load_experiment(chain)
+    assert experiment == Experiment(
+        name="child",
+        dataset="data/imdb",
+        seed=2,
+        limit_eval=None,  # an explicit null overrides the base's value
+        model={"hidden_size": 64, "num_hidden_layers": 3, "hidden_dropout": 0.0, "position_embedding_type": "alibi"},
+        training={"learning_rate": 0.0005, "logging_steps": 5},
+    )
+    assert "base" not in read_experiment_file(chain)
+    assert load_experiment(chain.parent / "parent.yaml").name == "parent"  # a file's own name still counts
+
+
+def test_overrides_apply_after_inheritance(chain: Path) -> None:
+    experiment = load_experiment(chain, ["seed=3", "model.hidden_size=32", "training.warmup_steps=0.2"])
+    assert experiment.seed == 3
+    assert experiment.model == {"hidden_size": 32, "num_hidden_layers": 3, "hidden_dropout": 0.0,
+                                "position_embedding_type": "alibi"}
+    assert experiment.training == {"learning_rate": 0.0005, "logging_steps": 5, "warmup_steps": 0.2}
+
+
+def test_an_inherited_mistake_is_reported_when_the_child_loads(chain: Path) -> None:
+    (chain.parent / "parent.yaml").write_text("base: ../root.yaml\nmodel: {hidden_sise: 3}\n")
+    with pytest.raises(ExperimentConfigError, match="unknown key `hidden_sise`"):
+        load_experiment(chain)
+
+
+def test_a_missing_base_names_the_file_that_asks_for_it(tmp_path: Path) -> None:
+    child = write_yaml(tmp_path, "child.yaml", "base: nowhere/base.yaml\nseed: 1\n")
+    with pytest.raises(ExperimentConfigError) as excinfo:
+        load_experiment(child)
+    assert str(tmp_path / "nowhere" / "base.yaml") in str(excinfo.value)
+    assert f"the base of {child}" in str(excinfo.value)
+
+
+@pytest.mark.parametrize("files", [
+    {"a.yaml": "base: a.yaml\n"},
+    {"a.yaml": "base: b.yaml\n", "b.yaml": "base: sub/../c.yaml\n", "c.yaml": "base: a.yaml\n"},
+])
+def test_a_loop_of_bases_is_an_error_not_a_recursion(tmp_path: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        write_yaml(tmp_path, name, text)
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ExperimentConfigError, match="loops back on itself"):
+        load_experiment(tmp_path / "a.yaml")
+
+
+CONFIGS = sorted((REPO / "configs").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[str(path.relative_to(REPO / "configs")) for path in CONFIGS])
+def test_every_shipped_config_loads(path: Path, tmp_path: Path) -> None:
+    raw = read_experiment_file(path)
+    if raw.get("init_from") and not (REPO / raw["init_from"] / "config.json").is_file():
+        # A fine-tuning config reads its pretrained folder, which exists only after `hf-attn pretrain`:
+        # check that it says so, then check everything else in the file.
+        with pytest.raises(ExperimentConfigError, match="holds no config.json"):
+            load_experiment(path)
+        raw.pop("init_from")
+        path = write_yaml(tmp_path, path.name, yaml.safe_dump(raw))
+    assert load_experiment(path).name == path.stem
+
+
+def test_the_dataset_is_set_in_one_place() -> None:
+    """Full-data experiments get IMDb's location from configs/base.yaml alone (a user overrides it with
+    --dataset); only the smoke experiment, on the packaged sample, names its own."""
+    setting = {path.relative_to(REPO / "configs").as_posix() for path in CONFIGS
+               if "dataset" in (yaml.safe_load(path.read_text()) or {})}
+    assert setting == {"base.yaml", "smoke.yaml"}
+    base_dataset = yaml.safe_load((REPO / "configs" / "base.yaml").read_text())["dataset"]
+    for path in CONFIGS:
+        if path != SMOKE:
+            assert read_experiment_file(path)["dataset"] == base_dataset, path
