@@ -69,7 +69,9 @@ class HfAttnConfig(PreTrainedConfig):
         classifier_dropout: dropout before the classification layer; `None` means `hidden_dropout`.
         dropout_implementation: `packed` (one CPU random draw decides four elements, the drop
             probability rounded to a multiple of 2**-16; see `hf_attn.dropout`) or `torch`
-            (`nn.functional.dropout`). Other devices always use torch's.
+            (`nn.functional.dropout`). Other devices always use torch's. On CPU, training with
+            `packed` and `attention_dropout` > 0 computes attention eagerly (the packed mask needs the
+            weights materialised, as CPU SDPA with dropout does anyway); `torch` keeps SDPA.
         classifier_pooling: `mean` over real tokens (the default: Week 3 vocabularies have no CLS
             token), `max` over real tokens, or `cls` (the first token).
         scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps

@@ -145,6 +145,18 @@ class HfAttnAttention(nn.Module):
             value.view(batch, key_length, -1, self.head_dim),
         )
 
+    def _packs_weight_dropout(self, query: torch.Tensor) -> bool:
+        """Whether this step drops attention weights with `packed` dropout, which needs them materialised:
+        the eager attention then runs whatever the backend. (SDPA on CPU has no fused kernel with dropout
+        either: it materialises the weights too, but draws one random number per weight.)
+        `dropout_implementation="torch"` keeps the configured backend in every case."""
+        return (
+            self.training
+            and self.attention_dropout > 0.0
+            and self.dropout_implementation == "packed"
+            and query.device.type == "cpu"
+        )
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -160,7 +172,8 @@ class HfAttnAttention(nn.Module):
         query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
 
         attention_function: Callable = eager_attention_forward
-        if not output_attentions and self.config._attn_implementation != "eager":
+        eager = output_attentions or self._packs_weight_dropout(query) or self.config._attn_implementation == "eager"
+        if not eager:
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )

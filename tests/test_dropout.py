@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from helpers import tiny_config_kwargs
 
-from hf_attn import HfAttnConfig
+from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
 from hf_attn.dropout import Dropout, apply_dropout
 
 ELEMENTS = 1 << 20
@@ -95,3 +95,23 @@ def test_bad_probability_and_implementation_are_rejected() -> None:
         Dropout(0.1, implementation="bernoulli")
     with pytest.raises(ValueError, match="dropout_implementation"):
         HfAttnConfig(**tiny_config_kwargs(dropout_implementation="fast"))
+
+
+@pytest.mark.parametrize(("implementation", "same_as_eager"), [("packed", True), ("torch", False)])
+def test_packed_attention_dropout_runs_the_eager_attention_and_torch_dropout_keeps_sdpa(
+    implementation: str, same_as_eager: bool
+) -> None:
+    """Packed dropout of attention weights needs them materialised: an SDPA model training with it gives
+    the eager model's logits draw for draw. With torch dropout SDPA runs, drawing its own mask."""
+    input_ids = torch.randint(1, 64, (4, 12))
+    logits = {}
+    for attn in ("eager", "sdpa"):
+        torch.manual_seed(0)  # the same weights
+        config = HfAttnConfig(
+            **tiny_config_kwargs(attention_dropout=0.2, hidden_dropout=0.1, dropout_implementation=implementation)
+        )
+        model = HfAttnForSequenceClassification(config).train()
+        model.set_attn_implementation(attn)
+        torch.manual_seed(7)  # the same dropout draws
+        logits[attn] = model(input_ids=input_ids).logits
+    assert torch.equal(logits["sdpa"], logits["eager"]) == same_as_eager

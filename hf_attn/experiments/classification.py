@@ -8,7 +8,6 @@ validation and test with accuracy and the positive class's F1.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from transformers import (
     DataCollatorWithPadding,
     EvalPrediction,
     Trainer,
-    TrainerCallback,
     TrainingArguments,
 )
 
@@ -77,17 +75,11 @@ def classification_task(experiment: Experiment) -> Task:
     )
 
 
-def train(
-    experiment: Experiment,
-    output_dir: str | os.PathLike[str],
-    resume: bool = False,
-    results_path: str | os.PathLike[str] | None = None,
-    callbacks: Sequence[TrainerCallback] = (),
-) -> dict[str, Any]:
+def train(experiment: Experiment, output_dir: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """Train a classifier, keep the best checkpoint by validation loss, score validation and test, save
-    everything (see `run`). With `init_from`, the record of the pretraining run goes under `pretraining`."""
-    return run(experiment, classification_task, output_dir, resume=resume, results_path=results_path,
-               callbacks=callbacks)
+    everything; `options` are `run`'s (`resume`, `results_path`, `callbacks`). With `init_from`, the record of
+    the pretraining run goes under `pretraining`."""
+    return run(experiment, classification_task, output_dir, **options)
 
 
 def evaluate_saved(

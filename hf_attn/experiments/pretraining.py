@@ -31,7 +31,7 @@ from typing import Any
 import datasets
 import torch
 from torch.utils.data import DataLoader
-from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback
+from transformers import PreTrainedTokenizerBase, Trainer
 
 from ..modeling_hf_attn import HfAttnForMaskedLM, HfAttnForReplacedTokenDetection, HfAttnPreTrainedModel
 from .config import Experiment
@@ -215,19 +215,12 @@ def pretraining_scores(trainer: Trainer, objective: str) -> dict[str, Any]:
     return {"objective": objective, **losses, "chunks_seen": chunks_seen}
 
 
-def pretrain(
-    experiment: Experiment,
-    output_dir: str | os.PathLike[str],
-    resume: bool = False,
-    results_path: str | os.PathLike[str] | None = None,
-    callbacks: Sequence[TrainerCallback] = (),
-) -> dict[str, Any]:
+def pretrain(experiment: Experiment, output_dir: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """Pretrain the experiment's encoder (a new one, or `init_from`'s to continue it) with its `objective`;
     writes an `HfAttnForMaskedLM` or `HfAttnForReplacedTokenDetection` folder (model and tokenizer) that
-    `init_from` reads, its checkpoints, and `metrics.json` (see `run`), in which the record of the run
+    `init_from` reads, its checkpoints, and `metrics.json` (`options` are `run`'s), in which the record of the run
     it continues goes under `continued_from`. Returns the metrics."""
-    return run(experiment, pretraining_task, output_dir, resume=resume, results_path=results_path,
-               callbacks=callbacks)
+    return run(experiment, pretraining_task, output_dir, **options)
 
 
 @torch.no_grad()
