@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -144,6 +145,24 @@ def _push(args: argparse.Namespace) -> None:
     print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
 
 
+HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def model_folder(value: str) -> str:
+    """A `--model`: a folder holding config.json, or a Hub repo id; anything else is a usage error that
+    names the problem (transformers would report a missing folder as a malformed repo id)."""
+    path = Path(value)
+    if path.is_dir() and (path / "config.json").is_file():
+        return value
+    if path.exists():
+        raise argparse.ArgumentTypeError(
+            f"{value} holds no config.json; pass a folder written by `hf-attn train` (or any save_pretrained folder)"
+        )
+    if HUB_REPO_ID.fullmatch(value):
+        return value
+    raise argparse.ArgumentTypeError(f"model folder {value} does not exist")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -173,19 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=_prepare)
 
     evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
-    evaluate.add_argument("--model", required=True)
+    evaluate.add_argument("--model", required=True, type=model_folder)
     evaluate.add_argument("--dataset", default="stanfordnlp/imdb")
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
     evaluate.set_defaults(func=_evaluate)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model")
-    predict.add_argument("--model", required=True)
+    predict.add_argument("--model", required=True, type=model_folder)
     predict.add_argument("texts", nargs="+")
     predict.set_defaults(func=_predict)
 
     probe = commands.add_parser("probe", help="hard-review probe; with --output-dir also heatmaps and plots")
-    probe.add_argument("--model", required=True)
+    probe.add_argument("--model", required=True, type=model_folder)
     probe.add_argument("--output-dir", help="write self- and cross-attention heatmaps, position plots, probe.json")
     probe.add_argument("--heatmap-text", help="review for the self-attention heatmaps (default: hard review 1)")
     probe.set_defaults(func=_probe)
@@ -198,13 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.set_defaults(func=_baseline)
 
     card = commands.add_parser("card", help="write the model card of a trained run (from its metrics.json)")
-    card.add_argument("--model", required=True, help="a finished `hf-attn train` --output-dir")
+    card.add_argument("--model", required=True, type=model_folder, help="a finished `hf-attn train` --output-dir")
     card.add_argument("--repo-id", required=True, help="the Hub repo the card's loading example names")
     card.add_argument("--output", required=True, help="e.g. model_cards/rope.md")
     card.set_defaults(func=_card)
 
     push = commands.add_parser("push", help="upload model, tokenizer, code and model card to the Hub")
-    push.add_argument("--model", required=True, help="a finished `hf-attn train` --output-dir")
+    push.add_argument("--model", required=True, type=model_folder, help="a finished `hf-attn train` --output-dir")
     push.add_argument("--repo-id", required=True, help="e.g. your-name/hf-attn-imdb-rope")
     push.add_argument("--private", action="store_true")
     push.add_argument("--dry-run", metavar="DIR", help="only write the folder that would be uploaded to DIR")

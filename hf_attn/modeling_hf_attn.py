@@ -367,6 +367,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
     ) -> BaseModelOutputWithCrossAttentions | tuple:
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
@@ -476,6 +477,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
     ) -> SequenceClassifierOutput | tuple:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.model(
@@ -531,6 +533,7 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
     ) -> MaskedLMOutput | tuple:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.model(
@@ -633,6 +636,7 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
     ) -> ReplacedTokenDetectionOutput | tuple:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         generator_loss = replaced = None

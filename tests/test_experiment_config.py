@@ -38,6 +38,18 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
     ("name: x\nobjective: electra\n", "objective must be one of ['mlm', 'rtd']"),
     ("name: x\ntrain_window: random\ntraining:\n  train_sampling_strategy: group_by_length\n", "use one of the two"),
     ("base: [a.yaml]\n", "`base` must be the path of another experiment file"),
+    ("", "is empty"),
+    ("# only a comment\n", "is empty"),
+    ("name: x\nevals_per_epoch: 0\n", "`evals_per_epoch` must be a positive integer, got 0"),
+    ("name: x\nlimit_train: '200'\n", "`limit_train` must be a positive integer or null (all rows), got '200'"),
+    ("name: x\nlimit_eval: -5\n", "`limit_eval` must be a positive integer or null"),
+    ("name: x\nmax_length: -1\n", "`max_length` must be a positive integer, got -1"),
+    ("name: x\nearly_stopping_patience: 0\n", "`early_stopping_patience` must be a positive integer or null"),
+    ("name: x\ntokenizer_vocab_size: 100\n", "`tokenizer_vocab_size` must be an integer above 256"),
+    ("name: x\nmlm_probability: 1.5\n", "`mlm_probability` must be a probability in (0, 1)"),
+    ("name: x\nseed: -1\n", "`seed` must be a non-negative integer"),
+    ("name: x\nweek3: 5\n", "`week3` must be a Week 3 folder or null, got 5"),
+    ("name: x\ndataset: ''\n", "`dataset` must be a Hub id, a folder or 'sample'"),
 ])
 def test_bad_experiment_files_get_clear_errors(tmp_path: Path, text: str, message: str) -> None:
     path = write_yaml(tmp_path, "experiment.yaml", text)

@@ -559,3 +559,16 @@ def test_replaced_token_detection_loss_equals_a_step_by_step_recomputation() -> 
         output = model(input_ids=corrupted, attention_mask=attention_mask, labels=labels)
     assert not output.replaced[0, 1]  # [PAD] is never a replacement: the second choice is, which is the original
     assert torch.equal(output.replaced, masked & (original != second_choice))
+
+
+@pytest.mark.parametrize("model_class", [HfAttnModel, HfAttnForSequenceClassification, HfAttnForMaskedLM])
+def test_token_type_ids_from_bert_style_collators_are_accepted_and_change_nothing(model_class: type) -> None:
+    """The package's tokenizer returns token_type_ids when asked, and generic collators pass them along;
+    the model has no segment embeddings, so its outputs are those of the call without them."""
+    model = build(model_class=model_class)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask)[0]
+        segments = torch.zeros_like(input_ids)
+        actual = model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=segments)[0]
+    assert torch.equal(actual, expected)

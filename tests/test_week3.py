@@ -154,6 +154,17 @@ def test_unreadable_missing_and_misshapen_splits(tmp_path: Path) -> None:
         load_week3_split(swapped)
 
 
+@pytest.mark.parametrize("label", [2.0, -1.0])
+def test_a_split_with_a_label_outside_0_and_1_is_refused_on_load(tmp_path: Path, label: float) -> None:
+    """IMDb is binary: a label 2 or -1 would otherwise load and fail later, inside the loss."""
+    path = tmp_path / "labels.pt"
+    ids = torch.ones(3, 4, dtype=torch.long)
+    torch.save(Subset(TensorDataset(ids, torch.tensor([0.0, 1.0, label]), torch.ones_like(ids)), [0, 1, 2]), path)
+    expected = rf"labels must be 0 \(negative\) or 1 \(positive\), found \[{int(label)}\]"
+    with pytest.raises(Week3FormatError, match=expected):
+        load_week3_split(path)
+
+
 # --- the embedding --------------------------------------------------------------------------------
 
 

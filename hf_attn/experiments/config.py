@@ -14,7 +14,7 @@ import dataclasses
 import difflib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,9 +122,11 @@ def read_experiment_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] 
         loop = " -> ".join(str(link) for link in (*_chain, path))
         raise ExperimentConfigError(f"`base` chain loops back on itself: {loop}.")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise ExperimentConfigError(f"{path} is not valid YAML: {error}") from error
+    if raw is None:
+        raise ExperimentConfigError(f"{path} is empty; an experiment names at least its `base` or its settings.")
     if not isinstance(raw, dict):
         raise ExperimentConfigError(f"{path} must hold a mapping of keys (name, model, training, ...).")
     base = raw.pop("base", None)
@@ -160,6 +162,33 @@ def _apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> None:
         target[keys[-1]] = value
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _is_optional_path(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value != "")
+
+
+# What each top-level value must be beyond its type, checked before any data is loaded.
+VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "dataset": (lambda value: isinstance(value, str) and value != "", "a Hub id, a folder or 'sample'"),
+    "week3": (_is_optional_path, "a Week 3 folder or null"),
+    "init_from": (_is_optional_path, "a saved model folder or null"),
+    "tokenizer_vocab_size": (lambda value: _is_count(value) and value > 256,
+                             "an integer above 256 (the 256 byte symbols plus merges)"),
+    "max_length": (_is_count, "a positive integer"),
+    "limit_train": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
+    "limit_eval": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
+    "evals_per_epoch": (_is_count, "a positive integer"),
+    "early_stopping_patience": (lambda value: value is None or _is_count(value), "a positive integer or null"),
+    "seed": (lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+             "a non-negative integer"),
+    "mlm_probability": (lambda value: isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1,
+                        "a probability in (0, 1)"),
+}
+
+
 def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Experiment:
     """Read a YAML experiment and its bases, apply `key=value` overrides, and validate every section."""
     path = Path(path)
@@ -186,6 +215,9 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
                 raise ExperimentConfigError(f"{where}: `{key}` must be a mapping of {key} settings.")
         elif not _type_matches(value, default):
             raise ExperimentConfigError(f"{where}: `{key}` must be like {default!r}, got {value!r}.")
+    for key, (valid, meaning) in VALUE_RULES.items():
+        if key in raw and not valid(raw[key]):
+            raise ExperimentConfigError(f"{where}: `{key}` must be {meaning}, got {raw[key]!r}.")
     for key, allowed in (("train_window", TRAIN_WINDOWS), ("objective", PRETRAINING_OBJECTIVES)):
         if key in raw and raw[key] not in allowed:
             raise ExperimentConfigError(f"{where}: {key} must be one of {sorted(allowed)}, got {raw[key]!r}.")

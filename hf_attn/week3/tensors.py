@@ -80,6 +80,11 @@ def load_week3_split(path: str | Path) -> datasets.Dataset:
         raise Week3FormatError(f"{path}: input_ids and padding_mask must be integer tensors.")
     if not torch.equal(labels, labels.round()):
         raise Week3FormatError(f"{path}: labels must be class ids (0. or 1. in the notebook), found fractions.")
+    other_labels = sorted({int(label) for label in labels.unique().tolist()} - {0, 1})
+    if other_labels:
+        raise Week3FormatError(
+            f"{path}: labels must be 0 (negative) or 1 (positive), found {other_labels[:5]}; relabel the split."
+        )
     indices = torch.as_tensor(list(split.indices), dtype=torch.long)
     if len(indices) and (indices.min() < 0 or indices.max() >= len(input_ids)):
         raise Week3FormatError(f"{path}: Subset indices fall outside the {len(input_ids)} rows of its TensorDataset.")
