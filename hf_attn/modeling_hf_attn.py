@@ -124,7 +124,7 @@ class HfAttnAttention(nn.Module):
             query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
             # Q's and K's heads sit side by side in the fused projection: one rotation covers both.
             rotated = apply_rotary(
-                query_and_key.view(batch, query_length, -1, self.head_dim),
+                query_and_key.view(batch, query_length, self.num_heads + self.num_key_value_heads, self.head_dim),
                 positions.rotary,
                 self.rope_layout,
                 heads_dim=2,
@@ -140,9 +140,9 @@ class HfAttnAttention(nn.Module):
         """Split the last dimension of Q, K and V into (heads, head_dim)."""
         key_length = key.shape[1]
         return (
-            query.view(batch, query_length, -1, self.head_dim),
-            key.view(batch, key_length, -1, self.head_dim),
-            value.view(batch, key_length, -1, self.head_dim),
+            query.view(batch, query_length, self.num_heads, self.head_dim),
+            key.view(batch, key_length, self.num_key_value_heads, self.head_dim),
+            value.view(batch, key_length, self.num_key_value_heads, self.head_dim),
         )
 
     def _packs_weight_dropout(self, query: torch.Tensor) -> bool:
@@ -173,7 +173,7 @@ class HfAttnAttention(nn.Module):
 
         attention_function: Callable = eager_attention_forward
         eager = output_attentions or self._packs_weight_dropout(query) or self.config._attn_implementation == "eager"
-        if not eager:
+        if not eager and query_length > 0:  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )
@@ -190,7 +190,7 @@ class HfAttnAttention(nn.Module):
         )
         if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
             output = output.masked_fill(empty_query_rows, 0.0)
-        output = self.o_proj(output.reshape(batch, query_length, -1))
+        output = self.o_proj(output.reshape(batch, query_length, self.num_heads * self.head_dim))
         return output, weights
 
 
@@ -440,7 +440,12 @@ class HfAttnModel(HfAttnPreTrainedModel):
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
-    """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real (unpadded) tokens."""
+    """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real (unpadded) tokens.
+
+    A text with no tokens (an empty review) pools to zeros, so its logits are the classifier's bias.
+    """
+    if hidden_states.shape[1] == 0:
+        return hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[2])
     if mode == "cls":
         return hidden_states[:, 0]
     if attention_mask is None:
@@ -448,7 +453,8 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
     keep = attention_mask[..., None].to(hidden_states.dtype)
     if mode == "mean":
         return (hidden_states * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
-    return hidden_states.masked_fill(keep == 0, torch.finfo(hidden_states.dtype).min).amax(dim=1)
+    pooled = hidden_states.masked_fill(keep == 0, torch.finfo(hidden_states.dtype).min).amax(dim=1)
+    return pooled.masked_fill(keep.sum(dim=1) == 0, 0.0)  # a row of padding alone: zeros, as for `mean`
 
 
 class HfAttnForSequenceClassification(HfAttnPreTrainedModel):

@@ -37,6 +37,11 @@ class AttentionPositions:
     bias: torch.Tensor | None = None  # additive scores bias, (1, heads, query, key)
 
 
+def positions_needed(position_ids: torch.Tensor) -> int:
+    """How many rows of a position table `position_ids` reach: the largest id + 1, or 0 for no tokens."""
+    return int(position_ids.max()) + 1 if position_ids.numel() else 0
+
+
 class PositionScheme(nn.Module):
     """Base class: no positions at all (an encoder built on it is permutation-equivariant)."""
 
@@ -101,7 +106,7 @@ class SinusoidalPositions(PositionScheme):
         self.table = sinusoidal_table(len(self.table), self.config.hidden_size).to(self.table.device)
 
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        needed = int(position_ids.max()) + 1
+        needed = positions_needed(position_ids)
         if needed > len(self.table):  # grow on demand, doubling, so long inputs rebuild it rarely
             self.table = sinusoidal_table(max(needed, 2 * len(self.table)), self.config.hidden_size).to(
                 self.table.device
@@ -117,7 +122,7 @@ class LearnedPositions(PositionScheme):
         self.embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
 
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        longest = int(position_ids.max()) + 1
+        longest = positions_needed(position_ids)
         if longest > self.embeddings.num_embeddings:
             raise ValueError(
                 f"position_embedding_type='learned' has {self.embeddings.num_embeddings} trained positions "
@@ -201,7 +206,7 @@ class RotaryPositions(PositionScheme):
         self._build_cache(self.config.max_position_embeddings)
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
-        needed = max(int(position_ids.max()) + 1, key_length)
+        needed = max(positions_needed(position_ids), key_length)
         if self.rope_type == "dynamic":
             # NTK-aware frequencies depend on the actual length beyond training; within it they are fixed.
             scaled = max(needed, self.config.max_position_embeddings)

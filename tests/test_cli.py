@@ -29,3 +29,31 @@ def test_a_model_folder_that_is_not_a_model_is_a_usage_error(
 @pytest.mark.parametrize("value", [str(SAVED), "someone/hf-attn-imdb-rope"])
 def test_a_saved_folder_or_a_hub_repo_id_passes(value: str) -> None:
     assert cli.model_folder(value) == value
+
+
+def test_empty_and_whitespace_texts_are_classified_by_the_bias_through_pipeline_and_predict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty review has no tokens: `pipeline` and `hf-attn predict` return the label the classifier's
+    bias alone gives, with softmax(bias) as its score, instead of crashing."""
+    import torch
+    from helpers import tiny_config_kwargs
+    from transformers import pipeline
+
+    from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
+    from hf_attn.week3 import train_week3_tokenizer
+
+    tokenizer = train_week3_tokenizer(["a good film", "a bad film", "good good bad"] * 5, vocab_size=270, max_seq=16)
+    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                               max_position_embeddings=16))
+    torch.manual_seed(0)
+    model = HfAttnForSequenceClassification(config)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    expected = model.classifier.bias.softmax(dim=-1).max().item()
+    classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path))
+    for text in ("", "   "):
+        assert classify(text)[0]["score"] == pytest.approx(expected, abs=1e-6)
+    cli.main(["predict", "--model", str(tmp_path), "", "a good film"])
+    first_line = capsys.readouterr().out.splitlines()[0]
+    assert first_line.split("\t")[1] == f"{expected:.3f}"

@@ -572,3 +572,30 @@ def test_token_type_ids_from_bert_style_collators_are_accepted_and_change_nothin
         segments = torch.zeros_like(input_ids)
         actual = model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=segments)[0]
     assert torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("scheme", sorted(POSITION_SCHEMES))
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_a_text_without_tokens_gets_the_classifiers_bias(scheme: str, attn: str) -> None:
+    """Zero tokens (an empty or whitespace-only review) pool to zeros, so the logits are the bias alone;
+    in a padded batch such a row gets the same, and the other rows what they get on their own."""
+    model = build(model_class=HfAttnForSequenceClassification, attn=attn, position_embedding_type=scheme,
+                  num_key_value_heads=2)
+    bias = model.classifier.bias
+    with torch.no_grad():
+        empty = model(input_ids=torch.zeros(2, 0, dtype=torch.long), output_hidden_states=True)
+        input_ids, attention_mask = random_batch(pad_rows={1: 0})
+        batch = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        alone = model(input_ids=input_ids[:1]).logits
+    assert torch.equal(empty.logits, bias.expand(2, -1))
+    assert len(empty.hidden_states) == model.config.num_hidden_layers + 1
+    assert torch.equal(batch[1], bias)
+    torch.testing.assert_close(batch[0], alone[0])
+
+
+def test_max_pooling_gives_a_row_of_padding_alone_zeros() -> None:
+    model = build(model_class=HfAttnForSequenceClassification, classifier_pooling="max")
+    input_ids, attention_mask = random_batch(pad_rows={1: 0})
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    assert torch.equal(logits[1], model.classifier.bias)
