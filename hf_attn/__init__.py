@@ -6,17 +6,12 @@ Importing the package registers the model with transformers' Auto classes, so
 `trust_remote_code=True` without installing this package.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForMaskedLM,
-    AutoModelForPreTraining,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-)
+import transformers
+from transformers import AutoConfig, AutoTokenizer
 
 from .configuration_hf_attn import HfAttnConfig
 from .modeling_hf_attn import (
+    AUTO_CLASSES,
     HfAttnForMaskedLM,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
@@ -27,14 +22,9 @@ from .positions import POSITION_SCHEMES, PositionScheme
 from .tokenization_hf_attn import HfAttnTokenizerFast
 
 AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig, exist_ok=True)
-for auto_class, model_class in (
-    (AutoModel, HfAttnModel),
-    (AutoModelForSequenceClassification, HfAttnForSequenceClassification),
-    (AutoModelForMaskedLM, HfAttnForMaskedLM),
-    (AutoModelForPreTraining, HfAttnForReplacedTokenDetection),
-):
-    auto_class.register(HfAttnConfig, model_class, exist_ok=True)
-    model_class.register_for_auto_class(auto_class.__name__)
+for auto_class_name, model_class in AUTO_CLASSES.items():
+    getattr(transformers, auto_class_name).register(HfAttnConfig, model_class, exist_ok=True)
+    model_class.register_for_auto_class(auto_class_name)
 HfAttnConfig.register_for_auto_class()
 AutoTokenizer.register(HfAttnConfig, fast_tokenizer_class=HfAttnTokenizerFast, exist_ok=True)
 

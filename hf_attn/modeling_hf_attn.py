@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -287,6 +289,13 @@ class HfAttnPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["HfAttnLayer"]
     _supports_sdpa = True
+
+    def save_pretrained(self, save_directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> None:
+        """`PreTrainedModel.save_pretrained`, with every head of `AUTO_CLASSES` in the config's `auto_map`."""
+        module = type(self).__module__.rsplit(".", 1)[-1]  # `modeling_hf_attn`, also when loaded as remote code
+        heads = {auto_class: f"{module}.{model_class.__name__}" for auto_class, model_class in AUTO_CLASSES.items()}
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **heads}
+        super().save_pretrained(save_directory, *args, **kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -685,7 +694,18 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+# The transformers Auto class each model is registered for (`hf_attn/__init__.py`). A saved folder lists
+# every one in its `auto_map`, so that it loads as any head with `trust_remote_code`: a masked-LM folder
+# as a classifier to fine-tune, any folder with `AutoModel` for features.
+AUTO_CLASSES: dict[str, type[HfAttnPreTrainedModel]] = {
+    "AutoModel": HfAttnModel,
+    "AutoModelForSequenceClassification": HfAttnForSequenceClassification,
+    "AutoModelForMaskedLM": HfAttnForMaskedLM,
+    "AutoModelForPreTraining": HfAttnForReplacedTokenDetection,
+}
+
 __all__ = [
+    "AUTO_CLASSES",
     "HfAttnForMaskedLM",
     "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",

@@ -599,3 +599,39 @@ def test_max_pooling_gives_a_row_of_padding_alone_zeros() -> None:
     with torch.no_grad():
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
     assert torch.equal(logits[1], model.classifier.bias)
+
+
+REMOTE_HEADS = textwrap.dedent("""
+    import json, sys
+    sys.modules["hf_attn"] = None  # no hf_attn package at all
+    import torch
+    from transformers import AutoModel, AutoModelForSequenceClassification
+    encoder = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+    classifier = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True)
+    ids = torch.tensor(json.load(open(sys.argv[2])))
+    with torch.no_grad():
+        print(json.dumps({"features": encoder(input_ids=ids).last_hidden_state.tolist(),
+                          "same_encoder": torch.equal(classifier.model.embed_tokens.weight,
+                                                      encoder.embed_tokens.weight)}))
+""")
+
+
+def test_a_masked_lm_folder_loads_as_every_head_where_hf_attn_is_absent(tmp_path: Path) -> None:
+    """`auto_map` lists every head: a pretrained masked-LM folder loads with AutoModel (features equal to
+    the masked LM's encoder) and as a classifier to fine-tune (the same encoder weights)."""
+    model = build(HfAttnForMaskedLM, position_embedding_type="alibi")
+    model.save_pretrained(tmp_path / "mlm")
+    auto_map = json.loads((tmp_path / "mlm" / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModel"] == "modeling_hf_attn.HfAttnModel"
+    assert auto_map["AutoModelForSequenceClassification"] == "modeling_hf_attn.HfAttnForSequenceClassification"
+    input_ids, _ = random_batch()
+    (tmp_path / "ids.json").write_text(json.dumps(input_ids.tolist()))
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", REMOTE_HEADS, str(tmp_path / "mlm"), str(tmp_path / "ids.json")],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["same_encoder"]
+    with torch.no_grad():
+        expected = model.model(input_ids=input_ids).last_hidden_state
+    torch.testing.assert_close(torch.tensor(loaded["features"]), expected)
