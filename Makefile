@@ -23,7 +23,7 @@ install: $(STAMP)
 # The main job on the IMDb sample shipped inside the package: trains a byte-level BPE and a small
 # RoPE classifier, evaluates it, saves it as a from_pretrained folder, then probes and uses it.
 demo: $(STAMP)
-	$(VENV)/bin/hf-attn train --config configs/smoke.yaml --output-dir outputs/demo
+	$(VENV)/bin/hf-attn train --config configs/smoke.yaml --output-dir outputs/demo --overwrite
 	$(VENV)/bin/hf-attn probe --model outputs/demo --output-dir outputs/demo/probe
 	$(VENV)/bin/hf-attn predict --model outputs/demo "A wonderful, moving film." "Dull and far too long."
 

@@ -35,7 +35,7 @@ def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - tr
 
     experiment = _experiment(args)
     output_dir = args.output_dir or f"outputs/{experiment.name}"
-    metrics = run(experiment, output_dir, resume=args.resume, results_path=args.results)
+    metrics = run(experiment, output_dir, resume=args.resume, overwrite=args.overwrite, results_path=args.results)
     if PartialState().is_main_process:
         print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
 
@@ -179,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--output-dir", help="where model, tokenizer, checkpoints, metrics.json go")
         command.add_argument("--results", help="also write the metrics JSON here (e.g. results/positions/rope.json)")
         command.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+        command.add_argument("--overwrite", action="store_true",
+                             help="start again in an --output-dir that holds a run (deletes its checkpoints)")
         command.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
         command.set_defaults(func=func)
 

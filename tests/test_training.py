@@ -153,3 +153,35 @@ def test_accelerate_launch_on_two_processes(tmp_path: Path) -> None:
     assert metrics["n_validation"] == 64
     assert single["validation_accuracy"] == pytest.approx(metrics["val_accuracy"])
     assert single["validation_loss"] == pytest.approx(metrics["val_loss"], abs=1e-4)
+
+
+def test_a_folder_holding_a_run_needs_resume_or_overwrite_and_one_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rerunning into a run folder would mix the older run's checkpoints with the new one's: it is an
+    error naming --resume and --overwrite; --overwrite deletes them first; a folder another process holds
+    (an flock, as a second `hf-attn train` takes) is refused, and a lock file left by a process that
+    ended does not block."""
+    import fcntl
+
+    from hf_attn import cli
+    from hf_attn.experiments.run import LOCK_FILE, RunFolderError
+
+    folder = tmp_path / "run"
+    (folder / "checkpoint-999").mkdir(parents=True)  # what an older run left
+    (folder / "metrics.json").write_text("{}")
+    experiment = load_experiment(SMOKE, FAST)
+    with pytest.raises(RunFolderError, match="already holds a run .*--resume to continue it, or --overwrite"):
+        train(experiment, folder)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(SMOKE), "--output-dir", str(folder), *FAST])
+    assert exit_info.value.code == 2 and "--overwrite" in capsys.readouterr().err
+    with pytest.raises(RunFolderError, match="pass one"):
+        train(experiment, folder, resume=True, overwrite=True)
+    with open(folder / LOCK_FILE, "w") as other_process:
+        fcntl.flock(other_process, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(RunFolderError, match="another process is writing"):
+            train(experiment, folder, overwrite=True)
+    metrics = train(experiment, folder, overwrite=True)  # the lock file is still there, released
+    assert not (folder / "checkpoint-999").exists()
+    assert json.loads((folder / "metrics.json").read_text())["test_loss"] == metrics["test_loss"]

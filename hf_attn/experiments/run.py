@@ -10,13 +10,16 @@ tokenizer, scoring, and `metrics.json` with the run's record (steps, time, hardw
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import math
 import os
+import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,48 +107,104 @@ def run(
     resume: bool = False,
     results_path: str | os.PathLike[str] | None = None,
     callbacks: Sequence[TrainerCallback] = (),
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train the task `make_task` prepares for `experiment`, save it and write its metrics; returns them.
 
     Writes `output_dir/` (model + tokenizer + code, loadable with `from_pretrained`),
     `output_dir/checkpoint-*` (for `resume=True`, which continues from the last one) and
     `output_dir/metrics.json`, copied to `results_path` when given. Early stopping on validation loss
-    applies when the task restores the best checkpoint at the end.
+    applies when the task restores the best checkpoint at the end. A folder that already holds a run
+    needs `resume` or `overwrite` (see `claim_output_dir`).
     """
     output_dir = Path(output_dir)
     started = time.time()
-    checkpoint = resume_checkpoint(output_dir) if resume else None
-    task = make_task(experiment)
-    if task.model_defaults:
-        experiment = dataclasses.replace(experiment, model={**task.model_defaults, **experiment.model})
-    set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
-    model = build_model(experiment, task.tokenizer, task.model_class, checkpoint)
-    args = training_arguments(experiment, output_dir, len(task.train_dataset), **task.arguments)
-    callbacks = [*callbacks, TrainingClock()]
-    if args.load_best_model_at_end and experiment.early_stopping_patience is not None:
-        callbacks.append(EarlyStoppingCallback(early_stopping_patience=experiment.early_stopping_patience))
-    trainer = task.trainer_class(
-        model=model,
-        args=args,
-        train_dataset=task.train_dataset,
-        eval_dataset=task.eval_dataset,
-        data_collator=task.data_collator,
-        processing_class=task.tokenizer,
-        compute_metrics=task.compute_metrics,
-        callbacks=callbacks,
-    )
-    train_output = trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.save_model(str(output_dir))
-    metrics = {
-        "name": experiment.name,
-        **task.score(trainer),
-        **task.sizes,
-        **run_record(experiment, trainer, train_output, task.tokenizer, started),
-    }
-    if experiment.init_from is not None:  # where the weights came from, for tables and model cards
-        metrics[task.init_from_record] = init_from_metrics(experiment)
-    write_metrics(trainer, metrics, output_dir, results_path)
-    return metrics
+    with claim_output_dir(output_dir, resume, overwrite):
+        checkpoint = resume_checkpoint(output_dir) if resume else None
+        task = make_task(experiment)
+        if task.model_defaults:
+            experiment = dataclasses.replace(experiment, model={**task.model_defaults, **experiment.model})
+        set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
+        model = build_model(experiment, task.tokenizer, task.model_class, checkpoint)
+        args = training_arguments(experiment, output_dir, len(task.train_dataset), **task.arguments)
+        callbacks = [*callbacks, TrainingClock()]
+        if args.load_best_model_at_end and experiment.early_stopping_patience is not None:
+            callbacks.append(EarlyStoppingCallback(early_stopping_patience=experiment.early_stopping_patience))
+        trainer = task.trainer_class(
+            model=model,
+            args=args,
+            train_dataset=task.train_dataset,
+            eval_dataset=task.eval_dataset,
+            data_collator=task.data_collator,
+            processing_class=task.tokenizer,
+            compute_metrics=task.compute_metrics,
+            callbacks=callbacks,
+        )
+        train_output = trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.save_model(str(output_dir))
+        metrics = {
+            "name": experiment.name,
+            **task.score(trainer),
+            **task.sizes,
+            **run_record(experiment, trainer, train_output, task.tokenizer, started),
+        }
+        if experiment.init_from is not None:  # where the weights came from, for tables and model cards
+            metrics[task.init_from_record] = init_from_metrics(experiment)
+        write_metrics(trainer, metrics, output_dir, results_path)
+        return metrics
+
+
+class RunFolderError(ValueError):
+    """An output folder this run may not write: it holds another run, or another process writes it."""
+
+
+# What marks a folder as holding a run: a saved model, its record or its checkpoints.
+RUN_MARKERS = ("config.json", "metrics.json", "checkpoint-*")
+LOCK_FILE = ".hf-attn.lock"
+
+
+@contextlib.contextmanager
+def claim_output_dir(output_dir: Path, resume: bool, overwrite: bool) -> Iterator[None]:
+    """Hold `output_dir` for one run: one process at a time, and an earlier run in it only on request.
+
+    A folder that already holds a run is continued with `resume` or, with `overwrite`, first loses that
+    run's checkpoints and metrics, so that an old run's checkpoints never mix with a new one's;
+    otherwise it is a `RunFolderError` naming both options. The lock is an `flock` on `LOCK_FILE`,
+    which the operating system releases when the process ends, also when it is killed. Under
+    `accelerate launch` the main process holds it for all of them.
+    """
+    if resume and overwrite:
+        raise RunFolderError("--resume continues the run in the output folder and --overwrite replaces it: pass one.")
+    if not process_state().is_main_process:
+        yield
+        return
+    previous = [path for marker in RUN_MARKERS for path in output_dir.glob(marker)]
+    if previous and not (resume or overwrite):
+        raise RunFolderError(
+            f"{output_dir} already holds a run ({', '.join(sorted(path.name for path in previous)[:4])}); pass "
+            "--resume to continue it, or --overwrite to start again (its checkpoints and metrics are deleted)."
+        )
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with open(output_dir / LOCK_FILE, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunFolderError(
+                f"another process is writing {output_dir}; wait for it to end or pass another --output-dir."
+            ) from None
+        if overwrite:
+            for path in previous:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.name != "config.json":  # the new run's save replaces the model files
+                    path.unlink()
+        yield
+
+
+def process_state() -> PartialState:
+    """accelerate's view of this process (the main one, how many): on a machine without a GPU, CPU processes
+    (also under `accelerate launch`)."""
+    return PartialState(cpu=not torch.cuda.is_available())
 
 
 def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
@@ -208,10 +267,9 @@ def training_arguments(experiment: Experiment, output_dir: Path, n_train: int, *
     / `save_steps`; on a machine without a GPU the run stays on the CPU (also under `accelerate launch`).
     """
     settings = {**TRAINING_DEFAULTS, **experiment.training}
-    on_cpu = not torch.cuda.is_available()
-    if on_cpu:
+    if not torch.cuda.is_available():
         settings.setdefault("use_cpu", True)
-    world_size = PartialState(cpu=on_cpu).num_processes
+    world_size = process_state().num_processes
     batch = settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1) * world_size
     steps_per_epoch = max(1, math.ceil(n_train / batch))
     settings.setdefault("eval_steps", max(1, steps_per_epoch // experiment.evals_per_epoch))
