@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from safetensors import SafetensorError
+
 # Modules of the optional extras (pyproject.toml), for a clear error where one is missing.
 EXTRA_OF_MODULE = {
     "datasets": "experiments",
@@ -148,19 +150,26 @@ def _push(args: argparse.Namespace) -> None:
 HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
-def model_folder(value: str) -> str:
-    """A `--model`: a folder holding config.json, or a Hub repo id; anything else is a usage error that
-    names the problem (transformers would report a missing folder as a malformed repo id)."""
+def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
+    """A `--model`: a folder holding the files `needs`, or a Hub repo id; anything else is a usage error
+    that names the problem (transformers would report a missing folder as a malformed repo id, and a
+    folder without a tokenizer as a missing sentencepiece)."""
     path = Path(value)
-    if path.is_dir() and (path / "config.json").is_file():
-        return value
-    if path.exists():
+    if not path.exists():
+        if HUB_REPO_ID.fullmatch(value):
+            return value
+        raise argparse.ArgumentTypeError(f"model folder {value} does not exist")
+    missing = [name for name in needs if not (path / name).is_file()]
+    if missing:
         raise argparse.ArgumentTypeError(
-            f"{value} holds no config.json; pass a folder written by `hf-attn train` (or any save_pretrained folder)"
+            f"{value} holds no {' or '.join(missing)}; pass a folder written by `hf-attn train` (model and tokenizer)"
         )
-    if HUB_REPO_ID.fullmatch(value):
-        return value
-    raise argparse.ArgumentTypeError(f"model folder {value} does not exist")
+    return value
+
+
+def classifier_folder(value: str) -> str:
+    """A `--model` that classifies text: a saved model with its tokenizer."""
+    return model_folder(value, needs=("config.json", "tokenizer.json"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,19 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=_prepare)
 
     evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
-    evaluate.add_argument("--model", required=True, type=model_folder)
+    evaluate.add_argument("--model", required=True, type=classifier_folder)
     evaluate.add_argument("--dataset", default="stanfordnlp/imdb")
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
     evaluate.set_defaults(func=_evaluate)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model")
-    predict.add_argument("--model", required=True, type=model_folder)
+    predict.add_argument("--model", required=True, type=classifier_folder)
     predict.add_argument("texts", nargs="+")
     predict.set_defaults(func=_predict)
 
     probe = commands.add_parser("probe", help="hard-review probe; with --output-dir also heatmaps and plots")
-    probe.add_argument("--model", required=True, type=model_folder)
+    probe.add_argument("--model", required=True, type=classifier_folder)
     probe.add_argument("--output-dir", help="write self- and cross-attention heatmaps, position plots, probe.json")
     probe.add_argument("--heatmap-text", help="review for the self-attention heatmaps (default: hard review 1)")
     probe.set_defaults(func=_probe)
@@ -246,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.func(args)
     except (ValueError, FileNotFoundError) as error:  # user errors: one clear line, no traceback
         print(f"hf-attn {args.command}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except SafetensorError as error:
+        print(f"hf-attn {args.command}: error: a weights file cannot be read ({error}); it is truncated or "
+              "corrupt: save or download the model again", file=sys.stderr)
         raise SystemExit(2) from None
     except ModuleNotFoundError as error:
         if error.name not in EXTRA_OF_MODULE:

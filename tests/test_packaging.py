@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tomllib
@@ -39,11 +40,17 @@ def test_core_dependencies_are_the_models_and_torch_is_not_pinned() -> None:
         assert any(requirement.startswith(distribution) for requirement in extras[extra]), (module, extra)
 
 
-def test_a_command_whose_extra_is_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+def test_a_command_whose_extra_is_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    saved = tmp_path / "model"  # what `--model` checks for; the command stops at its import before reading it
+    saved.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (saved / name).write_text("{}")
     for name in [name for name in sys.modules if name.startswith("hf_attn.analysis")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ModuleNotFoundError
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["probe", "--model", str(REPO / "tests" / "fixtures" / "pre-1.0" / "alibi-gqa")])
+        cli.main(["probe", "--model", str(saved)])
     assert exit_info.value.code == 2
     assert "pip install 'hf-attn[analysis]'" in capsys.readouterr().err
