@@ -33,12 +33,12 @@ def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.exp
 
 
 def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - train or pretrain
-    from accelerate import PartialState
+    from .experiments.run import process_state
 
     experiment = _experiment(args)
     output_dir = args.output_dir or f"outputs/{experiment.name}"
     metrics = run(experiment, output_dir, resume=args.resume, overwrite=args.overwrite, results_path=args.results)
-    if PartialState().is_main_process:
+    if process_state().is_main_process:
         print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
 
 

@@ -174,8 +174,13 @@ class HfAttnAttention(nn.Module):
         query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
 
         attention_function: Callable = eager_attention_forward
-        eager = output_attentions or self._packs_weight_dropout(query) or self.config._attn_implementation == "eager"
-        if not eager and query_length > 0:  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
+        eager = (
+            output_attentions
+            or self._packs_weight_dropout(query)
+            or self.config._attn_implementation == "eager"
+            or query_length == 0  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
+        )
+        if not eager:
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )
