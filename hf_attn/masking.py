@@ -9,11 +9,16 @@ each distinct mask once per forward pass and hands it to every layer.
 from __future__ import annotations
 
 import torch
+from transformers.utils import is_tracing
 
 
 def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(batch, key) 1/0 padding mask -> (batch, 1, 1, key) boolean, or None when nothing is padding."""
-    if attention_mask is None or bool(attention_mask.all()):
+    """(batch, key) 1/0 padding mask -> (batch, 1, 1, key) boolean, or None when nothing is padding.
+
+    Whether anything is padding is read back to the host, so while a graph is captured (`torch.compile`,
+    export) the mask is always kept: the graph must serve padded batches too.
+    """
+    if attention_mask is None or (not is_tracing(attention_mask) and bool(attention_mask.all())):
         return None
     return attention_mask.bool()[:, None, None, :]
 

@@ -33,6 +33,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import is_tracing
 
 from .configuration_hf_attn import HfAttnConfig
 from .dropout import Dropout, apply_dropout
@@ -132,8 +133,8 @@ class HfAttnAttention(nn.Module):
                 heads_dim=2,
             )
             query, key = rotated.split([self.num_heads, self.num_key_value_heads], dim=2)
-            # V would otherwise stay a view of the fused projection and keep all of it alive for backward.
-            value = value.contiguous()
+            if value.requires_grad:  # a view of the fused projection would keep all of it alive for backward
+                value = value.contiguous()
         return self._heads(batch, query_length, query, key, value)
 
     def _heads(
@@ -306,18 +307,20 @@ class HfAttnPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module: nn.Module) -> None:
         """Normal(0, initializer_range) everywhere (transformers' default), with the output projections
         of residual branches scaled by 1/sqrt(2 * layers) as in GPT-2, so the residual stream's variance
-        does not grow with depth. Cached position tables are recomputed: they are not in checkpoints."""
+        does not grow with depth. Position buffers are recomputed: they are not in checkpoints."""
         super()._init_weights(module)
         if isinstance(module, (HfAttnAttention, HfAttnMLP)):
             projection = module.o_proj if isinstance(module, HfAttnAttention) else module.down_proj
             std = self.config.initializer_range / math.sqrt(2 * self.config.num_hidden_layers)
             init.normal_(projection.weight, mean=0.0, std=std)
         elif isinstance(module, PositionScheme):
-            module.reset_cache()
+            module.reset_buffers()
 
 
 def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
-    if not input_ids.numel():
+    """Ids outside the vocabulary are a clear error in eager mode; the check reads them back to the host,
+    so it is skipped while a graph is captured (`torch.compile`, export)."""
+    if not input_ids.numel() or is_tracing(input_ids):
         return
     lowest, highest = (int(value) for value in torch.aminmax(input_ids))  # one device sync, not two
     if lowest < 0 or highest >= vocab_size:
@@ -329,11 +332,12 @@ def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
 
 
 def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(B, Q, 1, 1) flags of query rows that see no key at all, or None when every row sees one."""
+    """(B, Q, 1, 1) flags of query rows that see no key at all, or None when every row sees one (known
+    only by reading the flags back to the host, so while a graph is captured the flags are kept)."""
     if mask is None:
         return None
     empty = ~mask.any(dim=-1)  # (B|1, 1, Q)
-    return empty.transpose(1, 2)[..., None] if bool(empty.any()) else None
+    return empty.transpose(1, 2)[..., None] if is_tracing(empty) or bool(empty.any()) else None
 
 
 class HfAttnModel(HfAttnPreTrainedModel):

@@ -5,7 +5,7 @@ A scheme can act at two places, and each class overrides only the hook it needs:
 * `embed(inputs_embeds, position_ids)`: absolute schemes add a vector per position once, after the
   token embedding (`sinusoidal`, `learned`).
 * `attention_positions(position_ids, key_length)`: relative schemes hand every attention layer what
-  it needs: RoPE's cos/sin table to rotate queries and keys, or ALiBi's additive bias. The model calls
+  it needs: RoPE's cos/sin to rotate queries and keys, or ALiBi's additive bias. The model calls
   it once per forward pass and passes the result to all layers.
 
 Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`.
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.utils import is_tracing
 
 if TYPE_CHECKING:
     from .configuration_hf_attn import HfAttnConfig
@@ -35,11 +36,6 @@ class AttentionPositions:
 
     rotary: torch.Tensor | None = None  # (cos, sin) x scaling, (batch|1, seq, head_dim / 2, 2)
     bias: torch.Tensor | None = None  # additive scores bias, (1, heads, query, key)
-
-
-def positions_needed(position_ids: torch.Tensor) -> int:
-    """How many rows of a position table `position_ids` reach: the largest id + 1, or 0 for no tokens."""
-    return int(position_ids.max()) + 1 if position_ids.numel() else 0
 
 
 class PositionScheme(nn.Module):
@@ -59,16 +55,17 @@ class PositionScheme(nn.Module):
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
         return AttentionPositions()
 
-    def reset_cache(self) -> None:
-        """Recompute cached tables (called by `_init_weights`: non-persistent buffers are not loaded)."""
+    def reset_buffers(self) -> None:
+        """Recompute the scheme's fp32 buffers (called by `_init_weights`: non-persistent buffers are not loaded)."""
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> PositionScheme:
-        """Cached tables stay fp32 whatever dtype the model is cast to: each use casts them after indexing
-        (as transformers' RoPE computes cos/sin in fp32), and a model cast to bf16 and back would otherwise
-        keep tables rounded to 8 bits of mantissa. A cast table is rebuilt, on its new device."""
+        """Buffers (RoPE's frequencies, ALiBi's slopes) stay fp32 whatever dtype the model is cast to: each
+        use casts what it computes from them (as transformers' RoPE computes cos/sin in fp32), and a model
+        cast to bf16 and back would otherwise keep them rounded to 8 bits of mantissa. A cast buffer is
+        recomputed, on its new device."""
         super()._apply(fn, recurse)
-        if any(table.is_floating_point() and table.dtype != torch.float32 for table in self.buffers(recurse=False)):
-            self.reset_cache()
+        if any(buffer.is_floating_point() and buffer.dtype != torch.float32 for buffer in self.buffers(recurse=False)):
+            self.reset_buffers()
         return self
 
 
@@ -76,23 +73,19 @@ class NoPositions(PositionScheme):
     """`none`: a bag of tokens; useful as the control in position-scheme comparisons."""
 
 
-def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
-    """Vaswani et al.'s table, fp32: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same)."""
-    position = torch.arange(length, dtype=torch.float32).unsqueeze(1)
-    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10_000.0) / dim))
-    table = torch.empty(length, dim, dtype=torch.float32)
-    table[:, 0::2] = torch.sin(position * inv_freq)
-    table[:, 1::2] = torch.cos(position * inv_freq)
-    return table
+def sinusoidal_embedding(position_ids: torch.Tensor, dim: int) -> torch.Tensor:
+    """Vaswani et al.'s vector of each position id, fp32: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same).
+
+    Computed from the ids on every call (d/2 angles per token, little next to one layer), so every
+    length works without a table to grow and no id is read back to the host (`torch.compile`, export).
+    """
+    exponents = torch.arange(0, dim, 2, dtype=torch.float32, device=position_ids.device)
+    angles = position_ids[..., None].float() * torch.exp(exponents * (-math.log(10_000.0) / dim))
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
 
 
 class SinusoidalPositions(PositionScheme):
-    """`sinusoidal`: the fixed table added once after the embedding; extrapolates to any length."""
-
-    def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
-        self.register_buffer("table", sinusoidal_table(config.max_position_embeddings, config.hidden_size),
-                             persistent=False)
+    """`sinusoidal`: the fixed encoding added once after the embedding; extrapolates to any length."""
 
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
@@ -102,16 +95,8 @@ class SinusoidalPositions(PositionScheme):
                 "pairs sin/cos channels, so hidden_size must be even."
             )
 
-    def reset_cache(self) -> None:
-        self.table = sinusoidal_table(len(self.table), self.config.hidden_size).to(self.table.device)
-
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        needed = positions_needed(position_ids)
-        if needed > len(self.table):  # grow on demand, doubling, so long inputs rebuild it rarely
-            self.table = sinusoidal_table(max(needed, 2 * len(self.table)), self.config.hidden_size).to(
-                self.table.device
-            )
-        return inputs_embeds + self.table[position_ids].to(inputs_embeds.dtype)
+        return inputs_embeds + sinusoidal_embedding(position_ids, self.config.hidden_size).to(inputs_embeds.dtype)
 
 
 class LearnedPositions(PositionScheme):
@@ -122,7 +107,8 @@ class LearnedPositions(PositionScheme):
         self.embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
 
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        longest = positions_needed(position_ids)
+        # Reading the largest id back is a host sync: skipped while a graph is captured (compile, export).
+        longest = 0 if is_tracing(position_ids) or not position_ids.numel() else int(position_ids.max()) + 1
         if longest > self.embeddings.num_embeddings:
             raise ValueError(
                 f"position_embedding_type='learned' has {self.embeddings.num_embeddings} trained positions "
@@ -149,9 +135,11 @@ def apply_rotary(
     cos, sin = rotation.unsqueeze(heads_dim).to(states.dtype).unbind(-1)
     if layout == "interleaved":
         x, y = states.unflatten(-1, (-1, 2)).unbind(-1)
-        return torch.stack((x * cos - y * sin, y * cos + x * sin), dim=-1).flatten(-2)
-    x, y = states.chunk(2, dim=-1)
-    return torch.cat((x * cos - y * sin, y * cos + x * sin), dim=-1)
+    else:
+        x, y = states.chunk(2, dim=-1)
+    # (x cos - y sin, y cos + x sin), each as one multiply and one fused multiply-add.
+    rotated = (torch.addcmul(x * cos, y, sin, value=-1), torch.addcmul(y * cos, x, sin))
+    return torch.stack(rotated, dim=-1).flatten(-2) if layout == "interleaved" else torch.cat(rotated, dim=-1)
 
 
 def default_rope_inv_freq(config: HfAttnConfig) -> tuple[torch.Tensor, float]:
@@ -164,19 +152,17 @@ def default_rope_inv_freq(config: HfAttnConfig) -> tuple[torch.Tensor, float]:
 class RotaryPositions(PositionScheme):
     """`rope`: rotates Q and K inside every layer (V untouched), so q.k depends on the offset only.
 
-    Context-length scaling (`linear`, `dynamic` NTK, `yarn`) reuses transformers' init functions.
-    cos/sin are cached in fp32 for `cached_length` positions and grown on demand; only `dynamic`
-    rebuilds them when an input is longer than the training length, since its frequencies depend on
-    that length.
+    Context-length scaling (`linear`, `dynamic` NTK, `yarn`) reuses transformers' init functions. The
+    frequencies are a fp32 buffer; cos/sin are computed from the position ids on every forward pass (as
+    in transformers' Llama), so any length works and nothing is read back to the host. Only `dynamic`
+    recomputes the frequencies, for an input longer than the training length, since they depend on it.
     """
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
         self.rope_type = config.rope_parameters.get("rope_type", "default")
-        self.cached_length = 0
-        self.cached_scaled_length = 0
-        self.register_buffer("rotation_cached", torch.empty(0), persistent=False)
-        self._build_cache(config.max_position_embeddings)
+        inv_freq, self.attention_scaling = self._frequencies(config.max_position_embeddings)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
@@ -194,27 +180,18 @@ class RotaryPositions(PositionScheme):
             return ROPE_INIT_FUNCTIONS["dynamic"](self.config, None, seq_len=length)
         return ROPE_INIT_FUNCTIONS[self.rope_type](self.config, None)
 
-    def _build_cache(self, length: int) -> None:
-        device = self.rotation_cached.device if self.rotation_cached.device.type != "meta" else None
-        inv_freq, attention_scaling = self._frequencies(length)
-        angles = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq.float())
-        self.rotation_cached = (torch.stack((angles.cos(), angles.sin()), dim=-1) * attention_scaling).to(device)
-        self.cached_length = length
-        self.cached_scaled_length = max(length, self.config.max_position_embeddings)
-
-    def reset_cache(self) -> None:
-        self._build_cache(self.config.max_position_embeddings)
+    def reset_buffers(self) -> None:
+        device = self.inv_freq.device if self.inv_freq.device.type != "meta" else None
+        inv_freq, self.attention_scaling = self._frequencies(self.config.max_position_embeddings)
+        self.inv_freq = inv_freq.float().to(device)
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
-        needed = max(positions_needed(position_ids), key_length)
-        if self.rope_type == "dynamic":
+        inv_freq, attention_scaling = self.inv_freq, self.attention_scaling
+        if self.rope_type == "dynamic" and key_length > self.config.max_position_embeddings:
             # NTK-aware frequencies depend on the actual length beyond training; within it they are fixed.
-            scaled = max(needed, self.config.max_position_embeddings)
-            if scaled != self.cached_scaled_length:
-                self._build_cache(scaled)
-        elif needed > self.cached_length:
-            self._build_cache(max(needed, 2 * self.cached_length))
-        return AttentionPositions(rotary=self.rotation_cached.to(position_ids.device)[position_ids])
+            inv_freq, attention_scaling = self._frequencies(key_length)
+        angles = position_ids[..., None].float() * inv_freq.to(position_ids.device)  # (B|1, T, D/2)
+        return AttentionPositions(rotary=torch.stack((angles.cos(), angles.sin()), dim=-1) * attention_scaling)
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -239,7 +216,7 @@ class AlibiPositions(PositionScheme):
         super().__init__(config)
         self.register_buffer("slopes", alibi_slopes(config.num_attention_heads), persistent=False)
 
-    def reset_cache(self) -> None:
+    def reset_buffers(self) -> None:
         self.slopes = alibi_slopes(self.config.num_attention_heads).to(self.slopes.device)
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:

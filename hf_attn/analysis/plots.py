@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import torch  # noqa: E402
 
-from ..positions import sinusoidal_table  # noqa: E402
+from ..positions import sinusoidal_embedding  # noqa: E402
 
 
 def _save(figure: plt.Figure, path: str | os.PathLike[str]) -> Path:
@@ -54,7 +54,8 @@ def plot_attention_grid(
 def plot_sinusoidal_table(path: str | os.PathLike[str], length: int = 128, dim: int = 384) -> Path:
     """The table added to token embeddings: positions down, channels across."""
     figure, axis = plt.subplots(figsize=(8, 4))
-    image = axis.imshow(sinusoidal_table(length, dim).numpy(), cmap="RdBu", aspect="auto", vmin=-1, vmax=1)
+    table = sinusoidal_embedding(torch.arange(length), dim).numpy()
+    image = axis.imshow(table, cmap="RdBu", aspect="auto", vmin=-1, vmax=1)
     axis.set_xlabel("channel")
     axis.set_ylabel("position")
     axis.set_title(f"Sinusoidal positions ({length} x {dim})")

@@ -1,0 +1,102 @@
+"""Graph capture: `torch.compile(fullgraph=True)` and the default (dynamo) ONNX exporter, for every scheme.
+
+The forward pass must read no tensor value back to the host while a graph is captured (a graph break
+under `fullgraph=True`, an export failure), and the captured graph must serve batch sizes, lengths and
+padding other than the example it was captured with. The reference is the same model run eagerly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import tiny_config_kwargs
+
+from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnForSequenceClassification
+
+MAX_POSITIONS = 64
+
+
+def classifier(scheme: str, attn_implementation: str = "sdpa") -> HfAttnForSequenceClassification:
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, max_position_embeddings=MAX_POSITIONS))
+    config._attn_implementation = attn_implementation
+    torch.manual_seed(0)
+    return HfAttnForSequenceClassification(config).eval()
+
+
+def batch(size: int, length: int, padded: bool) -> dict[str, torch.Tensor]:
+    """Random ids; with `padded`, the last row keeps only half its tokens (padding id 0 after them)."""
+    generator = torch.Generator().manual_seed(size * 1000 + length)
+    input_ids = torch.randint(1, 64, (size, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    if padded:
+        attention_mask[-1, length // 2 :] = 0
+        input_ids[-1, length // 2 :] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+# The example a graph is captured with, then other shapes: more rows, longer (beyond max_position_embeddings
+# for the schemes that extrapolate), no padding at all.
+EXAMPLE = (2, 12, True)
+OTHERS = ((5, 40, True), (1, 7, False))
+LONG = (3, 3 * MAX_POSITIONS, True)
+
+
+def shapes(scheme: str) -> tuple[tuple[int, int, bool], ...]:
+    return OTHERS if scheme == "learned" else (*OTHERS, LONG)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "attn_implementation"), [(scheme, "sdpa") for scheme in POSITION_SCHEMES] + [("rope", "eager")]
+)
+def test_compile_fullgraph_matches_eager_for_other_shapes(scheme: str, attn_implementation: str) -> None:
+    torch._dynamo.reset()
+    model = classifier(scheme, attn_implementation)
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    with torch.no_grad():
+        for shape in (EXAMPLE, *shapes(scheme)):
+            inputs = batch(*shape)
+            torch.testing.assert_close(compiled(**inputs).logits, model(**inputs).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_compiled_training_step_matches_eager_gradients() -> None:
+    """A training step (no dropout, so both runs see the same function) under `fullgraph=True`."""
+    torch._dynamo.reset()
+    model = classifier("rope")
+    model.train()
+    inputs = {**batch(*EXAMPLE), "labels": torch.tensor([0, 1])}
+    model(**inputs).loss.backward()
+    expected = {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+    model.zero_grad()
+    torch.compile(model, fullgraph=True)(**inputs).loss.backward()
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(parameter.grad, expected[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def export_onnx(model: HfAttnForSequenceClassification, path: Path) -> None:
+    """The recipe of docs/export.md: the default exporter, batch and sequence length dynamic."""
+    batch_size, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    dynamic = {"input_ids": {0: batch_size, 1: sequence}, "attention_mask": {0: batch_size, 1: sequence}}
+    torch.onnx.export(model, (), str(path), kwargs=batch(*EXAMPLE), dynamic_shapes=dynamic,
+                      input_names=["input_ids", "attention_mask"], output_names=["logits"], dynamo=True)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnxscript") is None,
+    reason="the ONNX export needs onnxscript and the parity check onnxruntime: pip install 'hf-attn[export]'",
+)
+@pytest.mark.parametrize("scheme", list(POSITION_SCHEMES))
+def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path) -> None:
+    import onnxruntime
+
+    model = classifier(scheme)
+    export_onnx(model, tmp_path / "model.onnx")
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    for shape in (EXAMPLE, *shapes(scheme)):
+        inputs = batch(*shape)
+        (logits,) = session.run(["logits"], {name: tensor.numpy() for name, tensor in inputs.items()})
+        with torch.no_grad():
+            expected = model(**inputs).logits
+        torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-5, rtol=1e-4)
