@@ -1,13 +1,16 @@
-"""`hf-attn` command line: argument parsing only; the work is done by the package's functions."""
+"""`hf-attn` command line: arguments, and reading and printing; the work is done by the package's functions."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
 from safetensors import SafetensorError
 
@@ -57,20 +60,64 @@ def _pretrain(args: argparse.Namespace) -> None:
 def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
-    metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit)
+    metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit,
+                             max_length=args.max_length)
     print(json.dumps(metrics, indent=2))
 
 
-def _classifier(model_dir: str):
+def _classifier(model_dir: str, max_length: int | None = None):  # noqa: ANN202 - a transformers pipeline
+    """A `text-classification` pipeline of the strictly loaded folder, reading `max_length` tokens of each text
+    (default: the length the model was trained at, the tokenizer's `model_max_length`)."""
     from transformers import pipeline
 
-    return pipeline("text-classification", model=model_dir, tokenizer=model_dir)
+    from .saved import load_saved_classifier, reading_length
+
+    model, tokenizer = load_saved_classifier(model_dir)
+    tokenizer.model_max_length = reading_length(model, tokenizer, max_length)
+    return pipeline("text-classification", model=model, tokenizer=tokenizer)
+
+
+def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
+    """The texts of `stream` as records with a `text`, one a line, read lazily: a JSON object with a `text` key
+    per line for `jsonl` (a ValueError naming the line otherwise), else the line itself (a final newline ends
+    the last text; an empty line in between is an empty text)."""
+    for number, line in enumerate(stream, 1):
+        line = line.removesuffix("\n")
+        if not jsonl:
+            yield {"text": line}
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"--input line {number} is not valid JSON ({error}); write one object per line") from None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            raise ValueError(f'--input line {number} has no "text" string; each line needs {{"text": "..."}}')
+        yield record
 
 
 def _predict(args: argparse.Namespace) -> None:
-    classifier = _classifier(args.model)
-    for text, prediction in zip(args.texts, classifier(list(args.texts))):
-        print(f"{prediction['label']}\t{prediction['score']:.3f}\t{text}")
+    from .saved import classify_in_batches
+
+    if bool(args.texts) == (args.input is not None):
+        raise ValueError("pass the texts as arguments or --input PATH (- for standard input), one of the two")
+    classifier = _classifier(args.model, args.max_length)
+    jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
+    records = ({"text": text} for text in args.texts)
+    with contextlib.ExitStack() as stack:
+        if args.input is not None:
+            stream = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding="utf-8"))
+            records = read_records(stream, jsonl)
+        _print_predictions(classify_in_batches(classifier, records), jsonl)
+
+
+def _print_predictions(predictions: Iterator[tuple[dict[str, Any], dict[str, Any]]], jsonl: bool) -> None:
+    """One line per text as it comes: the record plus `label` and `score` as JSON, or label, score and text."""
+    for record, prediction in predictions:
+        if jsonl:
+            print(json.dumps({**record, "label": prediction["label"], "score": prediction["score"]},
+                             ensure_ascii=False))
+        else:
+            print(f"{prediction['label']}\t{prediction['score']:.3f}\t{record['text']}")
 
 
 def _probe(args: argparse.Namespace) -> None:
@@ -147,6 +194,8 @@ def _push(args: argparse.Namespace) -> None:
     print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
 
 
+MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
+                   "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
 HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
@@ -172,6 +221,53 @@ def classifier_folder(value: str) -> str:
     return model_folder(value, needs=("config.json", "tokenizer.json"))
 
 
+def positive_int(value: str) -> int:
+    """A count such as `--max-length`: a whole number above 0."""
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
+    return int(value)
+
+
+def input_file(value: str) -> str:
+    """`predict --input`: an existing file, or `-` for standard input."""
+    if value != "-" and not Path(value).is_file():
+        raise argparse.ArgumentTypeError(f"{value} is not a file; pass a text or JSONL file, or - for standard input")
+    return value
+
+
+def _writable(path: Path, value: str) -> None:
+    """`path` exists and this process may write it, or it can be made: its nearest existing ancestor is a
+    folder this process may write. A pure check: nothing is created."""
+    if path.exists():
+        if not os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0)):
+            raise argparse.ArgumentTypeError(f"{value} is not writable")
+        return
+    ancestor = next(parent for parent in path.absolute().parents if parent.exists())
+    if not ancestor.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} cannot be created: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{value} cannot be created: {ancestor} is not writable")
+
+
+def output_file(value: str) -> str:
+    """A file a command writes after its work (`--results`, `--output`): checked when the arguments are read, so
+    that a wrong path fails in a second and not after a run."""
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a folder; pass a file path, e.g. {path / 'metrics.json'}")
+    _writable(path, value)
+    return value
+
+
+def output_folder(value: str) -> str:
+    """A folder a command writes into (`--output-dir`): an existing writable folder or one that can be made."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a file; pass a folder path")
+    _writable(path, value)
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -185,8 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--config", required=True, help="experiment YAML (see configs/)")
         command.add_argument("--week3", help="Week 3 folder: tokenizer files and the DAN embedding")
         command.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample'")
-        command.add_argument("--output-dir", help="where model, tokenizer, checkpoints, metrics.json go")
-        command.add_argument("--results", help="also write the metrics JSON here (e.g. results/positions/rope.json)")
+        command.add_argument("--output-dir", type=output_folder,
+                             help="where model, tokenizer, checkpoints, metrics.json go")
+        command.add_argument("--results", type=output_file,
+                             help="also write the metrics JSON here (e.g. results/positions/rope.json)")
         command.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
         command.add_argument("--overwrite", action="store_true",
                              help="start again in an --output-dir that holds a run (deletes its checkpoints)")
@@ -194,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(func=func)
 
     prepare = commands.add_parser("prepare", help="make a complete Week 3 folder (BPE, splits, DAN) from IMDb")
-    prepare.add_argument("--output", required=True, help="folder to create (datasets/ and models/ inside)")
+    prepare.add_argument("--output", required=True, type=output_folder,
+                         help="folder to create (datasets/ and models/ inside)")
     prepare.add_argument("--dataset", default="stanfordnlp/imdb", help="Hub id, parquet folder, aclImdb/, or 'sample'")
     prepare.add_argument("--vocab-size", type=int, default=500, help="256 bytes + merges (the tutorial: 500)")
     prepare.add_argument("--min-freq", type=int, default=5, help="stop merging below this pair count")
@@ -207,16 +306,24 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--dataset", default="stanfordnlp/imdb")
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
+    evaluate.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
     evaluate.set_defaults(func=_evaluate)
 
-    predict = commands.add_parser("predict", help="classify texts with a saved model")
+    predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")
     predict.add_argument("--model", required=True, type=classifier_folder)
-    predict.add_argument("texts", nargs="+")
+    predict.add_argument("texts", nargs="*", help="texts to classify (or --input)")
+    predict.add_argument("--input", type=input_file, metavar="PATH",
+                         help="classify the texts of a file, - for standard input: one text per line, or JSONL "
+                         "(PATH ending in .jsonl, or --jsonl): one object with a \"text\" per line, written back "
+                         "with \"label\" and \"score\" added")
+    predict.add_argument("--jsonl", action="store_true", help="read --input as JSONL whatever its name")
+    predict.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
     predict.set_defaults(func=_predict)
 
     probe = commands.add_parser("probe", help="hard-review probe; with --output-dir also heatmaps and plots")
     probe.add_argument("--model", required=True, type=classifier_folder)
-    probe.add_argument("--output-dir", help="write self- and cross-attention heatmaps, position plots, probe.json")
+    probe.add_argument("--output-dir", type=output_folder,
+                       help="write self- and cross-attention heatmaps, position plots, probe.json")
     probe.add_argument("--heatmap-text", help="review for the self-attention heatmaps (default: hard review 1)")
     probe.set_defaults(func=_probe)
 
@@ -224,20 +331,22 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--dataset", default="stanfordnlp/imdb")
     baseline.add_argument("--week3", help="tokenizer whose first --max-tokens tokens define the input")
     baseline.add_argument("--max-tokens", type=int, default=128)
-    baseline.add_argument("--output", help="write the metrics JSON here (e.g. results/baselines/tfidf-128.json)")
+    baseline.add_argument("--output", type=output_file,
+                          help="write the metrics JSON here (e.g. results/baselines/tfidf-128.json)")
     baseline.set_defaults(func=_baseline)
 
     card = commands.add_parser("card", help="write the model card of a trained run (from its metrics.json)")
     card.add_argument("--model", required=True, type=model_folder, help="a finished `hf-attn train` --output-dir")
     card.add_argument("--repo-id", required=True, help="the Hub repo the card's loading example names")
-    card.add_argument("--output", required=True, help="e.g. model_cards/rope.md")
+    card.add_argument("--output", required=True, type=output_file, help="e.g. model_cards/rope.md")
     card.set_defaults(func=_card)
 
     push = commands.add_parser("push", help="upload model, tokenizer, code and model card to the Hub")
     push.add_argument("--model", required=True, type=model_folder, help="a finished `hf-attn train` --output-dir")
     push.add_argument("--repo-id", required=True, help="e.g. your-name/hf-attn-imdb-rope")
     push.add_argument("--private", action="store_true")
-    push.add_argument("--dry-run", metavar="DIR", help="only write the folder that would be uploaded to DIR")
+    push.add_argument("--dry-run", metavar="DIR", type=output_folder,
+                      help="only write the folder that would be uploaded to DIR")
     push.set_defaults(func=_push)
 
     from .bench import runner as bench_module
@@ -256,6 +365,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as error:  # user errors: one clear line, no traceback
         print(f"hf-attn {args.command}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except BrokenPipeError:  # the reader went away (`hf-attn predict ... | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the interpreter's final flush is silent
+        raise SystemExit(1) from None
     except SafetensorError as error:
         print(f"hf-attn {args.command}: error: a weights file cannot be read ({error}); it is truncated or "
               "corrupt: save or download the model again", file=sys.stderr)

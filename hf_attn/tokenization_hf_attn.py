@@ -25,11 +25,26 @@ END_OF_WORD_TOKEN = "Ġ"
 """Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
 
 
+def default_truncation(truncation: bool | str | TruncationStrategy | None) -> bool | str | TruncationStrategy:
+    """``truncation`` as given, or True (to ``max_length``, else ``model_max_length``) when the caller left it out."""
+    return True if truncation is None else truncation
+
+
 class HfAttnTokenizerFast(PreTrainedTokenizerFast):
     """Fast tokenizer with the Week 3 ids: ``[PAD]`` padding, ``model_max_length = max_seq``.
 
     ``tokenizer(texts, truncation=True, padding="max_length")`` gives the Week 3 ``input_ids`` and
-    ``attention_mask`` (the notebook's ``padding_mask``). Tokens read as byte-level strings where
+    ``attention_mask`` (the notebook's ``padding_mask``).
+
+    Length policy: a call that does not pass ``truncation`` (``tokenizer(text)``, ``tokenizer.encode(text)``)
+    keeps a text's first ``model_max_length`` tokens, the length the saved model was trained at.
+    ``pipeline("text-classification")``, ``hf-attn predict`` and ``hf-attn evaluate`` all tokenize through
+    this class, so they read the same tokens of a long review and agree on it; and a 1 MB review no
+    longer runs for minutes, as the model reads its first tokens only. ``truncation=False`` gives every token
+    (``tokenize`` too, as in transformers), ``truncation=True, max_length=N`` the first N; a scheme that
+    extrapolates (RoPE, ALiBi, sinusoidal) can read more than it was trained at that way.
+
+    Tokens read as byte-level strings where
     ``Ġ`` stands for ``</w>`` (``"the</w>"`` is ``"theĠ"``). There is no sentence-pair format, and
     encodings carry no Rust ``Encoding`` objects (ids were removed after Rust made them), so
     ``BatchEncoding.word_ids()`` and friends are unavailable; ``return_offsets_mapping`` works.
@@ -46,6 +61,18 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
     def end_of_word_id(self) -> int:
         """Id of ``Ġ`` (32): the Rust tokenizer's lone ``</w>``, which the Week 3 ids never contain."""
         return self.convert_tokens_to_ids(END_OF_WORD_TOKEN)
+
+    def __call__(
+        self, *args: Any, truncation: bool | str | TruncationStrategy | None = None, **kwargs: Any
+    ) -> BatchEncoding:
+        """The parent's call, truncated to ``model_max_length`` unless ``truncation`` is given (the length policy)."""
+        return super().__call__(*args, truncation=default_truncation(truncation), **kwargs)
+
+    def encode(
+        self, *args: Any, truncation: bool | str | TruncationStrategy | None = None, **kwargs: Any
+    ) -> list[int]:
+        """The parent's ``encode``, truncated to ``model_max_length`` unless ``truncation`` is given."""
+        return super().encode(*args, truncation=default_truncation(truncation), **kwargs)
 
     def _encode_plus(
         self,
@@ -116,7 +143,9 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
     def tokenize(
         self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs: Any
     ) -> list[str]:
-        """The tokens of ``text``'s ids (the parent's come from the Rust encoding, lone ``</w>`` included)."""
+        """The tokens of ``text``'s ids, all of them unless ``truncation`` is passed (the parent's come from the
+        Rust encoding, lone ``</w>`` included)."""
+        kwargs.setdefault("truncation", False)
         return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens, **kwargs))
 
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:

@@ -1,15 +1,22 @@
-"""What `hf-attn` says about a `--model` that is not a model: one line naming it, exit status 2."""
+"""`hf-attn` on saved models: a `--model` that is not a model, or whose weights do not fit, and output paths that
+cannot be written are one line naming them (exit status 2); predict, evaluate and `pipeline` read the same
+tokens of a long review; predict reads texts from arguments, a file or standard input."""
 
 from __future__ import annotations
 
+import io
+import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny_config_kwargs
-from transformers import pipeline
+from helpers import SMOKE, tiny_config_kwargs
+from transformers import AutoTokenizer, BertConfig, PreTrainedTokenizerBase, pipeline
 
-from hf_attn import HfAttnConfig, HfAttnForSequenceClassification, cli
+from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, HfAttnPreTrainedModel, cli
+from hf_attn.experiments.data import load_sample
 from hf_attn.week3 import train_week3_tokenizer
 
 SAVED = Path(__file__).parent / "fixtures" / "pre-1.0" / "alibi-gqa"
@@ -45,13 +52,16 @@ def test_a_saved_folder_or_a_hub_repo_id_passes(value: str) -> None:
     assert cli.model_folder(value) == value
 
 
-def save_tiny_classifier(folder: Path) -> HfAttnForSequenceClassification:
-    """A 2-layer classifier and a Week 3 tokenizer trained on a few words, saved to `folder`."""
+def save_tiny_classifier(
+    folder: Path, model_class: type[HfAttnPreTrainedModel] = HfAttnForSequenceClassification, **config: object
+) -> HfAttnPreTrainedModel:
+    """A 2-layer model (16 positions unless `config` says otherwise) and a Week 3 tokenizer trained on a few words
+    that reads 16 tokens (`model_max_length`), saved to `folder`."""
     tokenizer = train_week3_tokenizer(["a good film", "a bad film", "good good bad"] * 5, vocab_size=270, max_seq=16)
-    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                               max_position_embeddings=16))
+    settings = tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                  max_position_embeddings=16)
     torch.manual_seed(0)
-    model = HfAttnForSequenceClassification(config)
+    model = model_class(HfAttnConfig(**{**settings, **config}))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return model
@@ -81,3 +91,183 @@ def test_empty_and_whitespace_texts_are_classified_by_the_bias_through_pipeline_
     cli.main(["predict", "--model", str(tmp_path), "", "a good film"])
     first_line = capsys.readouterr().out.splitlines()[0]
     assert first_line.split("\t")[1] == f"{expected:.3f}"
+
+
+def first_tokens_probabilities(model: HfAttnPreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: list[str],
+                               length: int | None) -> torch.Tensor:
+    """The classifier's probabilities for each text's first `length` tokens (all for None), each text on its own:
+    every token is asked for and the cut made here, apart from the tokenizer's length policy."""
+    model.eval()
+    with torch.no_grad():
+        return torch.stack([
+            model(torch.tensor([tokenizer(text, truncation=False)["input_ids"][:length]])).logits[0].softmax(-1)
+            for text in texts
+        ])
+
+
+def predicted(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[tuple[str, float, str]]:
+    """`hf-attn predict ARGV`'s lines as (label, score, text)."""
+    cli.main(["predict", *argv])
+    return [(label, float(score), text) for label, score, text in
+            (line.split("\t", 2) for line in capsys.readouterr().out.splitlines())]
+
+
+@pytest.mark.parametrize("max_length", [None, 40])
+def test_predict_pipeline_and_evaluate_read_the_same_first_tokens(
+    max_length: int | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The length policy: without --max-length, predict, evaluate and `pipeline` read the first
+    `model_max_length` tokens of a review (16 here; the RoPE model has 64 positions); with it, that many."""
+    model = save_tiny_classifier(tmp_path, max_position_embeddings=64)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    reviews = load_sample()["test"][:6]
+    expected = first_tokens_probabilities(model, tokenizer, reviews["text"], max_length or 16)
+    whole = first_tokens_probabilities(model, tokenizer, reviews["text"], None)
+    assert (expected - whole).abs().max() > 1e-3  # reading more would show
+    option = [] if max_length is None else ["--max-length", str(max_length)]
+
+    (tmp_path / "reviews.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in reviews["text"]))
+    cli.main(["predict", "--model", str(tmp_path), "--input", str(tmp_path / "reviews.jsonl"), *option])
+    scores = [json.loads(line)["score"] for line in capsys.readouterr().out.splitlines()]
+    assert scores == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
+    cli.main(["evaluate", "--model", str(tmp_path), "--dataset", "sample", "--limit", "6", *option])
+    loss = -expected[range(6), reviews["label"]].log().mean().item()
+    assert json.loads(capsys.readouterr().out)["test_loss"] == pytest.approx(loss, abs=1e-5)
+    if max_length is None:
+        classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path))
+        pipeline_scores = [prediction["score"] for prediction in classify(reviews["text"])]
+        assert pipeline_scores == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_a_learned_position_model_reads_its_length_and_no_more(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long review reaches a learned-position model cut to its 16 tokens; asking for 17 is a one-line usage
+    error naming the limit, before any review is read."""
+    save_tiny_classifier(tmp_path, position_embedding_type="learned")
+    review = load_sample()["test"][0]["text"]
+    assert len(predicted(["--model", str(tmp_path), review], capsys)) == 1
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--model", str(tmp_path), "--max-length", "17",
+                  *(["a good film"] if command == "predict" else ["--dataset", "nowhere/imdb"])])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "learned positions cover 16 tokens" in error and "--max-length 16" in error and "Traceback" not in error
+
+
+def test_predict_reads_a_file_or_standard_input_one_text_or_json_object_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More texts than a batch, an empty one among them, from a file, standard input and JSONL: one result per
+    text in input order, each what `pipeline` gives the text on its own."""
+    save_tiny_classifier(tmp_path / "model")
+    model = ["--model", str(tmp_path / "model")]
+    texts = [f"{'good ' * (i % 7)}film{' bad' * (i % 5)}" for i in range(70)]
+    texts[3] = ""
+    classify = pipeline("text-classification", model=str(tmp_path / "model"), tokenizer=str(tmp_path / "model"))
+    expected = [classify(text)[0] for text in texts]
+
+    def assert_expected(results: list[tuple[str, float, str]]) -> None:
+        assert [(label, text) for label, _, text in results] == [(e["label"], t) for e, t in zip(expected, texts)]
+        assert [score for _, score, _ in results] == pytest.approx([e["score"] for e in expected], abs=6e-4)
+
+    (tmp_path / "reviews.txt").write_text("\n".join(texts) + "\n")
+    assert_expected(predicted([*model, "--input", str(tmp_path / "reviews.txt")], capsys))
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(texts)))
+    assert_expected(predicted([*model, "--input", "-"], capsys))
+
+    records = [{"id": number, "text": text} for number, text in enumerate(texts)]
+    (tmp_path / "reviews.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    monkeypatch.setattr("sys.stdin", io.StringIO((tmp_path / "reviews.jsonl").read_text()))
+    for source in ([str(tmp_path / "reviews.jsonl")], ["-", "--jsonl"]):
+        cli.main(["predict", *model, "--input", *source])
+        written = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [{key: one[key] for key in ("id", "text")} for one in written] == records
+        assert_expected([(one["label"], one["score"], one["text"]) for one in written])
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"text": "a good film"}', '{"text": "a bad'], "--input line 2 is not valid JSON"),
+    (['{"text": "a good film"}', "", '{"text": "a bad film"}'], "--input line 2 is not valid JSON"),
+    (['{"text": "a good film"}', '{"review": "a bad film"}'], '--input line 2 has no "text" string'),
+    (['["a good film"]'], '--input line 1 has no "text" string'),
+])
+def test_a_jsonl_line_that_is_not_a_text_record_is_an_error_naming_it(
+    lines: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    save_tiny_classifier(tmp_path)
+    (tmp_path / "texts.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path), "--input", str(tmp_path / "texts.jsonl")])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([], "one of the two"),
+    (["a good film", "--input", "{folder}/texts.txt"], "one of the two"),
+    (["--input", "{folder}"], "is not a file"),
+])
+def test_predict_takes_texts_or_an_input_file(argv: list[str], message: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    save_tiny_classifier(tmp_path)
+    (tmp_path / "texts.txt").write_text("a good film\n")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path), *[arg.format(folder=tmp_path) for arg in argv]])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def save_bert_config_folder(folder: Path) -> None:
+    """A folder whose config.json is BERT's, next to this package's classifier weights and tokenizer."""
+    model = save_tiny_classifier(folder)
+    config = model.config
+    BertConfig(vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_hidden_layers=2,
+               num_attention_heads=4, intermediate_size=config.intermediate_size).save_pretrained(folder)
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "probe"])
+@pytest.mark.parametrize(("make_folder", "named"), [
+    (save_bert_config_folder, ["model_type 'bert'", "bert.embeddings.", "model.embed_tokens.weight"]),
+    (lambda folder: save_tiny_classifier(folder, HfAttnForMaskedLM),
+     ["missing classifier.bias, classifier.weight", "HfAttnForMaskedLM", "hf-attn train", "init_from"]),
+])
+def test_weights_that_do_not_fit_the_classifier_are_an_error_naming_them(
+    command: str, make_folder: Callable[[Path], object], named: list[str], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another model type's config.json, or a masked-LM folder read as a classifier, would load with random
+    weights where the folder has none; every command that loads a classifier refuses it instead."""
+    make_folder(tmp_path)
+    extra = {"predict": ["a good film"], "evaluate": ["--dataset", "sample", "--limit", "4"]}
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--model", str(tmp_path), *extra.get(command, [])])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert all(name in error for name in named), error
+    assert "Traceback" not in error
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["train", "--config", str(SMOKE), "--output-dir", "{run}", "--results", "{file}/smoke.json"],
+     "{file} is a file, not a folder"),
+    (["train", "--config", str(SMOKE), "--output-dir", "{run}", "--results", "{folder}"],
+     "{folder} is a folder; pass a file path"),
+    (["pretrain", "--config", str(SMOKE), "--output-dir", "{file}"], "{file} is a file; pass a folder path"),
+    (["baseline", "--dataset", "sample", "--output", "{file}/tfidf/128.json"], "{file} is a file, not a folder"),
+    (["card", "--model", str(SAVED), "--repo-id", "a/b", "--output", "{folder}"], "{folder} is a folder"),
+    (["probe", "--model", "{folder}", "--output-dir", "{file}/pictures"], "{file} is a file, not a folder"),
+])
+def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_the_work(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--results, --output and --output-dir are checked when the arguments are read: nothing is trained,
+    created or written (before, a run found out at its very end)."""
+    save_tiny_classifier(tmp_path / "model")
+    (tmp_path / "file").write_text("")
+    paths = {"file": str(tmp_path / "file"), "folder": str(tmp_path / "model"), "run": str(tmp_path / "run")}
+    started = time.perf_counter()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([arg.format(**paths) for arg in argv])
+    assert exit_info.value.code == 2 and time.perf_counter() - started < 5
+    assert message.format(**paths) in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["file", "model"]

@@ -123,15 +123,15 @@ def test_hard_case_ids_match_reference(
 ) -> None:
     text = HARD_CASES[name]
     expected = reference.encode(text)
-    assert tokenizer(text)["input_ids"] == expected
-    assert tokenizer.encode(text) == expected
+    assert tokenizer(text, truncation=False)["input_ids"] == expected
+    assert tokenizer.encode(text, truncation=False) == expected
     # The Rust tokenizer alone gives the same ids once the lone </w> is dropped.
     assert without_end_of_word(tokenizer.backend_tokenizer.encode(text).ids, tokenizer.end_of_word_id) == expected
 
 
 def test_hard_cases_in_one_batch_and_decode(tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer) -> None:
     texts = list(HARD_CASES.values())
-    encoded = tokenizer(texts)["input_ids"]
+    encoded = tokenizer(texts, truncation=False)["input_ids"]
     assert encoded == [reference.encode(text) for text in texts]
     for text, ids in zip(texts, encoded):
         assert tokenizer.decode(ids) == expected_decoding(reference, text), text[:40]
@@ -140,7 +140,7 @@ def test_hard_cases_in_one_batch_and_decode(tokenizer: HfAttnTokenizerFast, refe
 def test_no_byte_is_lost(tokenizer: HfAttnTokenizerFast) -> None:
     """Every byte of every non-space character comes back, whatever merges happened."""
     text = HARD_CASES["emoji"] + HARD_CASES["cjk"] + HARD_CASES["control_characters"] + HARD_CASES["combining"]
-    decoded = tokenizer.decode(tokenizer(text)["input_ids"])
+    decoded = tokenizer.decode(tokenizer(text, truncation=False)["input_ids"])
     assert "".join(decoded.split()) == "".join(text.split())
 
 
@@ -153,7 +153,7 @@ def test_imdb_reviews_match_reference(
     """A few thousand reviews from all three parts of the seed split, plain and in the Week 3 format."""
     rows = split_indices["train"][:2000] + split_indices["val"][:500] + split_indices["test"][:500]
     texts = [labelled_reviews[i] for i in rows]
-    assert tokenizer(texts)["input_ids"] == [reference.encode(text) for text in texts]
+    assert tokenizer(texts, truncation=False)["input_ids"] == [reference.encode(text) for text in texts]
     padded = tokenizer(texts, truncation=True, padding="max_length")
     expected = [reference.encode_padded(text) for text in texts]
     assert padded["input_ids"] == [ids for ids, _ in expected]
@@ -169,7 +169,8 @@ def test_all_labelled_reviews_match_reference(
     tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, labelled_reviews: list[str]
 ) -> None:
     assert len(labelled_reviews) == 50_000
-    assert tokenizer(labelled_reviews)["input_ids"] == [reference.encode(text) for text in labelled_reviews]
+    encoded = tokenizer(labelled_reviews, truncation=False)["input_ids"]
+    assert encoded == [reference.encode(text) for text in labelled_reviews]
 
 
 def test_word_split_matches_python_re_on_every_code_point(tokenizer: HfAttnTokenizerFast) -> None:
@@ -323,7 +324,7 @@ def test_padding_and_truncation_options(tokenizer: HfAttnTokenizerFast, referenc
     longest = tokenizer(texts, padding=True)
     assert longest["input_ids"] == [one + [pad] * (8 - len(one)) for one in ids]
     assert longest["attention_mask"] == [[1] * len(one) + [0] * (8 - len(one)) for one in ids]
-    left = tokenizer(texts, padding=True, padding_side="left", pad_to_multiple_of=5)["input_ids"]
+    left = tokenizer(texts, padding=True, padding_side="left", pad_to_multiple_of=5, truncation=False)["input_ids"]
     assert left == [[pad] * (10 - len(one)) + one for one in ids]
     assert tokenizer(texts, truncation=True, max_length=3)["input_ids"] == [one[:3] for one in ids]
     single = tokenizer("We love movies.", truncation=True, max_length=4, padding="max_length", return_length=True)
@@ -334,6 +335,26 @@ def test_padding_and_truncation_options(tokenizer: HfAttnTokenizerFast, referenc
     extras = tokenizer(texts[:2], padding=True, return_special_tokens_mask=True, return_token_type_ids=True)
     assert extras["special_tokens_mask"][1] == [0] * len(ids[1]) + [1] * (8 - len(ids[1]))
     assert extras["token_type_ids"] == [[0] * 8, [0] * 8]
+
+
+def test_a_call_that_does_not_say_keeps_the_first_model_max_length_tokens(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, labelled_reviews: list[str]
+) -> None:
+    """The length policy: `tokenizer(text)` and `encode(text)` keep the reference's first `model_max_length`
+    ids, `truncation=False` (and `tokenize`) keeps them all, `truncation=True, max_length=N` the first N."""
+    limit = tokenizer.model_max_length
+    texts = [*labelled_reviews[:40], HARD_CASES["long_word"], HARD_CASES["long_mixed_word"]]
+    expected = [reference.encode(text) for text in texts]
+    assert sum(len(ids) > limit for ids in expected) >= 10  # the policy is exercised, not vacuous
+    assert tokenizer(texts)["input_ids"] == [ids[:limit] for ids in expected]
+    assert [tokenizer.encode(text) for text in texts] == [ids[:limit] for ids in expected]
+    assert tokenizer(texts, padding=True, return_tensors="pt")["input_ids"].shape == (len(texts), limit)
+    assert tokenizer(texts, truncation=False)["input_ids"] == expected
+    longer = tokenizer(texts, truncation=True, max_length=limit + 50)["input_ids"]
+    assert longer == [ids[: limit + 50] for ids in expected]
+    assert tokenizer.tokenize(texts[-1]) == tokenizer.convert_ids_to_tokens(expected[-1])
+    huge = "A fine film, " * 80_000  # about 1 MB
+    assert tokenizer(huge)["input_ids"] == reference.encode(huge[:1000])[:limit]
 
 
 def test_offsets_point_at_the_token_text(tokenizer: HfAttnTokenizerFast) -> None:
@@ -374,7 +395,7 @@ def test_pickled_and_copied_tokenizers_encode_alike(
     texts = labelled_reviews[:100] + list(HARD_CASES.values())
     expected = [reference.encode(text) for text in texts]
     for clone in (pickle.loads(pickle.dumps(tokenizer)), copy.deepcopy(tokenizer)):
-        assert clone(texts)["input_ids"] == expected
+        assert clone(texts, truncation=False)["input_ids"] == expected
 
 
 def test_datasets_map(tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer) -> None:
@@ -410,7 +431,8 @@ tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
 texts = json.loads(sys.stdin.read())
 print(json.dumps({
     "class": type(tokenizer).__module__ + "." + type(tokenizer).__name__,
-    "ids": tokenizer(texts)["input_ids"],
+    "ids": tokenizer(texts, truncation=False)["input_ids"],
+    "default": tokenizer(texts)["input_ids"],
     "padded": tokenizer(texts, truncation=True, padding="max_length")["input_ids"],
     "hf_attn_modules": [name for name in sys.modules if name == "hf_attn" or name.startswith("hf_attn.")],
 }))
@@ -440,6 +462,7 @@ def test_save_pretrained_loads_in_a_fresh_process_without_hf_attn(
     assert not result["class"].startswith("hf_attn")
     assert result["hf_attn_modules"] == []
     assert result["ids"] == [reference.encode(text) for text in texts]
+    assert result["default"] == [reference.encode(text)[: tokenizer.model_max_length] for text in texts]
     assert result["padded"] == [reference.encode_padded(text)[0] for text in texts]
 
 
@@ -450,7 +473,7 @@ def test_from_pretrained_in_process_and_plain_fast_tokenizer(
     texts = list(HARD_CASES.values())
     expected = [reference.encode(text) for text in texts]
     reloaded = HfAttnTokenizerFast.from_pretrained(tmp_path)
-    assert reloaded(texts)["input_ids"] == expected
+    assert reloaded(texts, truncation=False)["input_ids"] == expected
     assert week3_files_from_tokenizer(reloaded) == week3_files_from_tokenizer(tokenizer)
     # A plain fast tokenizer reads the same tokenizer.json; it only keeps the lone </w> (id 32) in.
     plain = PreTrainedTokenizerFast.from_pretrained(tmp_path)

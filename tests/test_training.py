@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import SMOKE, SMOKE_TINY_MODEL, run_on_two_processes
-from safetensors.torch import load_file
+from helpers import SMOKE, SMOKE_TINY_MODEL, run_on_two_processes, tiny_config_kwargs
+from safetensors.torch import load_file, save_file
 from sklearn.metrics import accuracy_score, f1_score
 from transformers import (
     AutoModelForSequenceClassification,
@@ -19,10 +19,11 @@ from transformers import (
     TrainerCallback,
 )
 
-from hf_attn import HfAttnConfig
+from hf_attn import HfAttnConfig, HfAttnForMaskedLM
 from hf_attn.experiments.classification import compute_metrics, evaluate_saved, train
 from hf_attn.experiments.config import load_experiment
-from hf_attn.experiments.run import cli_command
+from hf_attn.experiments.run import build_model, cli_command, load_tokenizer
+from hf_attn.week3 import save_week3, train_week3_tokenizer
 
 # Small enough for seconds per run: 256 training reviews, 64 for validation and test.
 FAST = ["limit_train=256", "limit_eval=64", *SMOKE_TINY_MODEL]
@@ -185,3 +186,45 @@ def test_a_folder_holding_a_run_needs_resume_or_overwrite_and_one_writer(
     metrics = train(experiment, folder, overwrite=True)  # the lock file is still there, released
     assert not (folder / "checkpoint-999").exists()
     assert json.loads((folder / "metrics.json").read_text())["test_loss"] == metrics["test_loss"]
+
+
+def save_pretraining_folder(folder: Path) -> None:
+    """A masked-LM folder of the smoke experiment's tiny shape (64 positions) with a tokenizer that reads 16 tokens,
+    as `init_from` reads it."""
+    tokenizer = train_week3_tokenizer(["a good film", "a bad film"] * 5, vocab_size=270, max_seq=16)
+    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                               max_position_embeddings=64))
+    HfAttnForMaskedLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+@pytest.mark.parametrize("source", ["week3", "init_from"])
+def test_the_tokenizer_of_a_run_reads_the_length_the_run_trains_at(source: str, tmp_path: Path) -> None:
+    """A Week 3 folder's max_seq and a pretraining run's length (16 here) are not the run's max_length (48): the
+    tokenizer a run trains with and saves reads 48 tokens by default, what the model was trained on."""
+    save_pretraining_folder(tmp_path)
+    folder_tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    if source == "week3":
+        save_week3(folder_tokenizer, tmp_path / "week3")
+    folder = tmp_path / "week3" if source == "week3" else tmp_path
+    experiment = load_experiment(SMOKE, [*SMOKE_TINY_MODEL, f"{source}={folder}", "max_length=48"])
+    tokenizer = load_tokenizer(experiment, train_texts=[])
+    assert tokenizer.model_max_length == 48
+    text = "a good film " * 20
+    assert tokenizer(text)["input_ids"] == folder_tokenizer(text, truncation=False)["input_ids"][:48]
+
+
+def test_a_pretrained_encoder_missing_weights_is_an_error_naming_them(tmp_path: Path) -> None:
+    """Fine-tuning from `init_from` may start only the classifier head afresh: a pretraining folder whose encoder
+    lacks a layer is refused, naming its weights, instead of training that layer from a random init."""
+    save_pretraining_folder(tmp_path)
+    experiment = load_experiment(SMOKE, [*SMOKE_TINY_MODEL, f"init_from={tmp_path}", "max_length=64"])
+    tokenizer = load_tokenizer(experiment, train_texts=[])
+    weights = load_file(tmp_path / "model.safetensors")
+    model = build_model(experiment, tokenizer)  # the whole encoder is there: only the head is new
+    assert all(torch.equal(model.state_dict()[name], value) for name, value in weights.items()
+               if name.startswith("model."))
+    save_file({name: value for name, value in weights.items() if not name.startswith("model.layers.1.")},
+              tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=r"missing model\.layers\.1\..*\(\d+ in all\)"):
+        build_model(experiment, tokenizer)

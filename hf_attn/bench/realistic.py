@@ -28,7 +28,7 @@ def review_token_lengths(texts: Sequence[str], vocab_size: int = WEEK3_VOCAB) ->
     from ..week3 import train_week3_tokenizer  # here: the Week 3 package imports `datasets`
 
     tokenizer = train_week3_tokenizer(texts, vocab_size=vocab_size)
-    lengths = [len(ids) for ids in tokenizer(list(texts), verbose=False)["input_ids"]]
+    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]]
     return lengths, len(tokenizer) - 1
 
 

@@ -14,8 +14,6 @@ from typing import Any
 import numpy as np
 from datasets import DatasetDict
 from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
     DataCollatorWithPadding,
     EvalPrediction,
     Trainer,
@@ -23,6 +21,7 @@ from transformers import (
 )
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
+from ..saved import load_saved_classifier, reading_length
 from .config import Experiment
 from .data import RandomWindowCollator, limit_rows, load_imdb, tokenize_splits
 from .run import Task, load_tokenizer, run
@@ -88,15 +87,20 @@ def evaluate_saved(
     split: str = "test",
     limit: int | None = None,
     batch_size: int = 64,
+    max_length: int | None = None,
 ) -> dict[str, float]:
-    """Score a saved model (anything `from_pretrained` loads) on one split of the seed split."""
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+    """Score a saved classifier on one split of the seed split, reading each review's first `max_length` tokens
+    (default: its tokenizer's `model_max_length`, as `pipeline` and `hf-attn predict` read them).
+
+    The folder is loaded strictly (`load_saved_classifier`): a weight it lacks or has left over is a
+    ValueError, not an accuracy of random weights.
+    """
+    model, tokenizer = load_saved_classifier(model_dir)
+    length = reading_length(model, tokenizer, max_length)
     raw = load_imdb(dataset)
     if split not in raw:
         raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
-    tokenized = tokenize_splits(DatasetDict({split: limit_rows(raw[split], limit)}), tokenizer,
-                                model.config.max_position_embeddings)
+    tokenized = tokenize_splits(DatasetDict({split: limit_rows(raw[split], limit)}), tokenizer, length)
     args = TrainingArguments(output_dir=str(Path(model_dir) / "eval"), report_to="none",
                              per_device_eval_batch_size=batch_size)
     trainer = Trainer(model=model, args=args, data_collator=DataCollatorWithPadding(tokenizer),

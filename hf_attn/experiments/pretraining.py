@@ -135,7 +135,7 @@ def chunk_texts(texts: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, chu
     def cut(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         chunks = [
             ids[start : start + chunk_length]
-            for ids in tokenizer(batch["text"], add_special_tokens=False, verbose=False)["input_ids"]
+            for ids in tokenizer(batch["text"], add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
             for start in range(0, len(ids), chunk_length)
         ]
         kept = [chunk for chunk in chunks if len(chunk) >= MIN_CHUNK_TOKENS]

@@ -45,6 +45,7 @@ from ..modeling_hf_attn import (
     HfAttnForSequenceClassification,
     HfAttnPreTrainedModel,
 )
+from ..saved import check_loaded_weights
 from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
 from .config import FINE_TUNING_SETTINGS, Experiment
 from .data import LABEL_NAMES
@@ -208,11 +209,16 @@ def process_state() -> PartialState:
 
 
 def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
-    """The pretrained folder's tokenizer (`init_from`), the Week 3 one (`week3`), or one trained on `train_texts`."""
+    """The pretrained folder's tokenizer (`init_from`), the Week 3 one (`week3`), or one trained on `train_texts`.
+
+    Its `model_max_length` is the run's `max_length`, whatever the Week 3 `max_seq` or the pretraining run
+    said: saved with the model, it is the length `pipeline`, `hf-attn predict` and `hf-attn evaluate` read
+    (the tokenizer's length policy), so they read what the model was trained on.
+    """
     if experiment.init_from is not None:
-        return AutoTokenizer.from_pretrained(experiment.init_from)
+        return AutoTokenizer.from_pretrained(experiment.init_from, model_max_length=experiment.max_length)
     if experiment.week3 is not None:
-        return load_week3_tokenizer(experiment.week3)
+        return load_week3_tokenizer(experiment.week3, model_max_length=experiment.max_length)
     return train_week3_tokenizer(
         train_texts, vocab_size=experiment.tokenizer_vocab_size, max_seq=experiment.max_length
     )
@@ -229,16 +235,20 @@ def build_model(
     Resuming (`checkpoint`), it is built from the checkpoint's config: the architecture the interrupted
     run trained (its RoPE layout, say), whatever the experiment file or the defaults say today; `Trainer`
     then loads the weights. Otherwise it is `experiment.init_from`'s model with the experiment's
-    fine-tuning settings, or a fresh one sized to the tokenizer whose token embedding starts from the
-    Week 3 DAN embedding if asked. A fresh replaced-token-detection pair starts its generator's token
-    table equal to the encoder's (ELECTRA shares the table).
+    fine-tuning settings (its encoder must load whole: only the head may be new), or a fresh one sized to
+    the tokenizer whose token embedding starts from the Week 3 DAN embedding if asked. A fresh
+    replaced-token-detection pair starts its generator's token table equal to the encoder's (ELECTRA
+    shares the table).
     """
     if checkpoint is not None:
         return model_class(HfAttnConfig.from_pretrained(checkpoint))
     label_maps = {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {name: i for i, name in enumerate(LABEL_NAMES)}}
     if experiment.init_from is not None:
         fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
-        return model_class.from_pretrained(experiment.init_from, **label_maps, **fine_tuning)
+        model, info = model_class.from_pretrained(experiment.init_from, output_loading_info=True, **label_maps,
+                                                  **fine_tuning)
+        check_loaded_weights(experiment.init_from, model, info, new_head=True)
+        return model
     model_settings = dict(experiment.model)
     embedding_file = Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
     use_dan = experiment.init_embedding_from_dan and embedding_file is not None and embedding_file.is_file()
