@@ -104,6 +104,33 @@ def _probe(args: argparse.Namespace) -> None:
     print(f"pictures and probe.json in {output}")
 
 
+def _generate(args: argparse.Namespace) -> None:
+    """Print the continuation of each prompt (for an encoder-decoder folder: the output for each source).
+
+    An empty prompt starts from the model's `bos_token_id` when it has one (Week 3 tokenizers have no
+    BOS token); without one it is an error. One prompt at a time, so no padding is needed.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, EncoderDecoderModel, set_seed
+
+    is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
+    model = (EncoderDecoderModel if is_seq2seq else AutoModelForCausalLM).from_pretrained(args.model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    options = dict(max_new_tokens=args.max_new_tokens, num_beams=args.num_beams, do_sample=args.do_sample,
+                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    for prompt in args.prompts:
+        input_ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        if not input_ids.shape[1]:
+            if is_seq2seq or model.generation_config.bos_token_id is None:
+                raise ValueError(f"the prompt {prompt!r} has no tokens and the model has no bos_token_id to start from")
+            input_ids = torch.tensor([[model.generation_config.bos_token_id]])
+        set_seed(args.seed)
+        with torch.no_grad():
+            output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
+        new_tokens = output[0, 1 if is_seq2seq else input_ids.shape[1]:]  # after the decoder start token, or the prompt
+        print(tokenizer.decode(new_tokens, skip_special_tokens=True))
+
+
 def _baseline(args: argparse.Namespace) -> None:
     from .experiments.baseline import run_tfidf_baseline
     from .experiments.data import load_imdb
@@ -219,6 +246,19 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--output-dir", help="write self- and cross-attention heatmaps, position plots, probe.json")
     probe.add_argument("--heatmap-text", help="review for the self-attention heatmaps (default: hard review 1)")
     probe.set_defaults(func=_probe)
+
+    generate = commands.add_parser("generate", help="continue prompts with a saved causal LM (or encoder-decoder)")
+    generate.add_argument("--model", required=True, type=lambda value: model_folder(value, ("config.json",
+                                                                                         "tokenizer.json")))
+    generate.add_argument("--max-new-tokens", type=int, default=50)
+    generate.add_argument("--num-beams", type=int, default=1, help="beam search with this many beams (1: none)")
+    generate.add_argument("--do-sample", action="store_true", help="sample instead of taking the likeliest token")
+    generate.add_argument("--temperature", type=float, default=1.0, help="with --do-sample: below 1 sharpens")
+    generate.add_argument("--top-k", type=int, default=50, help="with --do-sample: only the k likeliest tokens")
+    generate.add_argument("--top-p", type=float, default=1.0, help="with --do-sample: the smallest set of that mass")
+    generate.add_argument("--seed", type=int, default=0, help="seeds sampling, so a run can be repeated")
+    generate.add_argument("prompts", nargs="+")
+    generate.set_defaults(func=_generate)
 
     baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")
     baseline.add_argument("--dataset", default="stanfordnlp/imdb")

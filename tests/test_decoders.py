@@ -298,12 +298,15 @@ def test_an_empty_prompt_starts_from_the_bos_token_and_beams_may_outnumber_the_v
 # ---------------------------------------------------------------- encoder-decoder
 
 
-def encoder_decoder(seed: int = 0, **decoder_overrides: object) -> EncoderDecoderModel:
-    encoder_config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="alibi"))
-    decoder_config = HfAttnConfig(**tiny_config_kwargs(**{"position_embedding_type": "rope", **VARIED,
+def encoder_decoder(seed: int = 0, vocab: dict | None = None, **decoder_overrides: object) -> EncoderDecoderModel:
+    """An ALiBi encoder and a RoPE decoder; `vocab`: vocab_size and pad_token_id of both (default 64 and 0)."""
+    vocab = vocab or {}
+    encoder_config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="alibi", **vocab))
+    decoder_config = HfAttnConfig(**tiny_config_kwargs(**{"position_embedding_type": "rope", **VARIED, **vocab,
                                                           **decoder_overrides}))
-    config = EncoderDecoderConfig.from_encoder_decoder_configs(encoder_config, decoder_config,
-                                                               decoder_start_token_id=1, pad_token_id=0)
+    config = EncoderDecoderConfig.from_encoder_decoder_configs(
+        encoder_config, decoder_config, decoder_start_token_id=1, pad_token_id=vocab.get("pad_token_id", 0)
+    )
     torch.manual_seed(seed)
     return EncoderDecoderModel(config=config).eval()
 
@@ -365,3 +368,94 @@ def test_encoder_decoder_trains_with_teacher_forcing_saves_and_loads(tmp_path: P
     loaded = EncoderDecoderModel.from_pretrained(tmp_path / "seq2seq").eval()
     assert torch.equal(loaded.generate(**source, max_new_tokens=6, do_sample=False),
                        model.generate(**source, max_new_tokens=6, do_sample=False))
+
+
+REMOTE_SEQ2SEQ = textwrap.dedent("""
+    import json, sys
+    sys.modules["hf_attn"] = None  # no hf_attn package at all
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM, EncoderDecoderConfig, EncoderDecoderModel
+    folder = sys.argv[1]
+    encoder = AutoModel.from_pretrained(f"{folder}/encoder", trust_remote_code=True)
+    decoder = AutoModelForCausalLM.from_pretrained(f"{folder}/decoder", trust_remote_code=True)
+    config = EncoderDecoderConfig(encoder=encoder.config, decoder=decoder.config, decoder_start_token_id=1,
+                                  pad_token_id=0)
+    model = EncoderDecoderModel(config=config, encoder=encoder, decoder=decoder).eval()
+    source = {name: torch.tensor(values) for name, values in json.load(open(sys.argv[2])).items()}
+    print(json.dumps(model.generate(**source, max_new_tokens=6, do_sample=False).tolist()))
+""")
+
+
+def test_encoder_decoder_loads_with_remote_code_where_hf_attn_is_absent(tmp_path: Path) -> None:
+    """transformers resolves the sub-configs of a saved `EncoderDecoderModel` folder by model type from its
+    own registry, which remote code does not fill: the encoder and the decoder are saved as two folders
+    (each with its code and `auto_map`) and joined again from the loaded models' configs."""
+    model = encoder_decoder(num_key_value_heads=2, **SLIDING)
+    model.encoder.save_pretrained(tmp_path / "seq2seq" / "encoder")
+    model.decoder.save_pretrained(tmp_path / "seq2seq" / "decoder")
+    source = source_batch()
+    (tmp_path / "source.json").write_text(json.dumps({name: value.tolist() for name, value in source.items()}))
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    command = [sys.executable, "-c", REMOTE_SEQ2SEQ, str(tmp_path / "seq2seq"), str(tmp_path / "source.json")]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = model.generate(**source, max_new_tokens=6, do_sample=False)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected.tolist()
+
+
+# ---------------------------------------------------------------- hf-attn generate
+
+
+@pytest.fixture(scope="module")
+def tokenizer():  # noqa: ANN201 - a HfAttnTokenizerFast
+    """A Week 3 tokenizer trained on a few words: the bytes, a few merges and [PAD]."""
+    from hf_attn.week3 import train_week3_tokenizer
+
+    return train_week3_tokenizer(["a good film", "a bad film", "good good bad"] * 5, vocab_size=270, max_seq=32)
+
+
+def vocabulary(tokenizer) -> dict:  # noqa: ANN001
+    return dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+
+
+def test_generate_command_prints_the_continuation(
+    tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+) -> None:
+    from hf_attn import cli
+
+    model = decoder(position_embedding_type="rope", **vocabulary(tokenizer), **VARIED)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    prompt = tokenizer("a good", return_tensors="pt")["input_ids"]
+    greedy = model.generate(prompt, max_new_tokens=6, do_sample=False)[0, prompt.shape[1]:]
+    cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "6", "a good"])
+    assert capsys.readouterr().out == tokenizer.decode(greedy) + "\n" != "\n"
+
+    sampling = ["generate", "--model", str(tmp_path), "--do-sample", "--temperature", "0.7", "--top-k", "10",
+                "--seed", "3", "--max-new-tokens", "8", "a good"]
+    cli.main(sampling)
+    cli.main(sampling)
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == second
+    torch.manual_seed(3)
+    sampled = model.generate(prompt, max_new_tokens=8, do_sample=True, temperature=0.7, top_k=10)
+    assert first == tokenizer.decode(sampled[0, prompt.shape[1]:])
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["generate", "--model", str(tmp_path), ""])
+    assert exit_info.value.code == 2
+    assert "no tokens and the model has no bos_token_id" in capsys.readouterr().err
+
+
+def test_generate_command_runs_an_encoder_decoder_folder(
+    tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+) -> None:
+    from hf_attn import cli
+
+    model = encoder_decoder(vocab=vocabulary(tokenizer))
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    source = tokenizer("a bad film", return_tensors="pt")
+    expected = model.generate(**source, max_new_tokens=5, num_beams=3, do_sample=False)[0, 1:]
+    cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "5", "--num-beams", "3", "a bad film"])
+    assert capsys.readouterr().out == tokenizer.decode(expected) + "\n" != "\n"
