@@ -1,4 +1,4 @@
-"""hf_attn models: a small Transformer encoder whose position scheme is one config field.
+"""hf_attn models: a small Transformer encoder (or decoder) whose position scheme is one config field.
 
 Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if
 the scheme has them -> blocks -> final norm -> pooling -> classifier. The model builds the attention
@@ -6,8 +6,12 @@ masks and the relative-position inputs (RoPE's cos/sin, ALiBi's bias) once per f
 passes them to every layer. The attention math is swappable through transformers'
 `attn_implementation` (`eager` here, `sdpa` from transformers' integration).
 
-The file is longer than this package's other modules because, as in transformers, one modeling file
-holds every head (classifier, masked LM, ELECTRA): a Hub repo receives it whole with `trust_remote_code`.
+A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches it decodes one
+token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
+
+The file is longer than this package's other modules (~900 lines) because, as in transformers, one modeling
+file holds every head (classifier, masked LM, ELECTRA, causal LM): a Hub repo receives it whole with
+`trust_remote_code`.
 """
 
 from __future__ import annotations
