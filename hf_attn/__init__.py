@@ -12,6 +12,7 @@ from transformers import AutoConfig, AutoTokenizer
 from .configuration_hf_attn import HfAttnConfig
 from .modeling_hf_attn import (
     AUTO_CLASSES,
+    HfAttnForCausalLM,
     HfAttnForMaskedLM,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
@@ -31,6 +32,7 @@ AutoTokenizer.register(HfAttnConfig, fast_tokenizer_class=HfAttnTokenizerFast, e
 __all__ = [
     "POSITION_SCHEMES",
     "HfAttnConfig",
+    "HfAttnForCausalLM",
     "HfAttnForMaskedLM",
     "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",

@@ -151,6 +151,38 @@ def _probe(args: argparse.Namespace) -> None:
     print(f"pictures and probe.json in {output}")
 
 
+def _generate(args: argparse.Namespace) -> None:
+    """Print the continuation of each prompt (for an encoder-decoder folder: the output for each source).
+
+    An empty prompt starts from the model's `bos_token_id` when it has one (Week 3 tokenizers have no
+    BOS token); without one it is an error. One prompt at a time, so no padding is needed.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, EncoderDecoderModel, set_seed
+
+    from .saved import check_loaded_weights
+
+    is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
+    model_class = EncoderDecoderModel if is_seq2seq else AutoModelForCausalLM
+    model, loading_info = model_class.from_pretrained(args.model, output_loading_info=True)
+    check_loaded_weights(args.model, model, loading_info)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    options = dict(max_new_tokens=args.max_new_tokens, num_beams=args.num_beams, do_sample=args.do_sample,
+                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    for prompt in args.prompts:
+        input_ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        if not input_ids.shape[1]:
+            if is_seq2seq or model.generation_config.bos_token_id is None:
+                raise ValueError(f"the prompt {prompt!r} has no tokens and the model has no bos_token_id to start from")
+            input_ids = torch.tensor([[model.generation_config.bos_token_id]])
+        set_seed(args.seed)
+        with torch.no_grad():
+            output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
+        new_tokens = output[0, 1 if is_seq2seq else input_ids.shape[1]:]  # after the decoder start token, or the prompt
+        print(tokenizer.decode(new_tokens, skip_special_tokens=True))
+
+
 def _baseline(args: argparse.Namespace) -> None:
     from .experiments.baseline import run_tfidf_baseline
     from .experiments.data import load_imdb
@@ -216,8 +248,8 @@ def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
     return value
 
 
-def classifier_folder(value: str) -> str:
-    """A `--model` that classifies text: a saved model with its tokenizer."""
+def model_with_tokenizer(value: str) -> str:
+    """A `--model` that reads text (classifies or generates it): a saved model with its tokenizer."""
     return model_folder(value, needs=("config.json", "tokenizer.json"))
 
 
@@ -302,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=_prepare)
 
     evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
-    evaluate.add_argument("--model", required=True, type=classifier_folder)
+    evaluate.add_argument("--model", required=True, type=model_with_tokenizer)
     evaluate.add_argument("--dataset", default="stanfordnlp/imdb")
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
@@ -310,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(func=_evaluate)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")
-    predict.add_argument("--model", required=True, type=classifier_folder)
+    predict.add_argument("--model", required=True, type=model_with_tokenizer)
     predict.add_argument("texts", nargs="*", help="texts to classify (or --input)")
     predict.add_argument("--input", type=input_file, metavar="PATH",
                          help="classify the texts of a file, - for standard input: one text per line, or JSONL "
@@ -321,11 +353,24 @@ def build_parser() -> argparse.ArgumentParser:
     predict.set_defaults(func=_predict)
 
     probe = commands.add_parser("probe", help="hard-review probe; with --output-dir also heatmaps and plots")
-    probe.add_argument("--model", required=True, type=classifier_folder)
+    probe.add_argument("--model", required=True, type=model_with_tokenizer)
     probe.add_argument("--output-dir", type=output_folder,
                        help="write self- and cross-attention heatmaps, position plots, probe.json")
     probe.add_argument("--heatmap-text", help="review for the self-attention heatmaps (default: hard review 1)")
     probe.set_defaults(func=_probe)
+
+    generate = commands.add_parser("generate", help="continue prompts with a saved causal LM (or encoder-decoder)")
+    generate.add_argument("--model", required=True, type=model_with_tokenizer)
+    generate.add_argument("--max-new-tokens", type=positive_int, default=50)
+    generate.add_argument("--num-beams", type=positive_int, default=1,
+                          help="beam search with this many beams (1: none)")
+    generate.add_argument("--do-sample", action="store_true", help="sample instead of taking the likeliest token")
+    generate.add_argument("--temperature", type=float, default=1.0, help="with --do-sample: below 1 sharpens")
+    generate.add_argument("--top-k", type=int, default=50, help="with --do-sample: only the k likeliest tokens")
+    generate.add_argument("--top-p", type=float, default=1.0, help="with --do-sample: the smallest set of that mass")
+    generate.add_argument("--seed", type=int, default=0, help="seeds sampling, so a run can be repeated")
+    generate.add_argument("prompts", nargs="+")
+    generate.set_defaults(func=_generate)
 
     baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")
     baseline.add_argument("--dataset", default="stanfordnlp/imdb")

@@ -67,9 +67,15 @@ def self_attention_mask(
     causal: bool,
     sliding_window: int | None,
     device: torch.device,
+    key_length: int | None = None,
 ) -> torch.Tensor | None:
-    """The full self-attention mask: padding AND causal AND sliding window."""
+    """The full self-attention mask: padding AND causal AND sliding window.
+
+    `key_length` (default: `query_length`) is longer when earlier keys come from a cache; `attention_mask`
+    then covers all the keys, past and current, and the queries are the last `query_length` of them.
+    """
+    key_length = query_length if key_length is None else key_length
     return combine_masks(
         key_padding_mask(attention_mask),
-        distance_mask(query_length, query_length, causal=causal, sliding_window=sliding_window, device=device),
+        distance_mask(query_length, key_length, causal=causal, sliding_window=sliding_window, device=device),
     )

@@ -1,4 +1,4 @@
-"""hf_attn models: a small Transformer encoder whose position scheme is one config field.
+"""hf_attn models: a small Transformer encoder (or decoder) whose position scheme is one config field.
 
 Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if
 the scheme has them -> blocks -> final norm -> pooling -> classifier. The model builds the attention
@@ -6,8 +6,12 @@ masks and the relative-position inputs (RoPE's cos/sin, ALiBi's bias) once per f
 passes them to every layer. The attention math is swappable through transformers'
 `attn_implementation` (`eager` here, `sdpa` from transformers' integration).
 
-The file is longer than this package's other modules because, as in transformers, one modeling file
-holds every head (classifier, masked LM, ELECTRA): a Hub repo receives it whole with `trust_remote_code`.
+A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches it decodes one
+token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
+
+The file is longer than this package's other modules (~900 lines) because, as in transformers, one modeling
+file holds every head (classifier, masked LM, ELECTRA, causal LM): a Hub repo receives it whole with
+`trust_remote_code`.
 """
 
 from __future__ import annotations
@@ -21,18 +25,20 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel
+from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
-    BaseModelOutputWithCrossAttentions,
+    BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithCrossAttentions,
     MaskedLMOutput,
     ModelOutput,
     SequenceClassifierOutput,
 )
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.utils import is_tracing
 
 from .configuration_hf_attn import HfAttnConfig
@@ -80,11 +86,16 @@ class HfAttnAttention(nn.Module):
     Self-attention projects Q, K and V with one fused matmul; cross-attention projects Q from this
     sequence and K/V (one fused matmul) from the context. Positions (RoPE, ALiBi) apply to
     self-attention only: in cross-attention, query and key positions index different sequences.
+
+    With a cache (decoding), self-attention appends its keys and values, RoPE applied, to the cache's layer
+    `layer_idx` and attends over all of them; cross-attention projects the encoder's keys and values once
+    and reads them back from the cross-attention half of an `EncoderDecoderCache` at later steps.
     """
 
-    def __init__(self, config: HfAttnConfig, is_cross_attention: bool = False) -> None:
+    def __init__(self, config: HfAttnConfig, is_cross_attention: bool = False, layer_idx: int | None = None) -> None:
         super().__init__()
         self.config = config
+        self.layer_idx = layer_idx
         self.head_dim = config.head_dim
         self.num_heads = config.num_attention_heads
         self.num_key_value_heads = config.num_key_value_heads
@@ -168,11 +179,23 @@ class HfAttnAttention(nn.Module):
         context: torch.Tensor | None = None,
         empty_query_rows: torch.Tensor | None = None,
         output_attentions: bool = False,
+        cache: Cache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None)."""
         batch, query_length, _ = hidden_states.shape
-        query, key, value = self._project(hidden_states, context, positions)
+        if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
+            query = self.q_proj(hidden_states).view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
+            cached = cache.cross_attention_cache.layers[self.layer_idx]
+            key, value = cached.keys, cached.values
+        else:
+            query, key, value = self._project(hidden_states, context, positions)
+            query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
+            if self.is_cross_attention and cache is not None:
+                key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+                cache.is_updated[self.layer_idx] = True
+            elif cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
         position_bias = positions.bias if positions is not None else None
-        query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
 
         attention_function: Callable = eager_attention_forward
         eager = (
@@ -240,10 +263,10 @@ class HfAttnLayer(GradientCheckpointingLayer):
         super().__init__()
         self.attention_type = config.layer_types[layer_idx]
         self.pre_norm = config.norm_position == "pre"
-        self.self_attn = HfAttnAttention(config)
+        self.self_attn = HfAttnAttention(config, layer_idx=layer_idx)
         self.self_attn_norm = build_norm(config)
         if config.add_cross_attention:
-            self.cross_attn = HfAttnAttention(config, is_cross_attention=True)
+            self.cross_attn = HfAttnAttention(config, is_cross_attention=True, layer_idx=layer_idx)
             self.cross_attn_norm = build_norm(config)
         self.mlp = HfAttnMLP(config)
         self.mlp_norm = build_norm(config)
@@ -265,13 +288,16 @@ class HfAttnLayer(GradientCheckpointingLayer):
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
+        cache: Cache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
         update, self_weights = self.self_attn(
             self._sublayer_input(hidden_states, self.self_attn_norm),
             attention_mask,
             positions=positions,
             empty_query_rows=empty_query_rows,
             output_attentions=output_attentions,
+            cache=cache.self_attention_cache if is_encoder_decoder_cache else cache,
         )
         hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
         cross_weights = None
@@ -281,6 +307,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
                 encoder_attention_mask,
                 context=encoder_hidden_states,
                 output_attentions=output_attentions,
+                cache=cache if is_encoder_decoder_cache else None,  # a plain cache holds self-attention only
             )
             hidden_states = self._residual(hidden_states, update, self.cross_attn_norm)
         update = self.mlp(self._sublayer_input(hidden_states, self.mlp_norm))
@@ -340,8 +367,38 @@ def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
     return empty.transpose(1, 2)[..., None] if is_tracing(empty) or bool(empty.any()) else None
 
 
+def decoding_cache(cache: Cache | None, cross_attention: bool) -> Cache:
+    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
+    decoder reads an encoder), else `cache`, whose fresh sliding-window layers become full ones.
+
+    transformers' sliding-window layers, which `generate()` builds from `layer_types`, keep `sliding_window - 1`
+    past keys: their window counts the query itself. hf_attn's window is `sliding_window` keys besides the
+    query, and cross-attention needs every encoder key; keeping all keys and letting the mask restrict
+    them is exact for both. Static caches pad their keys to a fixed length, which these masks do not model.
+    """
+    if cache is None:
+        return EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
+    is_pair = isinstance(cache, EncoderDecoderCache)
+    parts = [cache.self_attention_cache, cache.cross_attention_cache] if is_pair else [cache]
+    for part in parts:
+        if part.is_compileable:
+            raise ValueError(
+                f"hf_attn decodes with dynamic caches only, got {type(part).__name__}; drop cache_implementation "
+                "(or pass a DynamicCache)."
+            )
+        for index, layer in enumerate(part.layers):
+            if getattr(layer, "is_sliding", False) and not layer.is_initialized:
+                part.layers[index] = DynamicLayer()
+    return cache
+
+
 class HfAttnModel(HfAttnPreTrainedModel):
-    """The bare encoder: embeddings -> blocks -> final norm (hidden states, attentions on request)."""
+    """The bare encoder (or decoder): embeddings -> blocks -> final norm (hidden states, attentions on request).
+
+    As a decoder (`is_decoder`), it takes a `cache` of earlier keys and values (or builds one with
+    `use_cache`): the inputs are then the next tokens, `attention_mask` covers past and new tokens, and the
+    position ids continue from the cache's length unless given (`generate()` gives them for left padding).
+    """
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -361,7 +418,9 @@ class HfAttnModel(HfAttnPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embed_tokens = value
 
-    def _self_attention_masks(self, attention_mask: torch.Tensor | None, length: int, device: torch.device) -> dict:
+    def _self_attention_masks(
+        self, attention_mask: torch.Tensor | None, length: int, device: torch.device, key_length: int
+    ) -> dict:
         """One mask per layer type present (full / sliding), built once for all layers."""
         return {
             kind: self_attention_mask(
@@ -370,6 +429,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 causal=self.config.is_decoder,
                 sliding_window=self.config.sliding_window if kind == "sliding_attention" else None,
                 device=device,
+                key_length=key_length,
             )
             for kind in set(self.config.layer_types)
         }
@@ -386,7 +446,9 @@ class HfAttnModel(HfAttnPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
-    ) -> BaseModelOutputWithCrossAttentions | tuple:
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -403,10 +465,19 @@ class HfAttnModel(HfAttnPreTrainedModel):
             _check_input_ids(input_ids, self.config.vocab_size)
             inputs_embeds = self.embed_tokens(input_ids)
         batch, length = inputs_embeds.shape[:2]
-        if attention_mask is not None and attention_mask.shape != (batch, length):
+        if cache is not None or use_cache:
+            if not self.config.is_decoder:
+                raise ValueError(
+                    "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
+                    "token sees the later ones, so earlier keys change as text is added."
+                )
+            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None)
+        past_length = cache.get_seq_length() if cache is not None else 0
+        if attention_mask is not None and attention_mask.shape != (batch, past_length + length):
             raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)}; pass "
-                "the tokenizer's attention_mask for the same batch."
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} after "
+                f"{past_length} cached tokens; pass the tokenizer's attention_mask for the same batch (with a "
+                "cache: for the cached and the new tokens)."
             )
         if encoder_hidden_states is not None and not self.config.add_cross_attention:
             raise ValueError(
@@ -414,14 +485,14 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 "add_cross_attention=True."
             )
         if position_ids is None:
-            position_ids = torch.arange(length, device=inputs_embeds.device)[None, :]
+            position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None, :]
 
         if self.embedding_scale != 1.0:
             inputs_embeds = inputs_embeds * self.embedding_scale
         hidden_states = self.positions.embed(inputs_embeds, position_ids)
         hidden_states = self.dropout(hidden_states)
-        positions = self.positions.attention_positions(position_ids, length)
-        masks = self._self_attention_masks(attention_mask, length, hidden_states.device)
+        positions = self.positions.attention_positions(position_ids, past_length + length)
+        masks = self._self_attention_masks(attention_mask, length, hidden_states.device, past_length + length)
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
         cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
 
@@ -439,6 +510,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 encoder_hidden_states,
                 cross_mask,
                 output_attentions,
+                cache=cache,
             )
             if output_attentions:
                 all_attentions += (self_weights,)
@@ -448,8 +520,9 @@ class HfAttnModel(HfAttnPreTrainedModel):
         if output_hidden_states:
             all_hidden_states += (hidden_states,)
 
-        output = BaseModelOutputWithCrossAttentions(
+        output = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
+            cache=cache,
             hidden_states=all_hidden_states or None,
             attentions=all_attentions or None,
             cross_attentions=all_cross_attentions or None,
@@ -584,6 +657,92 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
+    """Decoder (`is_decoder=True`) + final norm + vocabulary projection, tied to the input embedding unless
+    `tie_word_embeddings=False`: next-token prediction, and `generate()` (greedy, beam search, sampling,
+    streamers) with transformers' caches. With `add_cross_attention` it is the decoder of an
+    `EncoderDecoderModel`, reading `encoder_hidden_states`. `labels` are the input ids (-100 where not
+    scored); the loss shifts them by one, as every transformers causal LM does.
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        if not config.is_decoder:
+            raise ValueError(
+                "HfAttnForCausalLM predicts each next token, so its tokens must not see later ones: build (or "
+                "load) it with is_decoder=True."
+            )
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def generate(self, inputs: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> Any:
+        """`GenerationMixin.generate`; an empty prompt is a clear error (transformers fails on it with an
+        IndexError inside its loop). To generate from nothing, pass no inputs and a `bos_token_id`."""
+        prompt = inputs if inputs is not None else kwargs.get("input_ids")
+        if prompt is not None and prompt.shape[-1] == 0:
+            raise ValueError(
+                "generate() got an empty prompt; pass at least one token, or no inputs and a bos_token_id to "
+                "start from."
+            )
+        return super().generate(inputs, *args, **kwargs)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **loss_kwargs: Any,
+    ) -> CausalLMOutputWithCrossAttentions | tuple:
+        """`logits_to_keep`: logits for the last that many positions only (0: all), as `generate()` asks;
+        `loss_kwargs` (e.g. the Trainer's `num_items_in_batch`) go to the loss."""
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+            cache=cache,
+            use_cache=use_cache,
+        )
+        logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **loss_kwargs)
+        output = CausalLMOutputWithCrossAttentions(
+            loss=loss,
+            logits=logits,
+            cache=outputs.cache,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            cross_attentions=outputs.cross_attentions,
+        )
+        return output if return_dict else output.to_tuple()
+
+
 def sample_categorical(weights: torch.Tensor) -> torch.Tensor:
     """One class index per row of (rows, classes) non-negative `weights` (each row with a positive
     total), drawn with chance proportional to its weight, from torch's global generator.
@@ -711,10 +870,12 @@ AUTO_CLASSES: dict[str, type[HfAttnPreTrainedModel]] = {
     "AutoModelForSequenceClassification": HfAttnForSequenceClassification,
     "AutoModelForMaskedLM": HfAttnForMaskedLM,
     "AutoModelForPreTraining": HfAttnForReplacedTokenDetection,
+    "AutoModelForCausalLM": HfAttnForCausalLM,
 }
 
 __all__ = [
     "AUTO_CLASSES",
+    "HfAttnForCausalLM",
     "HfAttnForMaskedLM",
     "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",

@@ -112,7 +112,8 @@ class LearnedPositions(PositionScheme):
         if longest > self.embeddings.num_embeddings:
             raise ValueError(
                 f"position_embedding_type='learned' has {self.embeddings.num_embeddings} trained positions "
-                f"(max_position_embeddings) but the input needs {longest}; truncate inputs to "
+                f"(max_position_embeddings) but the input (with generate(): prompt + new tokens) needs {longest}; "
+                f"truncate inputs to "
                 f"{self.embeddings.num_embeddings} tokens (tokenizer truncation=True) or use a scheme that "
                 "extrapolates (sinusoidal, rope, alibi)."
             )
@@ -220,8 +221,11 @@ class AlibiPositions(PositionScheme):
         self.slopes = alibi_slopes(self.config.num_attention_heads).to(self.slopes.device)
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
-        query_pos = position_ids[:1, :, None].float()  # positions are shared across the batch
-        key_pos = torch.arange(key_length, device=position_ids.device, dtype=torch.float32)[None, None, :]
+        # The distance is between slots: the queries are the last of the keys (the earlier ones come from a
+        # cache), so left padding, whose position ids restart at each row's first token, changes nothing.
+        slots = torch.arange(key_length, device=position_ids.device, dtype=torch.float32)
+        query_pos = slots[key_length - position_ids.shape[-1] :][None, :, None]
+        key_pos = slots[None, None, :]
         distance = (query_pos - key_pos).abs()  # (1, Q, K)
         return AttentionPositions(bias=-self.slopes.to(distance.device)[None, :, None, None] * distance[:, None])
 
