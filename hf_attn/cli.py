@@ -61,18 +61,21 @@ def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
     metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit,
-                             max_length=args.max_length)
+                             max_length=args.max_length, window_stride=args.window_stride)
     print(json.dumps(metrics, indent=2))
 
 
-def _classifier(model_dir: str, max_length: int | None = None):  # noqa: ANN202 - a transformers pipeline
+def _classifier(  # noqa: ANN202 - a transformers pipeline
+    model_dir: str, max_length: int | None = None, window_stride: int | None = None
+):
     """A `text-classification` pipeline of the strictly loaded folder, reading `max_length` tokens of each text
-    (default: the length the model was trained at, the tokenizer's `model_max_length`)."""
+    (default: the length the model was trained at, the tokenizer's `model_max_length`), as windows
+    `window_stride` apart past the model's positions if given."""
     from transformers import pipeline
 
     from .saved import load_saved_classifier, reading_length
 
-    model, tokenizer = load_saved_classifier(model_dir)
+    model, tokenizer = load_saved_classifier(model_dir, window_stride)
     tokenizer.model_max_length = reading_length(model, tokenizer, max_length)
     return pipeline("text-classification", model=model, tokenizer=tokenizer)
 
@@ -100,7 +103,7 @@ def _predict(args: argparse.Namespace) -> None:
 
     if bool(args.texts) == (args.input is not None):
         raise ValueError("pass the texts as arguments or --input PATH (- for standard input), one of the two")
-    classifier = _classifier(args.model, args.max_length)
+    classifier = _classifier(args.model, args.max_length, args.window_stride)
     jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
     records = ({"text": text} for text in args.texts)
     with contextlib.ExitStack() as stack:
@@ -228,6 +231,8 @@ def _push(args: argparse.Namespace) -> None:
 
 MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
                    "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
+WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
+                      "tokens, pooled (any scheme, any length; default: the saved classifier_window_stride)")
 HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
@@ -339,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
     evaluate.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
+    evaluate.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     evaluate.set_defaults(func=_evaluate)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")
@@ -350,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "with \"label\" and \"score\" added")
     predict.add_argument("--jsonl", action="store_true", help="read --input as JSONL whatever its name")
     predict.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
+    predict.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     predict.set_defaults(func=_predict)
 
     probe = commands.add_parser("probe", help="hard-review probe; with --output-dir also heatmaps and plots")

@@ -74,6 +74,14 @@ class HfAttnConfig(PreTrainedConfig):
             weights materialised, as CPU SDPA with dropout does anyway); `torch` keeps SDPA.
         classifier_pooling: `mean` over real tokens (the default: Week 3 vocabularies have no CLS
             token), `max` over real tokens, or `cls` (the first token).
+        classifier_window_stride: sequence classification only. `None` (the default): the model reads its
+            input whole, so schemes that extrapolate read past `max_position_embeddings`. A number: an input
+            longer than `max_position_embeddings` is read as windows of that many tokens starting every
+            `classifier_window_stride` tokens (at most `max_position_embeddings`, so no token is skipped),
+            each encoded on its own with positions from 0 as in training, and the classifier reads the
+            average of their pooled vectors weighted by their real tokens: linear cost in the length, and
+            every scheme, learned positions included, reads a text of any length. How much of a text is read
+            at all is the tokenizer's `model_max_length`.
         scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps
             them from being drowned by sinusoidal positions of magnitude 1.
         attention_bias: biases on the Q/K/V/O projections.
@@ -122,6 +130,7 @@ class HfAttnConfig(PreTrainedConfig):
     classifier_dropout: float | None = None
     dropout_implementation: Literal["packed", "torch"] = "packed"
     classifier_pooling: Literal["cls", "mean", "max"] = "mean"
+    classifier_window_stride: int | None = None
     scale_embeddings: bool = False
     attention_bias: bool = True
     initializer_range: float = 0.02
@@ -141,7 +150,7 @@ class HfAttnConfig(PreTrainedConfig):
             self.layer_types = [kind] * self.num_hidden_layers if isinstance(self.num_hidden_layers, int) else []
         if self.position_embedding_type == "rope" and not self.rope_parameters and "rope_scaling" not in kwargs:
             self.rope_parameters = {"rope_type": "default", "rope_theta": kwargs.pop("rope_theta", 10_000.0)}
-        self._validate()
+        self.validate_fields()
         super().__post_init__(**kwargs)
         if self.position_embedding_type == "rope":
             self._validate_rope_parameters()
@@ -161,7 +170,8 @@ class HfAttnConfig(PreTrainedConfig):
         """Query heads sharing one key/value head."""
         return self.num_attention_heads // self.num_key_value_heads
 
-    def _validate(self) -> None:
+    def validate_fields(self) -> None:
+        """Raise a `ValueError` naming the first invalid field (run at construction; again after a field is set)."""
         for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                       "num_key_value_heads", "intermediate_size", "max_position_embeddings", "rtd_generator_layers"):
             value = getattr(self, field)
@@ -212,6 +222,15 @@ class HfAttnConfig(PreTrainedConfig):
             )
         if "sliding_attention" in self.layer_types and self.sliding_window is None:
             raise _invalid("layer_types", self.layer_types, "`sliding_attention` layers need `sliding_window` set")
+        stride = self.classifier_window_stride
+        if stride is not None and (
+            isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= self.max_position_embeddings
+        ):
+            raise _invalid(
+                "classifier_window_stride", stride,
+                f"must be None or a whole number in [1, max_position_embeddings={self.max_position_embeddings}] "
+                "(a longer stride would skip tokens between windows)",
+            )
         if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
             raise _invalid("pad_token_id", self.pad_token_id, f"must be None or an id in [0, {self.vocab_size})")
         POSITION_SCHEMES[self.position_embedding_type].check_config(self)

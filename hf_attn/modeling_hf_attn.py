@@ -548,8 +548,23 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
     return pooled.masked_fill(keep.sum(dim=1) == 0, 0.0)  # a row of padding alone: zeros, as for `mean`
 
 
+def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
+    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions
+    until one reaches the end, the last one filled up with `fill`."""
+    total = tensor.shape[1]
+    count = -(-max(total - length, 0) // stride) + 1
+    missing = (count - 1) * stride + length - total
+    if missing > 0:
+        tensor = torch.cat([tensor, tensor.new_full((tensor.shape[0], missing, *tensor.shape[2:]), fill)], dim=1)
+    return tensor.unfold(1, length, stride).movedim(-1, 2)
+
+
 class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
     """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
+
+    With `classifier_window_stride`, an input longer than `max_position_embeddings` is read as overlapping
+    windows that are encoded on their own and pooled together (see `HfAttnConfig`); the hidden states and
+    attentions returned are then those of the windows, (batch x windows, window, ...).
 
     The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
     integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
@@ -577,6 +592,29 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
     ) -> SequenceClassifierOutput | tuple:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        text = input_ids if input_ids is not None else inputs_embeds
+        window, stride = self.config.max_position_embeddings, self.config.classifier_window_stride
+        windowed = stride is not None and text is not None and text.shape[1] > window
+        if windowed:
+            if position_ids is not None:
+                raise ValueError(
+                    "position_ids cannot be combined with classifier_window_stride: every window numbers its own "
+                    "positions from 0; leave position_ids out."
+                )
+            batch = text.shape[0]
+            if attention_mask is None:
+                attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
+            # A text's windows must not depend on the batch: those a shorter (right-padded) text would not
+            # need, all after one that reaches its end, are masked out and weigh nothing.
+            windows = split_into_windows(attention_mask, window, stride, 0)
+            starts = torch.arange(windows.shape[1], device=text.device) * stride
+            needed = (starts == 0) | (starts - stride + window < attention_mask.sum(dim=-1, keepdim=True))
+            attention_mask = (windows * needed[..., None]).flatten(0, 1)
+            pad_id = self.config.pad_token_id or 0
+            if input_ids is not None:
+                input_ids = split_into_windows(input_ids, window, stride, pad_id).flatten(0, 1)
+            else:
+                inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0).flatten(0, 1)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -587,6 +625,9 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
             return_dict=True,
         )
         pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
+        if windowed:  # each window's vector, weighted by its real tokens (a window of padding alone counts 0)
+            weights = attention_mask.sum(dim=-1).to(pooled.dtype).unflatten(0, (batch, -1))[..., None]
+            pooled = (pooled.unflatten(0, (batch, -1)) * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
         logits = self.classifier(self.dropout(pooled))
         loss = None
         if labels is not None:

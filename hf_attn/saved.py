@@ -30,11 +30,20 @@ BATCH_SIZE = 32  # texts per pipeline call of `classify_in_batches`: a large inp
 
 
 def load_saved_classifier(
-    model_dir: str | os.PathLike[str],
+    model_dir: str | os.PathLike[str], window_stride: int | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The classifier and tokenizer of a saved folder (or Hub repo); a ValueError when a weight does not fit."""
+    """The classifier and tokenizer of a saved folder (or Hub repo); a ValueError when a weight does not fit.
+
+    `window_stride` reads texts longer than the model's positions as windows that far apart, whatever the
+    saved `classifier_window_stride` says (see `HfAttnConfig`).
+    """
     model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True)
     check_loaded_weights(model_dir, model, info)
+    if window_stride is not None:
+        if not isinstance(model.config, HfAttnConfig):
+            raise ValueError(f"--window-stride needs an hf_attn model; {model_dir} holds a {model.config.model_type}")
+        model.config.classifier_window_stride = window_stride
+        model.config.validate_fields()
     return model, AutoTokenizer.from_pretrained(model_dir)
 
 
@@ -89,17 +98,19 @@ def reading_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, m
     length the model was trained at), else, for a tokenizer without one, the model's `max_position_embeddings`.
 
     A ValueError, before any text is read, when that is more than a learned-position model has positions for
-    (its forward would fail on the first long text).
+    and it does not read windows (`classifier_window_stride`): its forward would fail on the first long text.
     """
     config = model.config
     length = tokenizer.model_max_length if max_length is None else max_length
     if length >= LARGE_INTEGER:
         length = config.max_position_embeddings
     positions = config.max_position_embeddings
-    if getattr(config, "position_embedding_type", None) == "learned" and length > positions:
+    windowed = getattr(config, "classifier_window_stride", None) is not None
+    if getattr(config, "position_embedding_type", None) == "learned" and length > positions and not windowed:
         raise ValueError(
             f"the model's learned positions cover {positions} tokens, so it cannot read {length}; pass "
-            f"--max-length {positions} or less (only sinusoidal, rope and alibi read past their training length)"
+            f"--max-length {positions} or less, or --window-stride N to read windows of {positions} tokens "
+            "(only sinusoidal, rope and alibi read past their training length directly)"
         )
     return length
 

@@ -41,14 +41,18 @@ def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
 
 def classification_task(experiment: Experiment) -> Task:
     """The seed split (rows limited as the experiment asks), tokenized; training sees each review's first
-    `max_length` tokens, or a random window of them with `train_window: random`."""
+    `max_length` tokens, or a random window of them with `train_window: random`; validation and test the
+    first `read_length` (what the saved classifier reads)."""
     raw = load_imdb(experiment.dataset)
     raw["train"] = limit_rows(raw["train"], experiment.limit_train)
     for name in ("validation", "test"):
         raw[name] = limit_rows(raw[name], experiment.limit_eval)
     tokenizer = load_tokenizer(experiment, raw["train"]["text"])
     random_windows = experiment.train_window == "random"
-    splits = tokenize_splits(raw, tokenizer, experiment.max_length, untruncated=("train",) if random_windows else ())
+    untruncated = ("train",) if random_windows else ()
+    splits = tokenize_splits(DatasetDict(train=raw["train"]), tokenizer, experiment.max_length, untruncated)
+    splits.update(tokenize_splits(DatasetDict(validation=raw["validation"], test=raw["test"]), tokenizer,
+                                  experiment.read_length or experiment.max_length))
 
     def score(trainer: Trainer) -> dict[str, Any]:
         validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")
@@ -88,14 +92,16 @@ def evaluate_saved(
     limit: int | None = None,
     batch_size: int = 64,
     max_length: int | None = None,
+    window_stride: int | None = None,
 ) -> dict[str, float]:
     """Score a saved classifier on one split of the seed split, reading each review's first `max_length` tokens
-    (default: its tokenizer's `model_max_length`, as `pipeline` and `hf-attn predict` read them).
+    (default: its tokenizer's `model_max_length`, as `pipeline` and `hf-attn predict` read them), as windows
+    `window_stride` apart past the model's positions if given (default: its saved `classifier_window_stride`).
 
     The folder is loaded strictly (`load_saved_classifier`): a weight it lacks or has left over is a
     ValueError, not an accuracy of random weights.
     """
-    model, tokenizer = load_saved_classifier(model_dir)
+    model, tokenizer = load_saved_classifier(model_dir, window_stride)
     length = reading_length(model, tokenizer, max_length)
     raw = load_imdb(dataset)
     if split not in raw:

@@ -40,6 +40,10 @@ class Experiment:
             training split (for smoke runs and users without Week 3 files).
         tokenizer_vocab_size: vocabulary size when a tokenizer is trained here.
         max_length: tokens per review seen by the model (the reference used 128).
+        read_length: tokens of each review the saved classifier reads (its tokenizer's `model_max_length`),
+            and validation and test are scored at; `None` means `max_length`. Longer than `max_length`,
+            the model reads past its training length directly (sinusoidal, rope, alibi) or as windows
+            (`model.classifier_window_stride`; the only way for learned positions).
         train_window: which `max_length` tokens of a longer training review the model sees: `start`
             (the first ones, like evaluation and the reference) or `random` (a new random window of
             the whole review each time it is drawn; see `hf_attn.experiments.data.RandomWindowCollator`).
@@ -66,6 +70,7 @@ class Experiment:
     week3: str | None = None
     tokenizer_vocab_size: int = 500
     max_length: int = 128
+    read_length: int | None = None
     train_window: str = "start"
     init_embedding_from_dan: bool = True
     limit_train: int | None = None
@@ -88,7 +93,8 @@ PRETRAINING_OBJECTIVES = frozenset({"mlm", "rtd"})
 # What a run started from a pretrained folder (`init_from`) may set differently from it; anything
 # else (width, positions, layers) is the pretrained architecture and must match.
 FINE_TUNING_SETTINGS = frozenset(
-    {"hidden_dropout", "attention_dropout", "classifier_dropout", "dropout_implementation", "classifier_pooling"}
+    {"hidden_dropout", "attention_dropout", "classifier_dropout", "dropout_implementation", "classifier_pooling",
+     "classifier_window_stride"}
 )
 
 # Numbers in exponent form without a dot (3e-4, 1E5), which YAML 1.1 leaves as strings; nothing else
@@ -178,6 +184,7 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tokenizer_vocab_size": (lambda value: _is_count(value) and value > 256,
                              "an integer above 256 (the 256 byte symbols plus merges)"),
     "max_length": (_is_count, "a positive integer"),
+    "read_length": (lambda value: value is None or _is_count(value), "a positive integer or null (max_length)"),
     "limit_train": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
     "limit_eval": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
     "evals_per_epoch": (_is_count, "a positive integer"),
@@ -230,9 +237,16 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
     _check_section(raw.get("model", {}), HfAttnConfig, f"{where} [model]")
     _check_section(raw.get("training", {}), TrainingArguments, f"{where} [training]")
     try:
-        HfAttnConfig(**raw.get("model", {}))  # fail now, not after tokenizing 50,000 reviews
+        config = HfAttnConfig(**raw.get("model", {}))  # fail now, not after tokenizing 50,000 reviews
     except ValueError as error:
         raise ExperimentConfigError(f"{where} [model]: {error}") from error
+    read_length, max_length = raw.get("read_length"), raw.get("max_length", Experiment.max_length)
+    if (read_length or 0) > max_length and config.position_embedding_type == "learned" \
+            and config.classifier_window_stride is None:
+        raise ExperimentConfigError(
+            f"{where}: read_length {read_length} is past the {max_length} learned positions; read windows "
+            "(model.classifier_window_stride) or use a scheme that extrapolates (sinusoidal, rope, alibi)."
+        )
 
 
 def check_init_from(experiment: Experiment) -> None:

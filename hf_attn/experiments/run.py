@@ -211,17 +211,19 @@ def process_state() -> PartialState:
 def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
     """The pretrained folder's tokenizer (`init_from`), the Week 3 one (`week3`), or one trained on `train_texts`.
 
-    Its `model_max_length` is the run's `max_length`, whatever the Week 3 `max_seq` or the pretraining run
-    said: saved with the model, it is the length `pipeline`, `hf-attn predict` and `hf-attn evaluate` read
-    (the tokenizer's length policy), so they read what the model was trained on.
+    Its `model_max_length` is what the run's model reads of a text (`read_length`, else `max_length`),
+    whatever the Week 3 `max_seq` or the pretraining run said: saved with the model, it is the length
+    `pipeline`, `hf-attn predict` and `hf-attn evaluate` read (the tokenizer's length policy).
     """
     if experiment.init_from is not None:
-        return AutoTokenizer.from_pretrained(experiment.init_from, model_max_length=experiment.max_length)
-    if experiment.week3 is not None:
-        return load_week3_tokenizer(experiment.week3, model_max_length=experiment.max_length)
-    return train_week3_tokenizer(
-        train_texts, vocab_size=experiment.tokenizer_vocab_size, max_seq=experiment.max_length
-    )
+        tokenizer = AutoTokenizer.from_pretrained(experiment.init_from)
+    elif experiment.week3 is not None:
+        tokenizer = load_week3_tokenizer(experiment.week3)
+    else:
+        tokenizer = train_week3_tokenizer(train_texts, vocab_size=experiment.tokenizer_vocab_size,
+                                          max_seq=experiment.max_length)
+    tokenizer.model_max_length = experiment.read_length or experiment.max_length
+    return tokenizer
 
 
 def build_model(

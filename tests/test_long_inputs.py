@@ -1,0 +1,146 @@
+"""Texts longer than the model's positions: read directly (schemes that extrapolate) or as pooled windows.
+
+The reference for windows is written out here: each window cut with Python slicing and encoded alone
+(no padding), its mean-pooled vector weighted by its token count, then the same linear head.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import SMOKE, SMOKE_TINY_MODEL, tiny_config_kwargs
+from test_cli import save_tiny_classifier
+from transformers import AutoTokenizer, pipeline
+
+from hf_attn import HfAttnConfig, HfAttnForSequenceClassification, cli
+from hf_attn.experiments.classification import evaluate_saved, train
+from hf_attn.experiments.config import ExperimentConfigError, load_experiment
+
+WINDOW = 16
+
+
+def classifier(scheme: str, stride: int | None) -> HfAttnForSequenceClassification:
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, max_position_embeddings=WINDOW,
+                                               classifier_window_stride=stride))
+    torch.manual_seed(0)
+    return HfAttnForSequenceClassification(config).eval()
+
+
+def windows_by_hand(model: HfAttnForSequenceClassification, tokens: list[int], stride: int) -> torch.Tensor:
+    """Logits of one text read as windows: starts 0, stride, ... until a window reaches the end."""
+    starts = [0]
+    while starts[-1] + WINDOW < len(tokens):
+        starts.append(starts[-1] + stride)
+    vectors, weights = [], []
+    for start in starts:
+        window = torch.tensor([tokens[start : start + WINDOW]])
+        vectors.append(model.model(input_ids=window).last_hidden_state.mean(dim=1)[0])
+        weights.append(window.shape[1])
+    weights = torch.tensor(weights, dtype=torch.float32)[:, None]
+    return model.classifier((torch.stack(vectors) * weights).sum(dim=0) / weights.sum())
+
+
+@pytest.mark.parametrize("scheme", ["learned", "rope", "alibi"])
+@pytest.mark.parametrize("stride", [WINDOW, 5])
+def test_windows_equal_windows_encoded_alone_and_averaged_by_their_tokens(scheme: str, stride: int) -> None:
+    """A batch of a long text (several windows, the last one short) and a short one (padding only beyond
+    its first window): every row gives the logits of its own windows read one by one."""
+    model = classifier(scheme, stride)
+    generator = torch.Generator().manual_seed(1)
+    long_text = torch.randint(1, 64, (3 * WINDOW + 7,), generator=generator).tolist()
+    short_text = torch.randint(1, 64, (WINDOW - 3,), generator=generator).tolist()
+    input_ids = torch.zeros(2, len(long_text), dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, tokens in enumerate((long_text, short_text)):
+        input_ids[row, : len(tokens)] = torch.tensor(tokens)
+        attention_mask[row, : len(tokens)] = 1
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        for row, tokens in enumerate((long_text, short_text)):
+            torch.testing.assert_close(logits[row], windows_by_hand(model, tokens, stride), atol=1e-5, rtol=1e-5)
+
+
+def test_inputs_embeds_are_windowed_like_input_ids() -> None:
+    model = classifier("rope", 8)
+    input_ids = torch.randint(1, 64, (2, 3 * WINDOW), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        from_ids = model(input_ids=input_ids).logits
+        from_embeds = model(inputs_embeds=model.model.embed_tokens(input_ids)).logits
+    torch.testing.assert_close(from_embeds, from_ids)
+
+
+def test_a_text_within_the_window_is_read_as_without_windows() -> None:
+    windowed, direct = classifier("rope", 4), classifier("rope", None)
+    input_ids = torch.randint(1, 64, (3, WINDOW), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert torch.equal(windowed(input_ids=input_ids).logits, direct(input_ids=input_ids).logits)
+
+
+@pytest.mark.parametrize("stride", [0, WINDOW + 1, 2.5, True])
+def test_a_stride_that_would_skip_tokens_or_is_not_a_count_is_refused(stride: object) -> None:
+    with pytest.raises(ValueError, match="classifier_window_stride"):
+        HfAttnConfig(**tiny_config_kwargs(max_position_embeddings=WINDOW, classifier_window_stride=stride))
+
+
+def test_position_ids_and_windows_together_are_refused() -> None:
+    model = classifier("rope", 8)
+    with pytest.raises(ValueError, match="position_ids"):
+        model(input_ids=torch.ones(1, 2 * WINDOW, dtype=torch.long), position_ids=torch.arange(2 * WINDOW)[None])
+
+
+def saved_classifier(folder: Path, model_max_length: int, **config: object) -> HfAttnForSequenceClassification:
+    """The CLI tests' tiny classifier (16 positions), its tokenizer saved to read `model_max_length` tokens."""
+    model = save_tiny_classifier(folder, **config)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.model_max_length = model_max_length
+    tokenizer.save_pretrained(folder)
+    return model.eval()
+
+
+def test_a_saved_windowed_classifier_reads_a_whole_review_through_the_pipeline_defaults(tmp_path: Path) -> None:
+    """Called without a truncation argument, the pipeline reads every token (the saved tokenizer's
+    model_max_length) and the model reads them as windows (its saved stride)."""
+    model = saved_classifier(tmp_path, 10_000, classifier_window_stride=8)
+    classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path), top_k=None)
+    review = "a good film but a bad ending " * 20
+    tokens = classify.tokenizer(review)["input_ids"]
+    assert len(tokens) > 5 * WINDOW  # the whole review, not the first 16 tokens
+    with torch.no_grad():
+        expected = windows_by_hand(model, tokens, stride=8).softmax(dim=-1)
+    scores = {result["label"]: result["score"] for result in classify([review])[0]}
+    torch.testing.assert_close(torch.tensor([scores["LABEL_0"], scores["LABEL_1"]]), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_predict_reads_past_a_learned_table_only_as_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = saved_classifier(tmp_path, 16, position_embedding_type="learned")
+    text = "a good film but a bad ending " * 10
+    with pytest.raises(SystemExit):
+        cli.main(["predict", "--model", str(tmp_path), "--max-length", "100", text])
+    assert "--window-stride" in capsys.readouterr().err
+    cli.main(["predict", "--model", str(tmp_path), "--max-length", "100", "--window-stride", "8", text])
+    label, score, _ = capsys.readouterr().out.split("\t")
+    tokens = AutoTokenizer.from_pretrained(tmp_path)(text, truncation=True, max_length=100)["input_ids"]
+    with torch.no_grad():
+        expected = windows_by_hand(model, tokens, stride=8).softmax(dim=-1)
+    assert label == f"LABEL_{int(expected.argmax())}" and float(score) == pytest.approx(float(expected.max()), abs=1e-3)
+
+
+def test_a_run_with_read_length_scores_and_saves_whole_reviews_as_windows(tmp_path: Path) -> None:
+    """Trained on 32-token windows, scored and saved to read 256 tokens as windows 16 apart: the run's
+    test accuracy is what `evaluate_saved` measures on the saved folder, and the saved tokenizer reads 256."""
+    experiment = load_experiment(SMOKE, [*SMOKE_TINY_MODEL, "limit_train=64", "limit_eval=32", "max_length=32",
+                                         "read_length=256", "model.classifier_window_stride=16",
+                                         "model.position_embedding_type=learned", "training.num_train_epochs=1"])
+    metrics = train(experiment, tmp_path)
+    assert AutoTokenizer.from_pretrained(tmp_path).model_max_length == 256
+    assert HfAttnConfig.from_pretrained(tmp_path).classifier_window_stride == 16
+    evaluated = evaluate_saved(tmp_path, dataset="sample", split="test", limit=32)
+    assert evaluated["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
+
+
+def test_read_length_past_learned_positions_needs_windows(tmp_path: Path) -> None:
+    overrides = [*SMOKE_TINY_MODEL, "max_length=32", "read_length=256", "model.position_embedding_type=learned"]
+    with pytest.raises(ExperimentConfigError, match="classifier_window_stride"):
+        load_experiment(SMOKE, overrides)
