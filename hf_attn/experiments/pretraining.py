@@ -248,11 +248,10 @@ def pretraining_scores(trainer: Trainer, objective: str) -> dict[str, Any]:
 
 
 def pretrain(experiment: Experiment, output_dir: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
-    """Pretrain the experiment's encoder (a new one, or `init_from`'s to continue it) with its `objective`;
+    """Pretrain the experiment's encoder or decoder (a new one, or `init_from`'s to continue it) with its `objective`;
     writes an `HfAttnForMaskedLM`, `HfAttnForReplacedTokenDetection` or `HfAttnForCausalLM` folder (model and
-    tokenizer) that
-    `init_from` reads, its checkpoints, and `metrics.json` (`options` are `run`'s), in which the record of the run
-    it continues goes under `continued_from`. Returns the metrics."""
+    tokenizer) that `init_from` reads, its checkpoints, and `metrics.json` (`options` are `run`'s), in which the
+    record of the run it continues goes under `continued_from`. Returns the metrics."""
     return run(experiment, pretraining_task, output_dir, **options)
 
 
