@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
 from hf_attn.analysis.plots import plot_perplexity_by_length
 
-SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi")
+SCHEMES = ("none", "sinusoidal", "sinusoidal-scaled", "learned", "rope", "alibi")  # configs/causal-lm/<name>.yaml
 PROMPTS = ("This movie was", "I have never seen a film", "The acting in this", "Worst movie ever")
 DECODING = {
     "beam search (4 beams)": {"num_beams": 4, "do_sample": False},

@@ -45,10 +45,10 @@ from .config import Experiment
 from .data import limit_rows, load_imdb, load_unlabelled
 from .run import Task, load_tokenizer, run
 
+# The model of each masked objective (an encoder); `objective: causal` trains an `HfAttnForCausalLM` (a decoder).
 PRETRAINING_MODELS: dict[str, type[HfAttnPreTrainedModel]] = {
     "mlm": HfAttnForMaskedLM,
     "rtd": HfAttnForReplacedTokenDetection,
-    "causal": HfAttnForCausalLM,
 }
 IGNORE_INDEX = -100  # labels of positions that are not predicted (PyTorch's cross-entropy default)
 MIN_CHUNK_TOKENS = 16  # a review's last chunk shorter than this is dropped: little to predict from
@@ -209,13 +209,14 @@ def pretraining_task(experiment: Experiment) -> Task:
     train_chunks = chunk_texts(train_texts, tokenizer, experiment.max_length)
     eval_chunks = chunk_texts(validation_texts, tokenizer, experiment.max_length)
     if experiment.objective == "causal":
-        collator, model_defaults = CausalLMCollator(tokenizer), {"is_decoder": True}
+        model_class, collator, model_defaults = HfAttnForCausalLM, CausalLMCollator(tokenizer), {"is_decoder": True}
     else:
+        model_class = PRETRAINING_MODELS[experiment.objective]
         collator, model_defaults = MaskedLMCollator(tokenizer, experiment.mlm_probability), {"sparse_prediction": True}
         eval_chunks = masked_once(eval_chunks, collator)
     return Task(
         tokenizer=tokenizer,
-        model_class=PRETRAINING_MODELS[experiment.objective],
+        model_class=model_class,
         train_dataset=train_chunks,
         eval_dataset=eval_chunks,
         data_collator=collator,
