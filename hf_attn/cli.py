@@ -186,6 +186,19 @@ def _generate(args: argparse.Namespace) -> None:
         print(tokenizer.decode(new_tokens, skip_special_tokens=True))
 
 
+def _perplexity(args: argparse.Namespace) -> None:
+    from .experiments.perplexity import evaluate_perplexity
+    from .experiments.run import cli_command
+
+    report = {**evaluate_perplexity(args.model, args.lengths, dataset=args.dataset, max_tokens=args.max_tokens),
+              "command": cli_command()}
+    text = json.dumps(report, indent=2, default=str)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+    print(text)
+
+
 def _baseline(args: argparse.Namespace) -> None:
     from .experiments.baseline import run_tfidf_baseline
     from .experiments.data import load_imdb
@@ -263,6 +276,15 @@ def positive_int(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
     return int(value)
+
+
+def lengths_list(value: str) -> list[int]:
+    """`perplexity --lengths`: comma-separated whole numbers of at least 2 (a window of 1 predicts nothing)."""
+    parts = value.split(",")
+    if not all(part.strip().isdigit() and int(part) >= 2 for part in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers of at least 2 (e.g. 64,128,256), "
+                                         f"got {value!r}")
+    return sorted({int(part) for part in parts})
 
 
 def input_file(value: str) -> str:
@@ -378,6 +400,18 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--seed", type=int, default=0, help="seeds sampling, so a run can be repeated")
     generate.add_argument("prompts", nargs="+")
     generate.set_defaults(func=_generate)
+
+    perplexity = commands.add_parser("perplexity", help="perplexity of a saved causal LM on validation text at "
+                                     "several lengths (non-overlapping windows; the ALiBi paper's Figure 1)")
+    perplexity.add_argument("--model", required=True, type=model_with_tokenizer, help="a causal-LM folder")
+    perplexity.add_argument("--lengths", required=True, type=lengths_list,
+                            help="window lengths, e.g. 64,128,256,512,1024 (1x-16x a training length of 64)")
+    perplexity.add_argument("--dataset", default="stanfordnlp/imdb",
+                            help="Hub id, parquet folder, aclImdb/ or 'sample': its seed split's validation reviews")
+    perplexity.add_argument("--max-tokens", type=positive_int, default=65_536,
+                            help="tokens of validation text every length reads (rounded down to whole windows)")
+    perplexity.add_argument("--output", type=output_file, help="write the JSON here (e.g. results/causal-lm/rope.json)")
+    perplexity.set_defaults(func=_perplexity)
 
     baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")
     baseline.add_argument("--dataset", default="stanfordnlp/imdb")

@@ -6,7 +6,7 @@ matplotlib runs with the Agg backend, so every function works on a machine witho
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -83,5 +83,25 @@ def plot_rope_decay(path: str | os.PathLike[str], head_dims: Sequence[int] = (32
     axis.set_xlabel("relative offset |p - m|")
     axis.set_ylabel("normalised q.k")
     axis.set_title("RoPE: score decay with relative offset")
+    axis.legend()
+    return _save(figure, path)
+
+
+def plot_perplexity_by_length(
+    curves: Mapping[str, Mapping[int, float]], path: str | os.PathLike[str], training_length: int
+) -> Path:
+    """Perplexity against evaluation length, one line per position scheme, both axes logarithmic (the ALiBi
+    paper's Figure 1); a dotted line marks the training length. A scheme's missing lengths (a learned table
+    cannot be read past its end) are left out of its line."""
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for scheme, curve in curves.items():
+        lengths = sorted(curve)
+        axis.plot(lengths, [curve[length] for length in lengths], marker="o", label=scheme)
+    axis.axvline(training_length, color="grey", linestyle=":", label=f"training length {training_length}")
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel("evaluation length (tokens per non-overlapping window)")
+    axis.set_ylabel("validation perplexity")
+    axis.set_title("Causal LM on IMDb: perplexity beyond the training length")
     axis.legend()
     return _save(figure, path)

@@ -60,7 +60,8 @@ class Experiment:
         mlm_probability: `hf-attn pretrain` only: the share of real tokens each batch masks.
         objective: `hf-attn pretrain` only: `mlm` (masked language model, BERT) or `rtd` (replaced-token
             detection, ELECTRA: a small generator fills the masked positions and the encoder learns at
-            every position whether its token is original; see `HfAttnForReplacedTokenDetection`).
+            every position whether its token is original; see `HfAttnForReplacedTokenDetection`) or
+            `causal` (a decoder predicting each next token, `HfAttnForCausalLM`).
         model: `HfAttnConfig` fields.
         training: `TrainingArguments` fields.
     """
@@ -87,8 +88,8 @@ class Experiment:
 
 # The values of Experiment.train_window: which tokens of a longer training review a step sees.
 TRAIN_WINDOWS = frozenset({"start", "random"})
-# The values of Experiment.objective (`hf-attn pretrain`): masked LM or replaced-token detection.
-PRETRAINING_OBJECTIVES = frozenset({"mlm", "rtd"})
+# The values of Experiment.objective (`hf-attn pretrain`): masked LM, replaced-token detection or causal LM.
+PRETRAINING_OBJECTIVES = frozenset({"mlm", "rtd", "causal"})
 
 # What a run started from a pretrained folder (`init_from`) may set differently from it; anything
 # else (width, positions, layers) is the pretrained architecture and must match.

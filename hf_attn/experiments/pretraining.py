@@ -1,5 +1,7 @@
 """Pretraining of an hf_attn encoder on IMDb text, for a classifier to start from: masked language
-modelling (BERT, `objective: mlm`) or replaced-token detection (ELECTRA, `objective: rtd`).
+modelling (BERT, `objective: mlm`) or replaced-token detection (ELECTRA, `objective: rtd`); and of a
+decoder (`objective: causal`, an `HfAttnForCausalLM` with next-token loss) on the same chunks, for
+perplexity by position scheme and length (`hf_attn.experiments.perplexity`) and for generating reviews.
 
 Why it exists: a classifier trained on the labelled reviews from the DAN embedding reads only the first
 `max_length` tokens of each and ends about where the bag-of-words DAN ends. Text it never reads could
@@ -33,11 +35,17 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase, Trainer
 
-from ..modeling_hf_attn import HfAttnForMaskedLM, HfAttnForReplacedTokenDetection, HfAttnPreTrainedModel
+from ..modeling_hf_attn import (
+    HfAttnForCausalLM,
+    HfAttnForMaskedLM,
+    HfAttnForReplacedTokenDetection,
+    HfAttnPreTrainedModel,
+)
 from .config import Experiment
 from .data import limit_rows, load_imdb, load_unlabelled
 from .run import Task, load_tokenizer, run
 
+# The model of each masked objective (an encoder); `objective: causal` trains an `HfAttnForCausalLM` (a decoder).
 PRETRAINING_MODELS: dict[str, type[HfAttnPreTrainedModel]] = {
     "mlm": HfAttnForMaskedLM,
     "rtd": HfAttnForReplacedTokenDetection,
@@ -94,6 +102,12 @@ def mask_tokens(
     return corrupted, labels
 
 
+def pad_features(features: Sequence[dict[str, Any]], key: str, fill: int) -> torch.Tensor:
+    """The `key` lists of a batch's rows, right-padded with `fill` to the longest row, as one tensor."""
+    length = max(len(feature[key]) for feature in features)
+    return torch.tensor([list(feature[key]) + [fill] * (length - len(feature[key])) for feature in features])
+
+
 class MaskedLMCollator:
     """Pads a batch to its longest chunk and masks it afresh (a new mask every epoch); examples that
     already carry `labels` (the fixed evaluation set) are only padded."""
@@ -115,17 +129,29 @@ class MaskedLMCollator:
                            mask_token_id=self.mask_token_id, replacement_ids=self.replacement_ids, generator=generator)
 
     def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        length = max(len(feature["input_ids"]) for feature in features)
-
-        def padded(key: str, fill: int) -> torch.Tensor:
-            return torch.tensor([list(f[key]) + [fill] * (length - len(f[key])) for f in features])
-
-        input_ids = padded("input_ids", self.pad_token_id)
-        attention_mask = padded("attention_mask", 0)
+        input_ids = pad_features(features, "input_ids", self.pad_token_id)
+        attention_mask = pad_features(features, "attention_mask", 0)
         if "labels" in features[0]:
-            return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": padded("labels", IGNORE_INDEX)}
+            return {"input_ids": input_ids, "attention_mask": attention_mask,
+                    "labels": pad_features(features, "labels", IGNORE_INDEX)}
         input_ids, labels = self.mask(input_ids, attention_mask)
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+class CausalLMCollator:
+    """Pads a batch to its longest chunk; the labels are the ids themselves (`HfAttnForCausalLM` shifts
+    them to score each next token), `IGNORE_INDEX` on padding."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token; causal-LM batches of unequal chunks need one to pad.")
+        self.pad_token_id = tokenizer.pad_token_id
+
+    def __call__(self, features: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        input_ids = pad_features(features, "input_ids", self.pad_token_id)
+        attention_mask = pad_features(features, "attention_mask", 0)
+        return {"input_ids": input_ids, "attention_mask": attention_mask,
+                "labels": input_ids.masked_fill(~attention_mask.bool(), IGNORE_INDEX)}
 
 
 def chunk_texts(texts: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, chunk_length: int) -> datasets.Dataset:
@@ -160,7 +186,7 @@ def masked_once(chunks: datasets.Dataset, collator: MaskedLMCollator, seed: int 
 def pretraining_corpus(experiment: Experiment) -> tuple[datasets.Dataset, datasets.Dataset, int]:
     """(training texts, validation texts, unlabelled reviews used): the seed split's training reviews
     plus IMDb's unlabelled ones where the source has them; validation texts (first `limit_eval`) only
-    measure the masked-LM loss."""
+    measure the objective's loss."""
     splits = load_imdb(experiment.dataset)
     train_texts = limit_rows(splits["train"].select_columns(["text"]), experiment.limit_train)
     unlabelled = load_unlabelled(experiment.dataset)
@@ -174,16 +200,23 @@ def pretraining_corpus(experiment: Experiment) -> tuple[datasets.Dataset, datase
 
 
 def pretraining_task(experiment: Experiment) -> Task:
-    """The pretraining corpus cut into chunks (masked afresh in every batch), the validation chunks masked
-    once, and the model of the experiment's `objective`, scored by `pretraining_scores`."""
+    """The pretraining corpus cut into chunks, and the model of the experiment's `objective`, scored by
+    `pretraining_scores`. Masked objectives mask the training chunks afresh in every batch and the
+    validation chunks once; the causal objective predicts every next token of both (a decoder,
+    `is_decoder=True`)."""
     train_texts, validation_texts, n_unlabelled = pretraining_corpus(experiment)
     tokenizer = load_tokenizer(experiment, train_texts["text"])
-    collator = MaskedLMCollator(tokenizer, experiment.mlm_probability)
     train_chunks = chunk_texts(train_texts, tokenizer, experiment.max_length)
-    eval_chunks = masked_once(chunk_texts(validation_texts, tokenizer, experiment.max_length), collator)
+    eval_chunks = chunk_texts(validation_texts, tokenizer, experiment.max_length)
+    if experiment.objective == "causal":
+        model_class, collator, model_defaults = HfAttnForCausalLM, CausalLMCollator(tokenizer), {"is_decoder": True}
+    else:
+        model_class = PRETRAINING_MODELS[experiment.objective]
+        collator, model_defaults = MaskedLMCollator(tokenizer, experiment.mlm_probability), {"sparse_prediction": True}
+        eval_chunks = masked_once(eval_chunks, collator)
     return Task(
         tokenizer=tokenizer,
-        model_class=PRETRAINING_MODELS[experiment.objective],
+        model_class=model_class,
         train_dataset=train_chunks,
         eval_dataset=eval_chunks,
         data_collator=collator,
@@ -192,7 +225,7 @@ def pretraining_task(experiment: Experiment) -> Task:
                "n_unlabelled_reviews": n_unlabelled, "n_eval_chunks": len(eval_chunks)},
         init_from_record="continued_from",
         arguments={"prediction_loss_only": True},
-        model_defaults={"sparse_prediction": True},
+        model_defaults=model_defaults,
         trainer_class=PretrainingTrainer,
     )
 
@@ -208,18 +241,18 @@ def pretraining_scores(trainer: Trainer, objective: str) -> dict[str, Any]:
         every_chunk = DataLoader(trainer.eval_dataset, batch_size=args.per_device_eval_batch_size,
                                  collate_fn=trainer.data_collator)
         losses = replaced_token_detection_metrics(trainer.model, every_chunk)
-    else:
-        mlm_loss = trainer.evaluate()["eval_loss"]
-        losses = {"eval_mlm_loss": mlm_loss, "eval_perplexity": math.exp(mlm_loss)}
+    else:  # `eval_mlm_loss` or `eval_causal_loss`: the mean loss per evaluation batch
+        loss = trainer.evaluate()["eval_loss"]
+        losses = {f"eval_{objective}_loss": loss, "eval_perplexity": math.exp(loss)}
     chunks_seen = trainer.state.global_step * args.train_batch_size * args.gradient_accumulation_steps * args.world_size
     return {"objective": objective, **losses, "chunks_seen": chunks_seen}
 
 
 def pretrain(experiment: Experiment, output_dir: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
-    """Pretrain the experiment's encoder (a new one, or `init_from`'s to continue it) with its `objective`;
-    writes an `HfAttnForMaskedLM` or `HfAttnForReplacedTokenDetection` folder (model and tokenizer) that
-    `init_from` reads, its checkpoints, and `metrics.json` (`options` are `run`'s), in which the record of the run
-    it continues goes under `continued_from`. Returns the metrics."""
+    """Pretrain the experiment's encoder or decoder (a new one, or `init_from`'s to continue it) with its `objective`;
+    writes an `HfAttnForMaskedLM`, `HfAttnForReplacedTokenDetection` or `HfAttnForCausalLM` folder (model and
+    tokenizer) that `init_from` reads, its checkpoints, and `metrics.json` (`options` are `run`'s), in which the
+    record of the run it continues goes under `continued_from`. Returns the metrics."""
     return run(experiment, pretraining_task, output_dir, **options)
 
 

@@ -1,0 +1,122 @@
+"""Perplexity of a causal LM at its training length and beyond: the ALiBi paper's Figure 1 for decoders.
+
+The evaluation is the paper's "nonoverlapping" one (Press et al., 2022, section 2): the validation text is one
+token stream (each review tokenized whole, `truncation=False`, the reviews' ids concatenated in split order),
+cut into consecutive windows of L tokens that do not overlap; each window is read on its own, from position
+0, and every token of it but the first is predicted from the ones before it in the window. The perplexity at L
+is exp of the mean next-token NLL over all predicted tokens. Every L reads the same tokens (the first
+`max_tokens` of the stream, rounded down to a multiple of the longest L), so the curves differ only in how far
+each token is allowed to look back and how far positions run past training.
+
+A `learned` position table has `max_position_embeddings` rows and no row for a later position: its
+perplexity past that length is reported as `NOT_APPLICABLE` with the reason, not computed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ..saved import check_loaded_weights
+from .data import load_imdb
+
+NOT_APPLICABLE = "n/a (learned table)"
+TOKENS_PER_BATCH = 16_384  # windows are batched up to this many tokens: the memory of one forward pass
+
+
+def token_stream(tokenizer: PreTrainedTokenizerBase, texts: Iterable[str], max_tokens: int) -> torch.Tensor:
+    """The ids of `texts`, each tokenized whole (no special tokens, no truncation), concatenated in order
+    until `max_tokens` ids are read (fewer if the texts run out)."""
+    ids: list[int] = []
+    for text in texts:
+        ids.extend(tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"])
+        if len(ids) >= max_tokens:
+            break
+    return torch.tensor(ids[:max_tokens], dtype=torch.long)
+
+
+def beyond_learned_table(config: Any, length: int) -> bool:
+    """Whether a window of `length` tokens needs positions a `learned` table was never given."""
+    return config.position_embedding_type == "learned" and length > config.max_position_embeddings
+
+
+@torch.no_grad()
+def windowed_nll(model: PreTrainedModel, stream: torch.Tensor, length: int) -> tuple[float, int]:
+    """(summed next-token NLL, predicted tokens) over the non-overlapping `length`-token windows of `stream`
+    (a tail shorter than `length` is left out). Each window predicts its tokens 2..length."""
+    if length < 2:
+        raise ValueError(f"a window of {length} token predicts nothing; evaluate at lengths of 2 or more.")
+    windows = stream[: len(stream) // length * length].view(-1, length)
+    if not len(windows):
+        raise ValueError(f"the stream has {len(stream)} tokens, fewer than one window of {length}; pass more text.")
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    per_batch = max(1, TOKENS_PER_BATCH // length)
+    for batch in windows.split(per_batch):
+        batch = batch.to(model.device)
+        logits = model(input_ids=batch, attention_mask=torch.ones_like(batch)).logits[:, :-1]
+        total += float(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten(), reduction="sum"))
+    model.train(was_training)
+    return total, windows.numel() - len(windows)
+
+
+def extrapolation_perplexity(
+    model: PreTrainedModel, stream: torch.Tensor, lengths: Sequence[int]
+) -> dict[str, dict[str, Any]]:
+    """Per evaluation length (a string key, for JSON): `perplexity`, `nll` (mean per predicted token),
+    `predicted_tokens` and `windows`; past a learned table, `perplexity` is `NOT_APPLICABLE` and `reason` says
+    why. All lengths read the same first tokens of `stream`: as many as fill whole windows of the longest."""
+    stream = stream[: len(stream) // max(lengths) * max(lengths)]
+    results: dict[str, dict[str, Any]] = {}
+    for length in lengths:
+        if beyond_learned_table(model.config, length):
+            results[str(length)] = {
+                "perplexity": NOT_APPLICABLE,
+                "reason": f"position_embedding_type='learned' has {model.config.max_position_embeddings} trained "
+                          f"positions and no embedding for positions {model.config.max_position_embeddings}-"
+                          f"{length - 1}",
+            }
+            continue
+        total, predicted = windowed_nll(model, stream, length)
+        results[str(length)] = {"perplexity": math.exp(total / predicted), "nll": total / predicted,
+                                "predicted_tokens": predicted, "windows": len(stream) // length}
+    return results
+
+
+def evaluate_perplexity(
+    model_dir: str | os.PathLike[str],
+    lengths: Sequence[int],
+    dataset: str = "stanfordnlp/imdb",
+    max_tokens: int = 65_536,
+) -> dict[str, Any]:
+    """`extrapolation_perplexity` of a saved causal LM (strictly loaded, with its tokenizer) on the seed split's
+    validation reviews, with what it was measured on; the training run's `metrics.json`, when the folder has
+    one, goes under `training`."""
+    model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
+    check_loaded_weights(model_dir, model, info)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    stream = token_stream(tokenizer, load_imdb(dataset)["validation"]["text"], max_tokens)
+    if len(stream) < max(lengths):
+        raise ValueError(f"the validation text has {len(stream)} tokens, fewer than one window of {max(lengths)}; "
+                         "lower --lengths or raise --max-tokens.")
+    metrics_file = Path(model_dir) / "metrics.json"
+    return {
+        "model": str(model_dir),
+        "position_embedding_type": model.config.position_embedding_type,
+        "training_length": model.config.max_position_embeddings,
+        "evaluation": "nonoverlapping windows (Press et al. 2022) of the seed split's validation reviews, "
+                      "concatenated into one token stream",
+        "evaluated_tokens": len(stream) // max(lengths) * max(lengths),
+        "perplexity_by_length": extrapolation_perplexity(model, stream, lengths),
+        "training": json.loads(metrics_file.read_text()) if metrics_file.is_file() else None,
+    }
+
