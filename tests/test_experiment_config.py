@@ -35,7 +35,7 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
     ("- just\n- a list\n", "must hold a mapping"),
     ("name: [unclosed\n", "not valid YAML"),
     ("name: x\ntrain_window: end\n", "train_window must be one of ['random', 'start']"),
-    ("name: x\nobjective: electra\n", "objective must be one of ['mlm', 'rtd']"),
+    ("name: x\nobjective: electra\n", "objective must be one of ['causal', 'mlm', 'rtd']"),
     ("name: x\ntrain_window: random\ntraining:\n  train_sampling_strategy: group_by_length\n", "use one of the two"),
     ("base: [a.yaml]\n", "`base` must be the path of another experiment file"),
     ("", "is empty"),
