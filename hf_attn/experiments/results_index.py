@@ -26,6 +26,7 @@ KEY_METRICS: tuple[tuple[str, str | None, str | None], ...] = (
     ("DAN accuracy", "dan.test_accuracy", "dan.val_accuracy"),  # a Week 3 folder (hf-attn prepare)
     ("masked-LM loss", None, "eval_mlm_loss"),  # masked-LM pretraining, on validation chunks
     ("detection accuracy", None, "eval_detection_accuracy"),  # replaced-token detection pretraining
+    ("causal-LM perplexity", None, "training.eval_perplexity"),  # hf-attn perplexity of a causal LM
     ("hard reviews right, of 6", "hard_probe_score", None),  # hf-attn probe
 )
 
