@@ -35,7 +35,7 @@ from hf_attn.experiments.seq2seq import (  # noqa: E402
 )
 
 SMALL = DateGeneratorSettings(n_train=300, n_validation=40, n_test=60)
-CONFIG = Path(__file__).resolve().parent.parent / "configs" / "seq2seq" / "dates.yaml"
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "seq2seq" / "dates-rope.yaml"
 
 
 def test_the_generator_is_deterministic_for_a_seed() -> None:

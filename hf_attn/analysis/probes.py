@@ -150,7 +150,7 @@ def cross_attention_probe(
 
 
 def seq2seq_cross_attention_heatmaps(
-    model: Any, tokenizer: Any, sources: list[str], output_dir: str | os.PathLike[str]
+    model: Any, tokenizer: Any, sources: list[str], output_dir: str | os.PathLike[str], max_new_tokens: int = 16
 ) -> list[Path]:
     """For each source, a PNG of an encoder-decoder's cross-attention: the tokens it outputs (greedy) down, the
     source tokens across, one panel per layer and one for all layers, each averaged over heads.
@@ -163,7 +163,7 @@ def seq2seq_cross_attention_heatmaps(
     for number, source in enumerate(sources):
         encoded = _encode(tokenizer, source)
         with torch.no_grad():
-            generated = model.generate(**encoded, num_beams=1, do_sample=False, max_new_tokens=16)
+            generated = model.generate(**encoded, num_beams=1, do_sample=False, max_new_tokens=max_new_tokens)
             output = model(**encoded, decoder_input_ids=generated[:, :-1], output_attentions=True)
         layers = [weights[0].mean(0) for weights in output.cross_attentions]  # (output tokens, source tokens)
         maps = [(f"layer {layer}", weights) for layer, weights in enumerate(layers)]

@@ -148,7 +148,7 @@ def seq2seq_scores(
                 ][:20]
     examples = heatmap_examples(pairs["test"])
     pictures = seq2seq_cross_attention_heatmaps(model, tokenizer, [pair.source for pair in examples],
-                                                Path(trainer.args.output_dir) / "heatmaps")
+                                                Path(trainer.args.output_dir) / "heatmaps", MAX_NEW_TOKENS)
     scores["heatmaps"] = [str(path) for path in pictures]
     return scores
 
