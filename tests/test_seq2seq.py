@@ -174,3 +174,11 @@ def test_a_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     longer = tiny_experiment(training={**tiny_experiment().training, "num_train_epochs": 2})
     resumed = train_seq2seq(longer, tmp_path / "run", resume=True)
     assert resumed["optimizer_steps"] == 2 * first["optimizer_steps"]
+
+
+@pytest.mark.parametrize("change", [dict(week3="week3-folder"), dict(init_from="pretrained-folder")])
+def test_a_run_refuses_another_tokenizer_or_model(change: dict) -> None:
+    from hf_attn.experiments.seq2seq import seq2seq_task
+
+    with pytest.raises(ValueError, match="drop init_from and --week3"):
+        seq2seq_task(tiny_experiment(**change))

@@ -64,12 +64,10 @@ def encoder_decoder_model(config: HfAttnConfig, *, eos_token_id: int) -> Encoder
 
 
 def seq2seq_tokenizer(experiment: Experiment, train_pairs: Sequence[DatePair]) -> PreTrainedTokenizerBase:
-    """The run's tokenizer (`load_tokenizer`, trained on the training sources and targets) with `</s>` added
-    when it has no end-of-sequence token (Week 3 tokenizers have only `[PAD]`)."""
-    texts = [pair.source for pair in train_pairs] + [pair.target for pair in train_pairs]
-    tokenizer = load_tokenizer(experiment, texts)
-    if tokenizer.eos_token is None:
-        tokenizer.add_special_tokens({"eos_token": EOS_TOKEN})
+    """A Week 3 BPE trained on the training sources and targets (`load_tokenizer`), plus `</s>`: Week 3
+    tokenizers have only `[PAD]`."""
+    tokenizer = load_tokenizer(experiment, [text for pair in train_pairs for text in (pair.source, pair.target)])
+    tokenizer.add_special_tokens({"eos_token": EOS_TOKEN})
     return tokenizer
 
 
@@ -165,8 +163,9 @@ def heatmap_examples(pairs: Sequence[DatePair]) -> list[DatePair]:
 def seq2seq_task(experiment: Experiment) -> Task:
     """The generated date pairs (the experiment's `generator` settings and `seed`), tokenized, and an
     encoder-decoder trained on them with teacher forcing, scored by `seq2seq_scores`."""
-    if experiment.init_from is not None:
-        raise ValueError("hf-attn seq2seq trains a new encoder-decoder; init_from is not supported: drop it.")
+    if experiment.init_from is not None or experiment.week3 is not None:
+        raise ValueError("hf-attn seq2seq trains a new encoder-decoder and its tokenizer on the generated pairs; "
+                         "drop init_from and --week3.")
     pairs = generate_date_pairs(DateGeneratorSettings(**experiment.generator), experiment.seed)
     tokenizer = seq2seq_tokenizer(experiment, pairs["train"])
     splits = {name: tokenize_pairs(split, tokenizer, experiment.max_length) for name, split in pairs.items()}
