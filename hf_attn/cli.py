@@ -21,6 +21,7 @@ EXTRA_OF_MODULE = {
     "yaml": "experiments",
     "sklearn": "experiments",
     "matplotlib": "analysis",
+    "babel": "experiments",
 }
 
 def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.experiments.config.Experiment (imported lazily)
@@ -55,6 +56,12 @@ def _pretrain(args: argparse.Namespace) -> None:
     from .experiments.pretraining import pretrain
 
     _run_experiment(args, pretrain)
+
+
+def _seq2seq(args: argparse.Namespace) -> None:
+    from .experiments.seq2seq import train_seq2seq
+
+    _run_experiment(args, train_seq2seq)
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -335,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("train", _train, "train a classifier from a YAML experiment file"),
         ("pretrain", _pretrain, "pretrain an encoder for init_from (masked LM or replaced-token detection, on IMDb "
          "train + unlabelled text)"),
+        ("seq2seq", _seq2seq, "train an encoder-decoder to write dates of many locales and formats as YYYY-MM-DD "
+         "(generated pairs; --dataset is not read)"),
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--config", required=True, help="experiment YAML (see configs/)")

@@ -105,3 +105,23 @@ def plot_perplexity_by_length(
     axis.set_title("Causal LM on IMDb: perplexity beyond the training length")
     axis.legend()
     return _save(figure, path)
+
+
+def plot_attention_maps(
+    maps: Sequence[tuple[str, torch.Tensor]],
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    path: str | os.PathLike[str],
+    title: str,
+) -> Path:
+    """Named (query, key) attention maps side by side, tokens on the axes: e.g. one per layer, heads averaged."""
+    width = max(3.0, 0.3 * len(key_tokens))
+    height = max(2.5, 0.3 * len(query_tokens))
+    figure, axes = plt.subplots(1, len(maps), figsize=(width * len(maps), height), squeeze=False)
+    for axis, (name, weights) in zip(axes.flat, maps):
+        axis.imshow(weights.float().numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+        axis.set_title(name, fontsize=9)
+        axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=7)
+        axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
+    figure.suptitle(title, y=1.04)  # above the panel titles (the saved figure's box grows to hold it)
+    return _save(figure, path)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..modeling_hf_attn import HfAttnModel
-from .plots import plot_attention_grid
+from .plots import plot_attention_grid, plot_attention_maps
 
 # (review, label, what it tests); label 1 = positive. From the reference notebook's hard-review probe.
 HARD_REVIEWS: tuple[tuple[str, int, str], ...] = (
@@ -147,3 +147,31 @@ def cross_attention_probe(
         results.append({"title": record["title"], "png": str(png),
                         "top_review_token": [(q, review_labels[k]) for q, k in zip(query_labels, strongest)]})
     return results
+
+
+def seq2seq_cross_attention_heatmaps(
+    model: Any, tokenizer: Any, sources: list[str], output_dir: str | os.PathLike[str], max_new_tokens: int = 16
+) -> list[Path]:
+    """For each source, a PNG of an encoder-decoder's cross-attention: the tokens it outputs (greedy) down, the
+    source tokens across, one panel per layer and one for all layers, each averaged over heads.
+
+    Row i is the decoder step that outputs token i, so a model that aligns shows each output digit
+    reading the source tokens it comes from.
+    """
+    model.eval()
+    pictures = []
+    for number, source in enumerate(sources):
+        encoded = _encode(tokenizer, source)
+        with torch.no_grad():
+            generated = model.generate(**encoded, num_beams=1, do_sample=False, max_new_tokens=max_new_tokens)
+            output = model(**encoded, decoder_input_ids=generated[:, :-1], output_attentions=True)
+        layers = [weights[0].mean(0) for weights in output.cross_attentions]  # (output tokens, source tokens)
+        maps = [(f"layer {layer}", weights) for layer, weights in enumerate(layers)]
+        maps.append(("all layers", torch.stack(layers).mean(0)))
+        scheme = model.config.decoder.position_embedding_type
+        pictures.append(plot_attention_maps(
+            maps, token_labels(tokenizer, generated[0, 1:]), token_labels(tokenizer, encoded["input_ids"][0]),
+            Path(output_dir) / f"cross_attention_{number}_{source.split(':')[0]}.png",
+            f"{scheme}: {source!r} -> output tokens (cross-attention, mean over heads)",
+        ))
+    return pictures

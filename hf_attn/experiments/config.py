@@ -62,8 +62,11 @@ class Experiment:
             detection, ELECTRA: a small generator fills the masked positions and the encoder learns at
             every position whether its token is original; see `HfAttnForReplacedTokenDetection`) or
             `causal` (a decoder predicting each next token, `HfAttnForCausalLM`).
+        num_beams: `hf-attn seq2seq` only: beams of the beam-search decoding that is scored next to greedy.
         model: `HfAttnConfig` fields.
         training: `TrainingArguments` fields.
+        generator: `hf-attn seq2seq` only: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many
+            pairs per split, locales, formats, years).
     """
 
     name: str
@@ -82,8 +85,10 @@ class Experiment:
     init_from: str | None = None
     mlm_probability: float = 0.15
     objective: str = "mlm"
+    num_beams: int = 4
     model: dict[str, Any] = dataclasses.field(default_factory=dict)
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
+    generator: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 # The values of Experiment.train_window: which tokens of a longer training review a step sees.
@@ -189,6 +194,7 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "limit_train": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
     "limit_eval": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
     "evals_per_epoch": (_is_count, "a positive integer"),
+    "num_beams": (_is_count, "a positive integer (1: greedy only)"),
     "early_stopping_patience": (lambda value: value is None or _is_count(value), "a positive integer or null"),
     "seed": (lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
              "a non-negative integer"),
@@ -218,7 +224,7 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
         raise ExperimentConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}.")
     for key, value in raw.items():
         default = Experiment.__dataclass_fields__[key].default
-        if key in ("model", "training"):
+        if key in ("model", "training", "generator"):
             if not isinstance(value, dict):
                 raise ExperimentConfigError(f"{where}: `{key}` must be a mapping of {key} settings.")
         elif not _type_matches(value, default):
@@ -237,6 +243,14 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
         )
     _check_section(raw.get("model", {}), HfAttnConfig, f"{where} [model]")
     _check_section(raw.get("training", {}), TrainingArguments, f"{where} [training]")
+    if "generator" in raw:  # imported here: only `hf-attn seq2seq` experiments need babel
+        from .dates import DateGeneratorSettings
+
+        _check_section(raw["generator"], DateGeneratorSettings, f"{where} [generator]")
+        try:
+            DateGeneratorSettings(**raw["generator"])
+        except ValueError as error:
+            raise ExperimentConfigError(f"{where}: {error}") from error
     try:
         config = HfAttnConfig(**raw.get("model", {}))  # fail now, not after tokenizing 50,000 reviews
     except ValueError as error:

@@ -27,6 +27,7 @@ KEY_METRICS: tuple[tuple[str, str | None, str | None], ...] = (
     ("masked-LM loss", None, "eval_mlm_loss"),  # masked-LM pretraining, on validation chunks
     ("detection accuracy", None, "eval_detection_accuracy"),  # replaced-token detection pretraining
     ("causal-LM perplexity", None, "training.eval_perplexity"),  # hf-attn perplexity of a causal LM
+    ("exact match (greedy)", "test_exact_match_greedy", "val_exact_match_greedy"),  # hf-attn seq2seq
     ("hard reviews right, of 6", "hard_probe_score", None),  # hf-attn probe
 )
 
