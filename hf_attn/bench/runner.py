@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
 from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling
@@ -60,7 +61,8 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     }
     if device.type == "cuda":
         results["environment"]["gpu"] = torch.cuda.get_device_name(device)
-    sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic}
+    sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
+                "generation": bench_generation}
     for name in settings.sections:
         results[name] = sections[name](settings, device)
     if settings.profile_steps:
