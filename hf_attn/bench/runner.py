@@ -11,6 +11,8 @@ import dataclasses
 import json
 import os
 import platform
+import shlex
+import sys
 import time
 import typing
 from collections.abc import Callable
@@ -110,6 +112,7 @@ def run_from_args(args: argparse.Namespace) -> None:
     names = {f.name for f in dataclasses.fields(BenchSettings)}
     settings = BenchSettings(**{name: value for name, value in vars(args).items() if name in names})
     results = run_benchmark(settings)
+    results["command"] = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])  # how these numbers were taken
     report = format_markdown(results)
     for path, text in ((args.output, json.dumps(results, indent=2)), (args.markdown, report)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
