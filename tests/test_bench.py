@@ -268,7 +268,7 @@ GENERATION_TOY = dict(
     sections=("generation",), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
     generation_vocab_size=64, generation_kv_heads=(4, 2, 1), generation_contexts=(8, 16), generation_batches=(1, 2),
     generation_new_tokens=3, generation_repeats=2, generation_uncached_new_tokens=2, generation_uncached_repeats=1,
-    profile_steps=0, tokenizer_json="", threads=1,
+    generation_profile_steps=2, profile_steps=0, tokenizer_json="", threads=1,
 )
 
 
@@ -292,8 +292,13 @@ def test_generation_section_times_every_decoder_and_measures_the_cache() -> None
                      == ("Llama", r["kv_heads"], r["context"], r["batch"]))
         assert r["cached_vs_llama"] == pytest.approx(llama["cached"]["median_ms"] / r["cached"]["median_ms"])
         assert ("cached_faster_in" in r) == (r["family"] == "hf-attn")
+    profile = results["generation"]["decode_profile"]
+    assert (profile["context"], profile["batch"], profile["steps"]) == (16, 2, 2)
+    assert set(profile["models"]) == {"hf-attn rope kv4", "Llama rope kv4"}  # the MHA RoPE models, side by side
+    assert all(0 < op["self_cpu_share"] <= 1 for ops in profile["models"].values() for op in ops)
     markdown = format_markdown(results)
     for text in ("## Generation", "### Context 16, batch 2", "### KV-cache memory after the prompt",
+                 "### Profile of 2 cached decoding steps of Llama rope kv4 after 16 tokens (batch 2)",
                  "| Llama | rope | 1 | 2 | 16 | 0.00 | 4.00 | 4.00 |"):
         assert text in markdown
 

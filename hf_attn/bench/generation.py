@@ -31,6 +31,7 @@ from torch import nn
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM
+from .sections import top_operators
 from .settings import BenchSettings
 from .timing import interleaved_times, summarize
 
@@ -190,8 +191,33 @@ def bench_generation(settings: BenchSettings, device: torch.device) -> dict[str,
             case = time_case(settings, decoders, prompt.to(device), device)
             add_llama_ratios(case)
             rows += case
-    return {"new_tokens": new_tokens, "uncached_new_tokens": uncached_tokens,
-            "num_attention_heads": settings.num_attention_heads, "rows": rows}
+    section = {"new_tokens": new_tokens, "uncached_new_tokens": uncached_tokens,
+               "num_attention_heads": settings.num_attention_heads, "rows": rows}
+    if settings.generation_profile_steps:
+        section["decode_profile"] = profile_decoding(settings, decoders, prompt)
+    return section
+
+
+def profile_decoding(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Tensor) -> dict[str, Any]:
+    """Top operators by self CPU time over greedy cached decoding steps after `prompt` (the last case's), for
+    hf-attn RoPE and Llama with the most key/value heads: where a step's time goes, model by model."""
+    from torch.profiler import ProfilerActivity, profile
+
+    kv_heads = max(settings.generation_kv_heads)
+    chosen = [d for d in decoders if d.kv_heads == kv_heads and d.scheme == "rope"]
+    batch, context = prompt.shape
+    profiles = {}
+    for decoder in chosen:
+        cache, tokens = prefill(decoder.model, prompt), prompt[:, -1:]
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            for step in range(settings.generation_profile_steps):
+                length = context + step + 1
+                outputs = decoder.model(
+                    input_ids=tokens, attention_mask=prompt.new_ones(batch, length), cache=cache, use_cache=True,
+                    position_ids=torch.full((batch, 1), length - 1, device=prompt.device), logits_to_keep=1)
+                tokens = outputs.logits[:, -1:].argmax(dim=-1)
+        profiles[decoder.name] = top_operators(prof, settings.profile_rows)
+    return {"batch": batch, "context": context, "steps": settings.generation_profile_steps, "models": profiles}
 
 
 def time_case(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Tensor,

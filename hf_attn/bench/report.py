@@ -123,12 +123,16 @@ def _format_realistic(section: dict[str, Any]) -> list[str]:
     return out
 
 
+def _operators_table(top_ops: list[dict[str, Any]]) -> str:
+    return _table(["op", "calls", "self CPU ms", "share"],
+                  [[f"`{op['op']}`", op["calls"], f"{op['self_cpu_ms']:.1f}", f"{op['self_cpu_share']:.1%}"]
+                   for op in top_ops])
+
+
 def _format_profile(section: dict[str, Any]) -> list[str]:
-    rows = [[f"`{op['op']}`", op["calls"], f"{op['self_cpu_ms']:.1f}", f"{op['self_cpu_share']:.1%}"]
-            for op in section["top_ops"]]
     return [f"## Profile (hf-attn {section['scheme']} {section['backend']} training, batch {section['batch']}, "
             f"sequence {section['seq']}, {section['steps']} profiled step(s))", "",
-            _table(["op", "calls", "self CPU ms", "share"], rows), ""]
+            _operators_table(section["top_ops"]), ""]
 
 
 def _format_generation(section: dict[str, Any]) -> list[str]:
@@ -166,6 +170,10 @@ def _format_generation(section: dict[str, Any]) -> list[str]:
                    [[r["family"], r["scheme"], r["kv_heads"], r["batch"], r["context"],
                      f"{r['cache_bytes'] / 2**20:.2f}", f"{r['cache_vs_most_kv_heads']:.2f}",
                      f"{heads / r['kv_heads']:.2f}"] for r in rows]), ""]
+    profile = section.get("decode_profile")
+    for name, top_ops in (profile or {}).get("models", {}).items():
+        out += [f"### Profile of {profile['steps']} cached decoding steps of {name} after {profile['context']} "
+                f"tokens (batch {profile['batch']})", "", _operators_table(top_ops), ""]
     return out
 
 

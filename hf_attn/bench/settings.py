@@ -98,6 +98,9 @@ class BenchSettings:
     generation_uncached_new_tokens: int = _setting(
         8, "tokens generated without the cache (each one recomputes the whole prefix, so fewer; 0 skips it)")
     generation_uncached_repeats: int = _setting(2, "timed repeats of generation without the cache")
+    generation_profile_steps: int = _setting(
+        8, "cached decoding steps after the longest prompt profiled for hf-attn RoPE and Llama with the most "
+        "key/value heads (0: no profile)")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
