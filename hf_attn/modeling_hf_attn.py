@@ -180,8 +180,10 @@ class HfAttnAttention(nn.Module):
         empty_query_rows: torch.Tensor | None = None,
         output_attentions: bool = False,
         cache: Cache | None = None,
+        causal_only: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None)."""
+        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None).
+        `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`)."""
         batch, query_length, _ = hidden_states.shape
         if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
             query = self.q_proj(hidden_states).view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
@@ -198,6 +200,7 @@ class HfAttnAttention(nn.Module):
         position_bias = positions.bias if positions is not None else None
 
         attention_function: Callable = eager_attention_forward
+        is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
         eager = (
             output_attentions
             or self._packs_weight_dropout(query)
@@ -208,6 +211,10 @@ class HfAttnAttention(nn.Module):
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )
+            if causal_only and position_bias is None:
+                # ...unless it is the causal mask alone: as `is_causal`, SDPA's kernels skip the masked half
+                # of the scores instead of reading a mask (prefill and uncached generation are faster).
+                attention_mask, is_causal = None, True
         output, weights = attention_function(
             self,
             query,
@@ -217,7 +224,7 @@ class HfAttnAttention(nn.Module):
             scaling=self.scaling,
             dropout=self.attention_dropout if self.training else 0.0,
             position_bias=position_bias,
-            is_causal=False,  # causality is in the explicit mask, so every backend sees the same one
+            is_causal=is_causal,
         )
         if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
             output = output.masked_fill(empty_query_rows, 0.0)
@@ -289,6 +296,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
         encoder_attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
         cache: Cache | None = None,
+        causal_only: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
         update, self_weights = self.self_attn(
@@ -298,6 +306,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
             empty_query_rows=empty_query_rows,
             output_attentions=output_attentions,
             cache=cache.self_attention_cache if is_encoder_decoder_cache else cache,
+            causal_only=causal_only,
         )
         hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
         cross_weights = None
@@ -494,6 +503,11 @@ class HfAttnModel(HfAttnPreTrainedModel):
         positions = self.positions.attention_positions(position_ids, past_length + length)
         masks = self._self_attention_masks(attention_mask, length, hidden_states.device, past_length + length)
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
+        # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
+        # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
+        causal_only = (
+            self.config.is_decoder and (past_length == 0 or length == 1) and key_padding_mask(attention_mask) is None
+        )
         cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
 
         all_hidden_states: tuple[torch.Tensor, ...] = ()
@@ -511,6 +525,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 cross_mask,
                 output_attentions,
                 cache=cache,
+                causal_only=causal_only and layer.attention_type == "full_attention",
             )
             if output_attentions:
                 all_attentions += (self_weights,)

@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from hf_attn import HfAttnForSequenceClassification
+from hf_attn import HfAttnForCausalLM, HfAttnForSequenceClassification
 from hf_attn.bench import BenchSettings, add_arguments, format_markdown, run_benchmark, run_from_args
+from hf_attn.bench.generation import build_llama, copy_to_llama, decoder_config, greedy
 from hf_attn.bench.models import build_candidates, build_modernbert, hf_attn_config
 from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import _faster_repeats
@@ -259,3 +260,79 @@ def test_results_written_before_modernbert_still_format() -> None:
     assert "| seq/s | vs BERT | vs RoFormer | faster in | peak MiB | goal |" in markdown
     assert "| hf-attn | rope | sdpa | 80.0 | 80.0 | 400.0 | 1.25x | 1.50x |  | 1.0 | yes |" in markdown
     assert "ModernBERT" not in markdown
+
+
+# ---------------------------------------------------------------- generation section
+
+GENERATION_TOY = dict(
+    sections=("generation",), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+    generation_vocab_size=64, generation_kv_heads=(4, 2, 1), generation_contexts=(8, 16), generation_batches=(1, 2),
+    generation_new_tokens=3, generation_repeats=2, generation_uncached_new_tokens=2, generation_uncached_repeats=1,
+    generation_profile_steps=2, profile_steps=0, tokenizer_json="", threads=1,
+)
+
+
+def test_generation_section_times_every_decoder_and_measures_the_cache() -> None:
+    """Every decoder (hf-attn RoPE and ALiBi, Llama) x head count x context x batch has a row; the cache
+    holds layers x (K, V) x batch x context x kv_heads x head_dim fp32 numbers, so MHA's bytes over a
+    model's are heads / kv_heads."""
+    results = run_benchmark(**GENERATION_TOY)
+    rows = results["generation"]["rows"]
+    decoders = {("hf-attn", "rope"), ("hf-attn", "alibi"), ("Llama", "rope")}
+    expected = {(*decoder, kv, context, batch) for decoder in decoders for kv in (4, 2, 1) for context in (8, 16)
+                for batch in (1, 2)}
+    assert {(r["family"], r["scheme"], r["kv_heads"], r["context"], r["batch"]) for r in rows} == expected
+    head_dim = 32 // 4
+    for r in rows:
+        assert r["cache_bytes"] == 2 * 2 * r["batch"] * r["context"] * r["kv_heads"] * head_dim * 4
+        assert r["cache_vs_most_kv_heads"] == 4 / r["kv_heads"]
+        assert r["cached"]["median_ms"] > 0 and r["prefill"]["median_ms"] > 0 and r["uncached"]["median_ms"] > 0
+        assert r["cached_tokens_per_s"] == pytest.approx(r["batch"] * 3 / (r["cached"]["median_ms"] / 1e3))
+        llama = next(x for x in rows if (x["family"], x["kv_heads"], x["context"], x["batch"])
+                     == ("Llama", r["kv_heads"], r["context"], r["batch"]))
+        assert r["cached_vs_llama"] == pytest.approx(llama["cached"]["median_ms"] / r["cached"]["median_ms"])
+        assert ("cached_faster_in" in r) == (r["family"] == "hf-attn")
+    profile = results["generation"]["decode_profile"]
+    assert (profile["context"], profile["batch"], profile["steps"]) == (16, 2, 2)
+    assert set(profile["models"]) == {"hf-attn rope kv4", "Llama rope kv4"}  # the MHA RoPE models, side by side
+    assert all(0 < op["self_cpu_share"] <= 1 for ops in profile["models"].values() for op in ops)
+    markdown = format_markdown(results)
+    for text in ("## Generation", "### Context 16, batch 2", "### KV-cache memory after the prompt",
+                 "### Profile of 2 cached decoding steps of Llama rope kv4 after 16 tokens (batch 2)",
+                 "| Llama | rope | 1 | 2 | 16 | 0.00 | 4.00 | 4.00 |"):
+        assert text in markdown
+
+
+def test_generation_is_not_a_default_section_and_needs_two_new_tokens() -> None:
+    assert "generation" not in BenchSettings().sections
+    with pytest.raises(ValueError, match="generation_new_tokens must be at least 2"):
+        run_benchmark(**{**GENERATION_TOY, "generation_new_tokens": 1})
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2, 1])
+def test_llama_with_copied_weights_computes_the_hf_attn_decoder(kv_heads: int) -> None:
+    """The like-for-like check of the generation section: transformers' Llama, given hf-attn RoPE's weights,
+    returns the same logits (its own causal attention, RoPE and SwiGLU code) and the same greedy tokens."""
+    settings = BenchSettings(**{**GENERATION_TOY, "generation_kv_heads": (kv_heads,)})
+    torch.manual_seed(0)
+    hf_attn = HfAttnForCausalLM(decoder_config(settings, "rope", kv_heads, 64))
+    with torch.no_grad():  # random norm gains and FFN biases, so that a weight left out of the copy shows
+        for name, parameter in hf_attn.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                parameter.uniform_(0.5, 1.5)
+    llama = build_llama(hf_attn.config)
+    copy_to_llama(hf_attn, llama)
+    input_ids = torch.randint(0, 63, (2, 20), generator=torch.Generator().manual_seed(0))
+    for model in (hf_attn, llama):
+        model.eval()
+    with torch.no_grad():
+        expected, actual = hf_attn(input_ids=input_ids).logits, llama(input_ids=input_ids).logits
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+    assert torch.equal(greedy(llama, input_ids, 12, use_cache=True), greedy(hf_attn, input_ids, 12, use_cache=True))
+
+
+def test_copy_to_llama_refuses_a_model_llama_cannot_compute() -> None:
+    settings = BenchSettings(**GENERATION_TOY)
+    alibi = HfAttnForCausalLM(decoder_config(settings, "alibi", 4, 64))
+    with pytest.raises(ValueError, match="RoPE on halves"):
+        copy_to_llama(alibi, build_llama(decoder_config(settings, "rope", 4, 64)))

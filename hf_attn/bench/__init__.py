@@ -1,4 +1,4 @@
-"""Speed and memory of hf-attn against transformers' BERT, RoFormer and ModernBERT of the same shape.
+"""Speed and memory of hf-attn against transformers' BERT, RoFormer, ModernBERT and Llama of the same shape.
 
 `hf-attn bench` (or `scripts/bench.py`) runs it; the modules by concern:
 
@@ -6,7 +6,8 @@
   from it);
 * `models`: hf-attn candidates and the transformers anchors, built with one shape;
 * `timing`: steps, interleaved repeats and peak memory;
-* `sections` (throughput, attention scaling, profile) and `realistic` (one epoch of real review lengths);
+* `sections` (throughput, attention scaling, profile), `realistic` (one epoch of real review lengths) and
+  `generation` (decoders' `generate()` and KV cache against transformers' Llama; asked for by name);
 * `report`: markdown and plot, also for JSON written earlier;
 * `runner`: `run_benchmark` and the command-line wiring.
 """

@@ -123,12 +123,58 @@ def _format_realistic(section: dict[str, Any]) -> list[str]:
     return out
 
 
+def _operators_table(top_ops: list[dict[str, Any]]) -> str:
+    return _table(["op", "calls", "self CPU ms", "share"],
+                  [[f"`{op['op']}`", op["calls"], f"{op['self_cpu_ms']:.1f}", f"{op['self_cpu_share']:.1%}"]
+                   for op in top_ops])
+
+
 def _format_profile(section: dict[str, Any]) -> list[str]:
-    rows = [[f"`{op['op']}`", op["calls"], f"{op['self_cpu_ms']:.1f}", f"{op['self_cpu_share']:.1%}"]
-            for op in section["top_ops"]]
     return [f"## Profile (hf-attn {section['scheme']} {section['backend']} training, batch {section['batch']}, "
             f"sequence {section['seq']}, {section['steps']} profiled step(s))", "",
-            _table(["op", "calls", "self CPU ms", "share"], rows), ""]
+            _operators_table(section["top_ops"]), ""]
+
+
+def _format_generation(section: dict[str, Any]) -> list[str]:
+    rows, heads = section["rows"], section["num_attention_heads"]
+    new, uncached = section["new_tokens"], section["uncached_new_tokens"]
+    out = ["## Generation (greedy `generate()`, fp32, SDPA)", "",
+           f"Each prompt is followed by {new} generated tokens with the cache"
+           + (f" and {uncached} without it (`use_cache=False`: every step recomputes the whole prefix)" if uncached
+              and any("uncached" in r for r in rows) else "")
+           + ". Llama: transformers' `LlamaForCausalLM` with hf-attn RoPE's weights (same function); 'vs Llama' = "
+           "the Llama of the same key/value heads' median time / this row's (above 1: this row is faster); 'faster "
+           "in' counts the repeats in which this row's cached generation beat that Llama's of the same repeat. "
+           "Generate ms and tokens/s include the prompt's forward pass (prefill); decode ms/token is generate(N) "
+           "minus generate(1), per repeat, over N - 1 tokens.", ""]
+    for batch, context in dict.fromkeys((r["batch"], r["context"]) for r in rows):
+        case = [r for r in rows if (r["batch"], r["context"]) == (batch, context)]
+        table_rows = [[r["family"], r["scheme"], r["kv_heads"], f"{r['prefill']['median_ms']:.1f}",
+                       _ratio(r.get("prefill_vs_llama")), f"{r['cached']['median_ms']:.0f}",
+                       f"{r['cached']['min_ms']:.0f}", f"{r['cached_tokens_per_s']:.1f}",
+                       _ratio(r.get("cached_vs_llama")), r.get("cached_faster_in", ""),
+                       f"{r['decode_per_token']['median_ms']:.2f}", _ratio(r.get("decode_per_token_vs_llama")),
+                       f"{r['uncached_tokens_per_s']:.1f}" if "uncached" in r else "",
+                       _ratio(r.get("uncached_vs_llama")), _ratio(r.get("cache_speedup"))]
+                      for r in case]
+        out += [f"### Context {context}, batch {batch}", "",
+                _table(["model", "positions", "kv heads", "prefill ms", "vs Llama", "generate ms", "min ms",
+                        "tokens/s", "vs Llama", "faster in", "decode ms/token", "vs Llama", "uncached tokens/s",
+                        "vs Llama", "cache speed-up"], table_rows), ""]
+    out += ["### KV-cache memory after the prompt", "",
+            "Bytes of the key and value tensors in the cache after the prompt's forward pass (measured); "
+            f"'MHA / this' divides the {heads}-key/value-head model's bytes by this row's, to compare with "
+            "heads / kv heads.", "",
+            _table(["model", "positions", "kv heads", "batch", "context", "cache MiB", "MHA / this",
+                    "heads / kv heads"],
+                   [[r["family"], r["scheme"], r["kv_heads"], r["batch"], r["context"],
+                     f"{r['cache_bytes'] / 2**20:.2f}", f"{r['cache_vs_most_kv_heads']:.2f}",
+                     f"{heads / r['kv_heads']:.2f}"] for r in rows]), ""]
+    profile = section.get("decode_profile")
+    for name, top_ops in (profile or {}).get("models", {}).items():
+        out += [f"### Profile of {profile['steps']} cached decoding steps of {name} after {profile['context']} "
+                f"tokens (batch {profile['batch']})", "", _operators_table(top_ops), ""]
+    return out
 
 
 def _format_tokenizer(section: Any) -> list[str]:
@@ -145,7 +191,8 @@ def _format_tokenizer(section: Any) -> list[str]:
 
 
 def format_markdown(results: dict[str, Any]) -> str:
-    """The report: one table per measured case, then scaling, realistic batches, tokenizer and profile."""
+    """The report: one table per measured case, then scaling, realistic batches, generation, tokenizer and
+    profile."""
     env = results["environment"]
     out = ["# hf-attn benchmark", "",
            f"torch {env['torch']}, transformers {env['transformers']}, device {env.get('gpu', env['device'])}, "
@@ -154,7 +201,7 @@ def format_markdown(results: dict[str, Any]) -> str:
            f"started {env['started']}. "
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
     formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
-                  "tokenizer": _format_tokenizer, "profile": _format_profile}
+                  "generation": _format_generation, "tokenizer": _format_tokenizer, "profile": _format_profile}
     for name, formatter in formatters.items():
         if name in results:
             out += formatter(results[name])

@@ -11,6 +11,8 @@ import dataclasses
 import json
 import os
 import platform
+import shlex
+import sys
 import time
 import typing
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 
+from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
 from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling
@@ -60,7 +63,8 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     }
     if device.type == "cuda":
         results["environment"]["gpu"] = torch.cuda.get_device_name(device)
-    sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic}
+    sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
+                "generation": bench_generation}
     for name in settings.sections:
         results[name] = sections[name](settings, device)
     if settings.profile_steps:
@@ -108,6 +112,7 @@ def run_from_args(args: argparse.Namespace) -> None:
     names = {f.name for f in dataclasses.fields(BenchSettings)}
     settings = BenchSettings(**{name: value for name, value in vars(args).items() if name in names})
     results = run_benchmark(settings)
+    results["command"] = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])  # how these numbers were taken
     report = format_markdown(results)
     for path, text in ((args.output, json.dumps(results, indent=2)), (args.markdown, report)):
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -119,11 +119,16 @@ def profile_training(settings: BenchSettings, device: torch.device) -> dict[str,
         for _ in range(settings.profile_steps):
             train_step(candidate, batch)
         synchronize(device)
-    averages = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    total_us = sum(e.self_cpu_time_total for e in averages)
     return {
         "scheme": settings.profile_scheme, "backend": settings.profile_backend, "batch": size, "seq": seq,
-        "steps": settings.profile_steps,
-        "top_ops": [{"op": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3,
-                     "self_cpu_share": e.self_cpu_time_total / total_us} for e in averages[: settings.profile_rows]],
+        "steps": settings.profile_steps, "top_ops": top_operators(prof, settings.profile_rows),
     }
+
+
+def top_operators(prof: Any, rows: int) -> list[dict[str, Any]]:
+    """The `rows` operators of a finished `torch.profiler.profile` with the most self CPU time, with their
+    share of all operators' self CPU time."""
+    averages = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total_us = sum(e.self_cpu_time_total for e in averages)
+    return [{"op": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3,
+             "self_cpu_share": e.self_cpu_time_total / total_us} for e in averages[:rows]]

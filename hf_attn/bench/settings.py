@@ -11,7 +11,9 @@ from typing import Any
 
 from ..positions import POSITION_SCHEMES
 
-SECTIONS = ("throughput", "scaling", "realistic")
+SECTIONS = ("throughput", "scaling", "realistic", "generation")
+# Run by default: `generation` is asked for by name (`--sections generation`).
+DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
 ANCHORS = ("BERT", "RoFormer", "ModernBERT", "ModernBERT-defaults")
 # Anchors built with their library's own dropout rather than the bench's: not like-for-like, so they
@@ -34,7 +36,7 @@ class BenchSettings:
     device: str = _setting("cpu", "torch device: cpu, cuda, cuda:1, ...")
     threads: int | None = _setting(None, "torch intra-op threads (default: torch's choice)")
     seed: int = _setting(0, "seed of weights, token ids and batch order")
-    sections: tuple[str, ...] = _setting(SECTIONS, "sections to run")
+    sections: tuple[str, ...] = _setting(DEFAULT_SECTIONS, f"sections to run, of {', '.join(SECTIONS)}")
     # Model shape, shared by hf-attn and the transformers models.
     hidden_size: int = _setting(384, "model width of every model")
     num_hidden_layers: int = _setting(4, "Transformer blocks of every model")
@@ -84,6 +86,21 @@ class BenchSettings:
         "one makes reviews shorter in tokens; the full IMDb runs use 8000)")
     epoch_reviews: int | None = _setting(None, "reviews in the epoch (default: the sample's whole train split)")
     group_megabatch: int = _setting(50, "length-grouped batching sorts chunks of this many batches")
+    # Generation section: hf-attn decoders beside transformers' Llama of the same architecture.
+    generation_schemes: tuple[str, ...] = _setting(("rope", "alibi"), "hf-attn position schemes of the decoders")
+    generation_kv_heads: tuple[int, ...] = _setting(
+        (4, 2, 1), "key/value head counts of the decoders (heads: MHA, fewer: GQA, 1: MQA)")
+    generation_vocab_size: int = _setting(8000, "vocabulary of the decoders")
+    generation_contexts: tuple[int, ...] = _setting((128, 512, 2048), "prompt lengths in tokens")
+    generation_batches: tuple[int, ...] = _setting((1,), "prompts generated at once")
+    generation_new_tokens: int = _setting(32, "tokens generated after each prompt (greedy, no early stop)")
+    generation_repeats: int = _setting(5, "timed repeats of cached generation and prefill")
+    generation_uncached_new_tokens: int = _setting(
+        8, "tokens generated without the cache (each one recomputes the whole prefix, so fewer; 0 skips it)")
+    generation_uncached_repeats: int = _setting(2, "timed repeats of generation without the cache")
+    generation_profile_steps: int = _setting(
+        8, "cached decoding steps after the longest prompt profiled for hf-attn RoPE and Llama with the most "
+        "key/value heads (0: no profile)")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
