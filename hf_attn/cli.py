@@ -446,8 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench import runner as bench_module
 
-    bench = commands.add_parser("bench", help="speed against transformers' BERT, RoFormer and ModernBERT of the same "
-                                "shape")
+    bench = commands.add_parser("bench", help="speed against transformers' BERT, RoFormer, ModernBERT and Llama of the "
+                                "same shape")
     bench_module.add_arguments(bench)
     bench.set_defaults(func=bench_module.run_from_args)
     return parser

@@ -1,7 +1,7 @@
 """Prefill of an hf-attn RoPE decoder (the generation section's shape) before and after causal-only masks went to
 SDPA as `is_causal`, side by side in one process on the same weights, interleaved, 10 repeats per case.
 
-Run from the repository root: `python results/bench/generation.causal-ab.py` (it extracts hf_attn as of commit
+Run from the repository root: `python scripts/bench_generation_causal_ab.py` (it extracts hf_attn as of commit
 83d6eb6, the last one before the change, into a temporary folder as `hf_attn_old`) and writes
 results/bench/generation.causal-ab.json.
 """
@@ -50,6 +50,6 @@ for kv_heads in (4, 1):
                      "new_median_ms": 1e3 * statistics.median(times["new"]),
                      "paired_speedup_median": statistics.median(paired), "new_faster_in": sum(r > 1 for r in paired)})
         print(rows[-1])
-record = {"command": "python results/bench/generation.causal-ab.py", "old_commit": OLD_COMMIT, "repeats": 10,
+record = {"command": "python scripts/bench_generation_causal_ab.py", "old_commit": OLD_COMMIT, "repeats": 10,
           "threads": 1, "torch": torch.__version__, "load_average_end": list(os.getloadavg()), "rows": rows}
 Path("results/bench/generation.causal-ab.json").write_text(json.dumps(record, indent=2) + "\n")

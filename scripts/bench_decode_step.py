@@ -4,7 +4,7 @@ per-step work. The two steps alternate, 150 pairs per case; the cache is cut bac
 Then hf-attn's own per-forward preparation (input-id check, masks, empty-row flags, RoPE angles), timed alone
 (best of 3 x 2,000 calls) against its whole step after 128 tokens (best of 3 x 50).
 
-Run from the repository root: `python results/bench/generation.decode-step.py` (writes
+Run from the repository root: `python scripts/bench_decode_step.py` (writes
 results/bench/generation.decode-step.json).
 """
 
@@ -76,6 +76,6 @@ overhead = {
 }
 overhead["share_of_step"] = sum(v for k, v in overhead.items() if k != "whole_step_us") / overhead["whole_step_us"]
 print(overhead)
-record = {"command": "python results/bench/generation.decode-step.py", "threads": 1, "torch": torch.__version__,
+record = {"command": "python scripts/bench_decode_step.py", "threads": 1, "torch": torch.__version__,
           "load_average_end": list(os.getloadavg()), "rows": rows, "hf_attn_per_forward_preparation": overhead}
 Path("results/bench/generation.decode-step.json").write_text(json.dumps(record, indent=2) + "\n")
