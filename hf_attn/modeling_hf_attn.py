@@ -594,6 +594,28 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    def _windows(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, attention_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor]:
+        """The inputs cut into windows, (batch x windows, window, ...), and the windows' attention mask.
+
+        A text's windows must not depend on the batch: the windows a shorter (right-padded) text does not
+        need, all those after one that reaches its end, are masked out, so they weigh nothing.
+        """
+        window, stride = self.config.max_position_embeddings, self.config.classifier_window_stride
+        text = input_ids if input_ids is not None else inputs_embeds
+        if attention_mask is None:
+            attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
+        windows = split_into_windows(attention_mask, window, stride, 0)
+        starts = torch.arange(windows.shape[1], device=text.device) * stride
+        needed = (starts == 0) | (starts - stride + window < attention_mask.sum(dim=-1, keepdim=True))
+        attention_mask = (windows * needed[..., None]).flatten(0, 1)
+        if input_ids is not None:
+            input_ids = split_into_windows(input_ids, window, stride, self.config.pad_token_id or 0).flatten(0, 1)
+        else:
+            inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0).flatten(0, 1)
+        return input_ids, inputs_embeds, attention_mask
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -608,8 +630,8 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
     ) -> SequenceClassifierOutput | tuple:
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         text = input_ids if input_ids is not None else inputs_embeds
-        window, stride = self.config.max_position_embeddings, self.config.classifier_window_stride
-        windowed = stride is not None and text is not None and text.shape[1] > window
+        stride = self.config.classifier_window_stride
+        windowed = stride is not None and text is not None and text.shape[1] > self.config.max_position_embeddings
         if windowed:
             if position_ids is not None:
                 raise ValueError(
@@ -617,19 +639,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
                     "positions from 0; leave position_ids out."
                 )
             batch = text.shape[0]
-            if attention_mask is None:
-                attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
-            # A text's windows must not depend on the batch: those a shorter (right-padded) text would not
-            # need, all after one that reaches its end, are masked out and weigh nothing.
-            windows = split_into_windows(attention_mask, window, stride, 0)
-            starts = torch.arange(windows.shape[1], device=text.device) * stride
-            needed = (starts == 0) | (starts - stride + window < attention_mask.sum(dim=-1, keepdim=True))
-            attention_mask = (windows * needed[..., None]).flatten(0, 1)
-            pad_id = self.config.pad_token_id or 0
-            if input_ids is not None:
-                input_ids = split_into_windows(input_ids, window, stride, pad_id).flatten(0, 1)
-            else:
-                inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0).flatten(0, 1)
+            input_ids, inputs_embeds, attention_mask = self._windows(input_ids, inputs_embeds, attention_mask)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
