@@ -134,7 +134,8 @@ class ToyTokenizer:
 
 
 def test_masked_lm_loss_equals_one_window_at_a_time() -> None:
-    """Batched sparse-prediction loss == per-window cross-entropy on full logits, summed over masked tokens."""
+    """Batched sparse-prediction loss == per-window cross-entropy on full logits, summed over masked tokens, with
+    the stream masked once before it is cut (every length predicts the same tokens)."""
     torch.manual_seed(0)
     model = HfAttnForMaskedLM(HfAttnConfig(**tiny_config_kwargs(position_embedding_type="alibi",
                                                                  sparse_prediction=True))).eval()
@@ -142,16 +143,16 @@ def test_masked_lm_loss_equals_one_window_at_a_time() -> None:
     stream = torch.randint(1, 64, (100,)).tolist()
     n_tokens = mlm_token_budget(len(stream), [16, 32], 1000)
     assert n_tokens == 96
+    ids = torch.tensor([stream[:n_tokens]])
+    corrupted, labels = collator.mask(ids, torch.ones_like(ids), generator=torch.Generator().manual_seed(EVAL_SEED))
     for length in (16, 32):
-        generator = torch.Generator().manual_seed(EVAL_SEED)
         total, count = 0.0, 0
         for start in range(0, n_tokens, length):
-            ids = torch.tensor([stream[start : start + length]])
-            corrupted, labels = collator.mask(ids, torch.ones_like(ids), generator=generator)
+            window_labels = labels[0, start : start + length]
             with torch.no_grad():
-                logits = model(input_ids=corrupted).logits[0]
-            picked = labels[0] != IGNORE_INDEX
-            total += float(torch.nn.functional.cross_entropy(logits[picked], labels[0][picked], reduction="sum"))
+                logits = model(input_ids=corrupted[:, start : start + length]).logits[0]
+            picked = window_labels != IGNORE_INDEX
+            total += float(torch.nn.functional.cross_entropy(logits[picked], window_labels[picked], reduction="sum"))
             count += int(picked.sum())
         measured = masked_lm_loss(model, collator, stream, length, n_tokens, batch_tokens=40)
         assert measured["masked_tokens"] == count and measured["windows"] == n_tokens // length
@@ -161,6 +162,13 @@ def test_masked_lm_loss_equals_one_window_at_a_time() -> None:
 def test_mlm_token_budget_refuses_a_stream_shorter_than_the_longest_window() -> None:
     with pytest.raises(ValueError, match="fewer than one window"):
         mlm_token_budget(100, [64, 128], 1000)
+
+
+@pytest.mark.parametrize("budget", ["tiny", "small", "full"])
+def test_the_shipped_arena_file_loads_every_budget(budget: str) -> None:
+    arena = load_arena(ARENA_FILE, budget)
+    assert arena.schemes == ["none", "sinusoidal", "learned", "rope", "alibi"]
+    assert arena_module.experiment_for(arena, "classifier", "alibi").model["position_embedding_type"] == "alibi"
 
 
 @pytest.mark.parametrize(("changes", "message"), [

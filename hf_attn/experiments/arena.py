@@ -331,19 +331,24 @@ def mlm_token_budget(stream_length: int, lengths: Sequence[int], wanted: int) ->
 @torch.no_grad()
 def masked_lm_loss(model: HfAttnForMaskedLM, collator: MaskedLMCollator, stream: Sequence[int], length: int,
                    n_tokens: int, batch_tokens: int = EVAL_BATCH_TOKENS) -> dict[str, Any]:
-    """Mean loss per masked token on the first `n_tokens` of `stream` cut into windows of `length`, masked once
-    with `EVAL_SEED` (`masked_once`), in batches of about `batch_tokens` tokens."""
-    windows = [list(stream[start : start + length]) for start in range(0, n_tokens, length)]
-    chunks = datasets.Dataset.from_dict({"input_ids": windows, "attention_mask": [[1] * length] * len(windows)})
-    loader = DataLoader(masked_once(chunks, collator), batch_size=max(1, batch_tokens // length),
+    """Mean loss per masked token on the first `n_tokens` of `stream` cut into windows of `length`, in batches of
+    about `batch_tokens` tokens. The stream is masked once with `EVAL_SEED` (`masked_once`) before it is cut, so
+    every length predicts the same masked tokens from the same corrupted text: only the context differs."""
+    whole = datasets.Dataset.from_dict({"input_ids": [list(stream[:n_tokens])], "attention_mask": [[1] * n_tokens]})
+    masked = masked_once(whole, collator)[0]
+    windows = {key: [values[start : start + length] for start in range(0, n_tokens, length)]
+               for key, values in masked.items()}
+    loader = DataLoader(datasets.Dataset.from_dict(windows), batch_size=max(1, batch_tokens // length),
                         collate_fn=collator)
     model.eval()
-    total, masked = 0.0, 0
+    total, masked_tokens = 0.0, 0
     for batch in loader:
         count = int((batch["labels"] != IGNORE_INDEX).sum())
-        total += float(model(**batch).loss) * count  # the loss is the batch's mean over its masked tokens
-        masked += count
-    return {"value": total / masked, "masked_tokens": masked, "windows": len(windows), "tokens": n_tokens}
+        if count:
+            total += float(model(**batch).loss) * count  # the loss is the batch's mean over its masked tokens
+            masked_tokens += count
+    return {"value": total / masked_tokens, "masked_tokens": masked_tokens, "windows": len(windows["input_ids"]),
+            "tokens": n_tokens}
 
 
 def mlm_cell(model_dir: Path, length: int, experiment: Experiment, wanted_tokens: int,
@@ -533,8 +538,8 @@ def markdown_report(record: dict[str, Any]) -> str:
             lines.append(f"| {scheme} | {reading} | " + " | ".join(row) + f" | {own} |")
     lengths = settings["mlm_lengths"]
     lines += ["", f"## Masked-LM loss by evaluation length (pretrained at {record['training_length']} tokens)", "",
-              "Validation reviews as one token stream cut into windows of each length; the same tokens at every "
-              "length, masked once with a fixed seed; mean loss per masked token.", "",
+              "Validation reviews as one token stream, masked once with a fixed seed, cut into windows of each "
+              "length: every length predicts the same masked tokens; mean loss per masked token.", "",
               "| scheme | " + " | ".join(map(str, lengths)) + " | pretraining steps |",
               "|---|" + "---|" * (len(lengths) + 1)]
     for scheme, run in record["pretraining"].items():
