@@ -28,7 +28,6 @@ import functools
 import json
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +39,7 @@ import yaml
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from ..bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes
+from ..bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes, summarize
 from ..configuration_hf_attn import ROPE_TYPES, HfAttnConfig
 from ..modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
 from ..positions import POSITION_SCHEMES
@@ -402,8 +401,8 @@ def speed_cell(models: dict[str, Path], arena: Arena, length: int, batch: int) -
     times = interleaved_times(steps, dict.fromkeys(steps, lambda: None), arena.budget.speed_warmup,
                               arena.budget.speed_repeats, device) if steps else {}
     for name, step in steps.items():
-        results[name] = {"value": 1e3 * statistics.median(times[name]), "times_ms": [1e3 * t for t in times[name]],
-                         "peak_mib": peak_memory_bytes(step, device) / MIB}
+        summary = summarize(times[name])
+        results[name] = {"value": summary["median_ms"], **summary, "peak_mib": peak_memory_bytes(step, device) / MIB}
     return {"length": length, "batch": batch, "device": str(device), "candidates": results}
 
 
