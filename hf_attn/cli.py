@@ -64,6 +64,17 @@ def _seq2seq(args: argparse.Namespace) -> None:
     _run_experiment(args, train_seq2seq)
 
 
+def _arena(args: argparse.Namespace) -> None:
+    from .experiments.arena import load_arena, run_arena
+
+    overrides = [*args.overrides, *([f"week3={args.week3}"] if args.week3 else []),
+                 *([f"dataset={args.dataset}"] if args.dataset else [])]
+    arena = load_arena(args.config, args.budget, overrides)
+    results = args.results or str(Path(args.output_dir) / "results")
+    record = run_arena(arena, args.output_dir, results)
+    print(f"measured {len(record['measured_now'])} new cell(s); table, JSON and plots in {results}/")
+
+
 def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
@@ -358,6 +369,19 @@ def build_parser() -> argparse.ArgumentParser:
                              help="start again in an --output-dir that holds a run (deletes its checkpoints)")
         command.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
         command.set_defaults(func=func)
+
+    arena = commands.add_parser("arena", help="every position scheme through the same data, budget and seed: "
+                                "accuracy by read length, masked-LM loss by length, speed (resumable)")
+    arena.add_argument("--config", required=True, help="arena YAML (configs/arena/arena.yaml)")
+    arena.add_argument("--budget", default="small", help="a budget the arena file defines (tiny, small, full)")
+    arena.add_argument("--output-dir", type=output_folder, default="runs/arena",
+                       help="training runs and measured cells; run the same command again to resume")
+    arena.add_argument("--results", type=output_folder,
+                       help="where arena.md, arena.json and the plots go (default: OUTPUT_DIR/results)")
+    arena.add_argument("--week3", help="Week 3 folder for both experiments: tokenizer files and the DAN embedding")
+    arena.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample', for both experiments")
+    arena.add_argument("overrides", nargs="*", help="key=value overrides of both experiments")
+    arena.set_defaults(func=_arena)
 
     prepare = commands.add_parser("prepare", help="make a complete Week 3 folder (BPE, splits, DAN) from IMDb")
     prepare.add_argument("--output", required=True, type=output_folder,

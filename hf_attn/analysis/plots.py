@@ -124,4 +124,32 @@ def plot_attention_maps(
         axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=7)
         axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
     figure.suptitle(title, y=1.04)  # above the panel titles (the saved figure's box grows to hold it)
+
+
+def plot_line_panels(
+    panels: Sequence[tuple[str, str, dict[str, tuple[Sequence[float], Sequence[float]]]]],
+    path: str | os.PathLike[str],
+    xlabel: str,
+    log_x: bool = False,
+) -> Path:
+    """Panels side by side, each (title, y label, {line name: (xs, ys)}), with a shared x label; `log_x`
+    spaces the x axis in powers of 2 (lengths that double). Lines named `group/variant` share a colour per
+    group (a position scheme) and a line style per variant (a reading, an attention mode)."""
+    names = [name for _, _, series in panels for name in series]
+    groups = list(dict.fromkeys(name.split("/", 1)[0] for name in names))
+    variants = list(dict.fromkeys(name.partition("/")[2] for name in names))
+    styles = ("-", "--", ":", "-.", (0, (5, 1)), (0, (1, 3)))
+    figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
+    for axis, (title, ylabel, series) in zip(axes[0], panels):
+        for name, (xs, ys) in series.items():
+            group, _, variant = name.partition("/")
+            axis.plot(xs, ys, marker="o", label=name, color=f"C{groups.index(group) % 10}",
+                      linestyle=styles[variants.index(variant) % len(styles)])
+        if log_x:
+            axis.set_xscale("log", base=2)
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel(ylabel)
+        axis.set_title(title)
+        if series:
+            axis.legend(fontsize=7)
     return _save(figure, path)

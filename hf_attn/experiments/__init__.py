@@ -4,7 +4,10 @@
 * ``data``: IMDb as the Week 3 seed split, the packaged sample, tokenization and collators;
 * ``run``: the one run skeleton (tokenizer -> model -> ``Trainer`` -> ``metrics.json``) every run goes through;
 * ``classification``: ``hf-attn train`` and ``hf-attn evaluate``;
-* ``pretraining``: ``hf-attn pretrain`` (masked LM or replaced-token detection);
+* ``pretraining``: ``hf-attn pretrain`` (masked LM, replaced-token detection, or a causal LM);
+* ``perplexity``: ``hf-attn perplexity`` (a causal LM at several window lengths);
+* ``dates`` and ``seq2seq``: ``hf-attn seq2seq`` (the date-normalisation task for encoder-decoders);
+* ``arena``: ``hf-attn arena`` (every position scheme through one data, budget and seed);
 * ``baseline``: ``hf-attn baseline`` (TF-IDF + logistic regression on the same tokens);
 * ``transfer``: float16 shards for bringing a classifier back from a machine that returns small files;
 * ``results_index``: ``results/README.md``, the index of the results JSON files.

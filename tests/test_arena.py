@@ -1,0 +1,197 @@
+"""`hf-attn arena`: one command, every cell, resumable; RoPE factors, masked-LM loss by length, bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from helpers import REPO, tiny_config_kwargs
+
+from hf_attn import HfAttnConfig
+from hf_attn.cli import main
+from hf_attn.experiments import arena as arena_module
+from hf_attn.experiments import classification, pretraining
+from hf_attn.experiments.arena import (
+    ArenaConfigError,
+    load_arena,
+    masked_lm_loss,
+    mlm_token_budget,
+    run_arena,
+    trained,
+)
+from hf_attn.experiments.pretraining import EVAL_SEED, IGNORE_INDEX, MaskedLMCollator
+from hf_attn.modeling_hf_attn import HfAttnForMaskedLM
+
+ARENA_FILE = REPO / "configs" / "arena" / "arena.yaml"
+
+
+def write_arena(folder: Path, **changes: Any) -> Path:
+    """The repository's arena file with `changes`, its experiment paths made absolute, written to `folder`."""
+    raw = yaml.safe_load(ARENA_FILE.read_text())
+    for key in ("classifier", "pretraining"):
+        raw[key] = str((ARENA_FILE.parent / raw[key]).resolve())
+    raw.update(changes)
+    path = folder / "arena.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.fixture(scope="module")
+def arena_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The tiny budget with two schemes (one that cannot read past 128, one with scalings) run twice in one
+    folder, counting the trainings each run starts."""
+    folder = tmp_path_factory.mktemp("arena")
+    path = write_arena(folder, schemes=["learned", "rope"], read_lengths=[128, 256, "whole"],
+                       mlm_lengths=[128, 256], speed_lengths=[256])
+    calls = {"train": 0, "pretrain": 0}
+
+    def counted(name: str, function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(classification, "train", counted("train", classification.train))
+        patch.setattr(pretraining, "pretrain", counted("pretrain", pretraining.pretrain))
+        arena = load_arena(path, "tiny", ["limit_train=64"])
+        first = run_arena(arena, folder / "out", folder / "results")
+        first_calls = dict(calls)
+        second = run_arena(arena, folder / "out", folder / "results")
+    return {"first": first, "second": second, "first_calls": first_calls, "calls": calls, "folder": folder}
+
+
+def test_arena_measures_every_cell_and_writes_the_table(arena_runs: dict[str, Any]) -> None:
+    record, results = arena_runs["first"], arena_runs["folder"] / "results"
+    readings = {"learned": ["direct", "windows"], "rope": ["direct", "windows", "linear", "dynamic", "yarn"]}
+    expected = {f"{scheme}/{reading}/{read}" for scheme, names in readings.items() for reading in names
+                for read in (128, 256, "whole") if not (reading == "windows" and read == 128)}
+    assert set(record["reading"]) == expected
+    for key, cell in record["reading"].items():
+        if key.startswith("learned/direct/") and not key.endswith("/128"):
+            assert cell["value"] is None and "128" in cell["reason"]
+        else:
+            assert 0.0 <= cell["value"] <= 1.0, key
+    assert record["mlm"]["learned/256"]["value"] is None and "learned" in record["mlm"]["learned/256"]["reason"]
+    assert all(record["mlm"][key]["value"] > 0 for key in ("learned/128", "rope/128", "rope/256"))
+    speed = record["speed"]["256/1"]["candidates"]
+    assert speed["learned/full"]["value"] is None and speed["learned/sliding"]["value"] is None
+    assert all(speed[name]["value"] > 0 and speed[name]["peak_mib"] > 0
+               for name in ("learned/windows", "rope/full", "rope/sliding", "rope/windows"))
+    table = (results / "arena.md").read_text()
+    assert "| rope | yarn |" in table and "| learned | windows |" in table and "n/a [1]" in table
+    assert json.loads((results / "arena.json").read_text())["reading"] == record["reading"]
+    assert all((results / name).stat().st_size > 0 for name in ("accuracy.png", "mlm_loss.png", "speed.png"))
+    assert arena_runs["first_calls"] == {"train": 2, "pretrain": 2}
+
+
+def test_a_second_run_measures_nothing(arena_runs: dict[str, Any]) -> None:
+    assert arena_runs["calls"] == arena_runs["first_calls"]  # no training started by the second run
+    assert arena_runs["second"]["measured_now"] == []
+    for section in ("reading", "mlm", "speed"):
+        assert arena_runs["second"][section] == arena_runs["first"][section]
+
+
+def test_rope_scalings_use_the_length_ratio(arena_runs: dict[str, Any]) -> None:
+    """linear and yarn stretch by read length / 128; dynamic keeps factor 1 (its frequencies follow each input)."""
+    record = arena_runs["first"]
+    for read in (128, 256, "whole"):
+        tokens = record["reading"][f"rope/direct/{read}"]["tokens"]
+        for reading in ("linear", "yarn"):
+            parameters = record["reading"][f"rope/{reading}/{read}"]["rope_parameters"]
+            assert parameters["rope_type"] == reading and parameters["factor"] == pytest.approx(tokens / 128)
+        assert record["reading"][f"rope/dynamic/{read}"]["rope_parameters"]["factor"] == 1.0
+    saved = HfAttnConfig.from_pretrained(arena_runs["folder"] / "out" / "runs" / "scaled" / "rope-linear-256")
+    assert saved.rope_parameters["factor"] == 2.0 and saved.position_embedding_type == "rope"
+
+
+def test_an_interrupted_training_is_resumed(tmp_path: Path) -> None:
+    seen = []
+
+    def fake_train(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
+        seen.append(options)
+        return {"test_accuracy": 0.5}
+
+    (tmp_path / "checkpoint-3").mkdir()
+    trained(tmp_path, fake_train, SimpleNamespace())
+    assert seen == [{"resume": True, "overwrite": False}]
+    (tmp_path / "metrics.json").write_text(json.dumps({"test_accuracy": 0.7}))
+    assert trained(tmp_path, fake_train, SimpleNamespace()) == {"test_accuracy": 0.7} and len(seen) == 1
+
+
+class ToyTokenizer:
+    """What `MaskedLMCollator` reads of a tokenizer: 64 ids, [PAD] = 0 (no mask token)."""
+
+    pad_token_id, mask_token_id, all_special_ids = 0, None, [0]
+
+    def __len__(self) -> int:
+        return 64
+
+
+def test_masked_lm_loss_equals_one_window_at_a_time() -> None:
+    """Batched sparse-prediction loss == per-window cross-entropy on full logits, summed over masked tokens, with
+    the stream masked once before it is cut (every length predicts the same tokens)."""
+    torch.manual_seed(0)
+    model = HfAttnForMaskedLM(HfAttnConfig(**tiny_config_kwargs(position_embedding_type="alibi",
+                                                                 sparse_prediction=True))).eval()
+    collator = MaskedLMCollator(ToyTokenizer(), 0.3)
+    stream = torch.randint(1, 64, (100,)).tolist()
+    n_tokens = mlm_token_budget(len(stream), [16, 32], 1000)
+    assert n_tokens == 96
+    ids = torch.tensor([stream[:n_tokens]])
+    corrupted, labels = collator.mask(ids, torch.ones_like(ids), generator=torch.Generator().manual_seed(EVAL_SEED))
+    for length in (16, 32):
+        total, count = 0.0, 0
+        for start in range(0, n_tokens, length):
+            window_labels = labels[0, start : start + length]
+            with torch.no_grad():
+                logits = model(input_ids=corrupted[:, start : start + length]).logits[0]
+            picked = window_labels != IGNORE_INDEX
+            total += float(torch.nn.functional.cross_entropy(logits[picked], window_labels[picked], reduction="sum"))
+            count += int(picked.sum())
+        measured = masked_lm_loss(model, collator, stream, length, n_tokens, batch_tokens=40)
+        assert measured["masked_tokens"] == count and measured["windows"] == n_tokens // length
+        assert measured["value"] == pytest.approx(total / count, rel=1e-5)
+
+
+def test_mlm_token_budget_refuses_a_stream_shorter_than_the_longest_window() -> None:
+    with pytest.raises(ValueError, match="fewer than one window"):
+        mlm_token_budget(100, [64, 128], 1000)
+
+
+@pytest.mark.parametrize("budget", ["tiny", "small", "full"])
+def test_the_shipped_arena_file_loads_every_budget(budget: str) -> None:
+    arena = load_arena(ARENA_FILE, budget)
+    assert arena.schemes == ["none", "sinusoidal", "learned", "rope", "alibi"]
+    assert arena_module.experiment_for(arena, "classifier", "alibi").model["position_embedding_type"] == "alibi"
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"schemes": ["rope", "xpos"]}, "`schemes` must be"),
+    ({"read_lengths": [128, 0]}, "`read_lengths` must be"),
+    ({"window_stride": 512}, "`window_stride` 512 is longer than the training length"),
+    ({"sliding_windw": 64}, r"unknown key\(s\) \['sliding_windw'\]"),
+    ({"budgets": {"tiny": {"eval_limit": 5, "mlm_tokns": 10}}}, r"\[budgets.tiny\]: unknown key\(s\) \['mlm_tokns'\]"),
+    ({"budgets": {"tiny": {"classifier": {"model": {"hiden_size": 8}}}}}, "hiden_size"),
+])
+def test_bad_arena_files_name_the_key(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ArenaConfigError, match=message):
+        load_arena(write_arena(tmp_path, **changes), "tiny")
+
+
+def test_the_command_names_a_missing_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["arena", "--config", str(write_arena(tmp_path)), "--budget", "huge", "--output-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "no budget 'huge'; choose one of ['full', 'small', 'tiny']" in capsys.readouterr().err
+
+
+def test_an_output_dir_of_other_settings_is_refused(tmp_path: Path) -> None:
+    arena_module.claim_arena_dir(tmp_path, load_arena(write_arena(tmp_path), "tiny"))
+    with pytest.raises(ArenaConfigError, match="budget_name"):
+        arena_module.claim_arena_dir(tmp_path, load_arena(write_arena(tmp_path), "small"))
