@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -49,8 +50,12 @@ def run_on_two_processes(cli_args: list[str], cwd: Path) -> None:
     """
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert accelerate, "accelerate's launcher is not installed next to this Python"
+    with socket.socket() as probe:  # a free port, so that two launches in a row never share torchrun's default
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
     command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-               "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "hf_attn.cli", *cli_args]
+               "--main_process_port", port, "--mixed_precision", "no", "--dynamo_backend", "no",
+               "-m", "hf_attn.cli", *cli_args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -124,6 +124,7 @@ def plot_attention_maps(
         axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=7)
         axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
     figure.suptitle(title, y=1.04)  # above the panel titles (the saved figure's box grows to hold it)
+    return _save(figure, path)
 
 
 def plot_line_panels(
