@@ -256,6 +256,8 @@ def test_weights_that_do_not_fit_the_classifier_are_an_error_naming_them(
     (["baseline", "--dataset", "sample", "--output", "{file}/tfidf/128.json"], "{file} is a file, not a folder"),
     (["card", "--model", str(SAVED), "--repo-id", "a/b", "--output", "{folder}"], "{folder} is a folder"),
     (["probe", "--model", "{folder}", "--output-dir", "{file}/pictures"], "{file} is a file, not a folder"),
+    (["bench", "--output", "{file}/bench.json"], "{file} is a file, not a folder"),
+    (["bench", "--markdown", "{folder}"], "{folder} is a folder"),
 ])
 def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_the_work(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -14,7 +14,14 @@ import pytest
 import torch
 from helpers import tiny_config_kwargs
 
-from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnForSequenceClassification
+from hf_attn import (
+    POSITION_SCHEMES,
+    HfAttnConfig,
+    HfAttnForCausalLM,
+    HfAttnForMaskedLM,
+    HfAttnForSequenceClassification,
+    HfAttnModel,
+)
 
 MAX_POSITIONS = 64
 
@@ -100,3 +107,26 @@ def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path)
         with torch.no_grad():
             expected = model(**inputs).logits
         torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("model_class", "settings"),
+    [
+        (HfAttnModel, {"position_embedding_type": "alibi"}),
+        (HfAttnForMaskedLM, {"position_embedding_type": "rope"}),
+        (HfAttnForCausalLM, {"position_embedding_type": "rope", "is_decoder": True, "num_key_value_heads": 1}),
+        (HfAttnForSequenceClassification, {"position_embedding_type": "learned", "sliding_window": 4,
+                                           "layer_types": ["sliding_attention", "full_attention"]}),
+    ],
+)
+def test_other_heads_and_attention_variants_compile_fullgraph(model_class: type, settings: dict) -> None:
+    """The same graph-capture rule for the encoder alone, the masked LM, a GQA decoder and sliding windows."""
+    torch._dynamo.reset()
+    config = HfAttnConfig(**tiny_config_kwargs(max_position_embeddings=MAX_POSITIONS, **settings))
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    with torch.no_grad():
+        for shape in (EXAMPLE, *OTHERS):
+            inputs = batch(*shape)
+            torch.testing.assert_close(compiled(**inputs)[0], model(**inputs)[0], atol=1e-5, rtol=1e-5)

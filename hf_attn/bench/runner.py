@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..cli import output_file
 from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
 from .realistic import bench_realistic
@@ -101,9 +102,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             shown = default
         parser.add_argument("--" + settings_field.name.replace("_", "-"), type=parse, default=default,
                             help=settings_field.metadata["help"] + ("" if default is None else f" (default {shown})"))
-    parser.add_argument("--output", default="results/bench/bench.json", help="JSON results (default %(default)s)")
-    parser.add_argument("--markdown", default="results/bench/bench.md", help="markdown report (default %(default)s)")
-    parser.add_argument("--plot", default="results/bench/bench_attention_scaling.png",
+    parser.add_argument("--output", default="results/bench/bench.json", type=output_file,
+                        help="JSON results (default %(default)s)")
+    parser.add_argument("--markdown", default="results/bench/bench.md", type=output_file,
+                        help="markdown report (default %(default)s)")
+    parser.add_argument("--plot", default="results/bench/bench_attention_scaling.png", type=output_file,
                         help="attention-scaling PNG, written when the scaling section runs (default %(default)s)")
 
 
