@@ -61,7 +61,7 @@ def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def self_attention_mask(
-    attention_mask: torch.Tensor | None,
+    padding: torch.Tensor | None,
     query_length: int,
     *,
     causal: bool,
@@ -69,13 +69,14 @@ def self_attention_mask(
     device: torch.device,
     key_length: int | None = None,
 ) -> torch.Tensor | None:
-    """The full self-attention mask: padding AND causal AND sliding window.
+    """The full self-attention mask: padding (`key_padding_mask`'s, built once for every layer type) AND
+    causal AND sliding window.
 
-    `key_length` (default: `query_length`) is longer when earlier keys come from a cache; `attention_mask`
-    then covers all the keys, past and current, and the queries are the last `query_length` of them.
+    `key_length` (default: `query_length`) is longer when earlier keys come from a cache; `padding` then
+    covers all the keys, past and current, and the queries are the last `query_length` of them.
     """
     key_length = query_length if key_length is None else key_length
     return combine_masks(
-        key_padding_mask(attention_mask),
+        padding,
         distance_mask(query_length, key_length, causal=causal, sliding_window=sliding_window, device=device),
     )

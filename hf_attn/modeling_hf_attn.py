@@ -428,12 +428,12 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.embed_tokens = value
 
     def _self_attention_masks(
-        self, attention_mask: torch.Tensor | None, length: int, device: torch.device, key_length: int
+        self, padding: torch.Tensor | None, length: int, device: torch.device, key_length: int
     ) -> dict:
         """One mask per layer type present (full / sliding), built once for all layers."""
         return {
             kind: self_attention_mask(
-                attention_mask,
+                padding,
                 length,
                 causal=self.config.is_decoder,
                 sliding_window=self.config.sliding_window if kind == "sliding_attention" else None,
@@ -501,13 +501,12 @@ class HfAttnModel(HfAttnPreTrainedModel):
         hidden_states = self.positions.embed(inputs_embeds, position_ids)
         hidden_states = self.dropout(hidden_states)
         positions = self.positions.attention_positions(position_ids, past_length + length)
-        masks = self._self_attention_masks(attention_mask, length, hidden_states.device, past_length + length)
+        padding = key_padding_mask(attention_mask)
+        masks = self._self_attention_masks(padding, length, hidden_states.device, past_length + length)
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
         # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
         # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
-        causal_only = (
-            self.config.is_decoder and (past_length == 0 or length == 1) and key_padding_mask(attention_mask) is None
-        )
+        causal_only = self.config.is_decoder and (past_length == 0 or length == 1) and padding is None
         cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
 
         all_hidden_states: tuple[torch.Tensor, ...] = ()

@@ -13,7 +13,8 @@ from hf_attn.masking import combine_masks, key_padding_mask, self_attention_mask
 @pytest.mark.parametrize(("causal", "window"), list(itertools.product([False, True], [None, 1, 3])))
 def test_self_attention_mask_matches_brute_force(causal: bool, window: int | None) -> None:
     padding = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
-    mask = self_attention_mask(padding, 6, causal=causal, sliding_window=window, device=torch.device("cpu"))
+    mask = self_attention_mask(key_padding_mask(padding), 6, causal=causal, sliding_window=window,
+                               device=torch.device("cpu"))
     expected = torch.zeros(2, 1, 6, 6, dtype=torch.bool)
     for b, i, j in itertools.product(range(2), range(6), range(6)):
         visible = bool(padding[b, j])
