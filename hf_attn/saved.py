@@ -93,6 +93,11 @@ def _likely_cause(source: str | os.PathLike[str], model: PreTrainedModel) -> str
     return "the weights file belongs to another model or was edited; save or download the model again"
 
 
+def beyond_learned_table(config: Any, length: int) -> bool:
+    """Whether reading `length` tokens at once needs positions a `learned` table was never given."""
+    return getattr(config, "position_embedding_type", None) == "learned" and length > config.max_position_embeddings
+
+
 def reading_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_length: int | None = None) -> int:
     """How many tokens of each text a command reads: `max_length`, else the tokenizer's `model_max_length` (the
     length the model was trained at), else, for a tokenizer without one, the model's `max_position_embeddings`.
@@ -106,7 +111,7 @@ def reading_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, m
         length = config.max_position_embeddings
     positions = config.max_position_embeddings
     windowed = getattr(config, "classifier_window_stride", None) is not None
-    if getattr(config, "position_embedding_type", None) == "learned" and length > positions and not windowed:
+    if beyond_learned_table(config, length) and not windowed:
         raise ValueError(
             f"the model's learned positions cover {positions} tokens, so it cannot read {length}; pass "
             f"--max-length {positions} or less, or --window-stride N to read windows of {positions} tokens "

@@ -37,16 +37,17 @@ import datasets
 import torch
 import yaml
 from torch.utils.data import DataLoader
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoTokenizer
 
 from ..bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes, summarize
 from ..configuration_hf_attn import ROPE_TYPES, HfAttnConfig
 from ..modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
 from ..positions import POSITION_SCHEMES
-from ..saved import load_saved_classifier, reading_length
+from ..saved import beyond_learned_table, load_saved_classifier, reading_length
 from . import classification, pretraining
 from .config import Experiment, ExperimentConfigError, load_experiment
 from .data import limit_rows, load_imdb
+from .perplexity import token_stream
 from .pretraining import IGNORE_INDEX, MaskedLMCollator, masked_once
 from .run import cli_command
 
@@ -307,14 +308,6 @@ def read_accuracy(model_dir: Path, reading: str, length: int, arena: Arena, data
             "test_loss": metrics["test_loss"], "n_reviews": arena.budget.eval_limit}
 
 
-def validation_stream(tokenizer: PreTrainedTokenizerBase, experiment: Experiment) -> list[int]:
-    """The pretraining run's validation reviews (its first `limit_eval`) as one token stream, as
-    `chunk_texts` tokenizes them (no special tokens, nothing cut)."""
-    texts = list(limit_rows(load_imdb(experiment.dataset)["validation"], experiment.limit_eval)["text"])
-    ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
-    return [token for review in ids for token in review]
-
-
 def mlm_token_budget(stream_length: int, lengths: Sequence[int], wanted: int) -> int:
     """Tokens every length is evaluated on: at most `wanted` and the stream, and a whole number of windows of
     every length, so each length reads the very same tokens. A ValueError when the stream is too short."""
@@ -355,12 +348,13 @@ def mlm_cell(model_dir: Path, length: int, experiment: Experiment, wanted_tokens
     """The masked-LM loss of a pretrained encoder on validation windows of `length` tokens (n/a for learned
     positions past their table)."""
     model = HfAttnForMaskedLM.from_pretrained(model_dir)
-    positions = model.config.max_position_embeddings
-    if model.config.position_embedding_type == "learned" and length > positions:
-        return na(f"learned positions cover {positions} tokens (the pretraining length): a {length}-token window "
-                  "has no position rows past them")
+    if beyond_learned_table(model.config, length):
+        return na(f"learned positions cover {model.config.max_position_embeddings} tokens (the pretraining length): "
+                  f"a {length}-token window has no position rows past them")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    stream = validation_stream(tokenizer, experiment)
+    # The pretraining run's validation reviews (its first `limit_eval`) as one stream, as `chunk_texts` reads them.
+    texts = limit_rows(load_imdb(experiment.dataset)["validation"], experiment.limit_eval)["text"]
+    stream = token_stream(tokenizer, texts, wanted_tokens).tolist()
     n_tokens = mlm_token_budget(len(stream), lengths, wanted_tokens)
     return masked_lm_loss(model, MaskedLMCollator(tokenizer, experiment.mlm_probability), stream, length, n_tokens)
 

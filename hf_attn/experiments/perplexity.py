@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from ..saved import check_loaded_weights
+from ..saved import beyond_learned_table, check_loaded_weights
 from .data import load_imdb
 
 NOT_APPLICABLE = "n/a (learned table)"
@@ -41,11 +41,6 @@ def token_stream(tokenizer: PreTrainedTokenizerBase, texts: Iterable[str], max_t
         if len(ids) >= max_tokens:
             break
     return torch.tensor(ids[:max_tokens], dtype=torch.long)
-
-
-def beyond_learned_table(config: Any, length: int) -> bool:
-    """Whether a window of `length` tokens needs positions a `learned` table was never given."""
-    return config.position_embedding_type == "learned" and length > config.max_position_embeddings
 
 
 @torch.no_grad()
