@@ -24,16 +24,21 @@ EXTRA_OF_MODULE = {
     "babel": "experiments",
 }
 
-def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.experiments.config.Experiment (imported lazily)
-    """The YAML experiment with the command line's --week3 / --dataset and key=value overrides applied."""
-    from .experiments.config import load_experiment
-
+def _overrides(args: argparse.Namespace) -> list[str]:
+    """The command line's key=value overrides, with --week3 and --dataset as two more."""
     overrides = list(args.overrides)
     if args.week3:
         overrides.append(f"week3={args.week3}")
     if args.dataset:
         overrides.append(f"dataset={args.dataset}")
-    return load_experiment(args.config, overrides)
+    return overrides
+
+
+def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.experiments.config.Experiment (imported lazily)
+    """The YAML experiment with the command line's overrides applied."""
+    from .experiments.config import load_experiment
+
+    return load_experiment(args.config, _overrides(args))
 
 
 def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - train or pretrain
@@ -67,9 +72,7 @@ def _seq2seq(args: argparse.Namespace) -> None:
 def _arena(args: argparse.Namespace) -> None:
     from .experiments.arena import load_arena, run_arena
 
-    overrides = [*args.overrides, *([f"week3={args.week3}"] if args.week3 else []),
-                 *([f"dataset={args.dataset}"] if args.dataset else [])]
-    arena = load_arena(args.config, args.budget, overrides)
+    arena = load_arena(args.config, args.budget, _overrides(args))
     results = args.results or str(Path(args.output_dir) / "results")
     record = run_arena(arena, args.output_dir, results)
     print(f"measured {len(record['measured_now'])} new cell(s); table, JSON and plots in {results}/")
@@ -351,8 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, func, help_text in (
         ("train", _train, "train a classifier from a YAML experiment file"),
-        ("pretrain", _pretrain, "pretrain an encoder for init_from (masked LM or replaced-token detection, on IMDb "
-         "train + unlabelled text)"),
+        ("pretrain", _pretrain, "pretrain on IMDb train + unlabelled text: an encoder for init_from (masked LM or "
+         "replaced-token detection) or a causal LM"),
         ("seq2seq", _seq2seq, "train an encoder-decoder to write dates of many locales and formats as YYYY-MM-DD "
          "(generated pairs; --dataset is not read)"),
     ):
