@@ -52,7 +52,7 @@ def classification_task(experiment: Experiment) -> Task:
     untruncated = ("train",) if random_windows else ()
     splits = tokenize_splits(DatasetDict(train=raw["train"]), tokenizer, experiment.max_length, untruncated)
     splits.update(tokenize_splits(DatasetDict(validation=raw["validation"], test=raw["test"]), tokenizer,
-                                  experiment.read_length or experiment.max_length))
+                                  experiment.reading_length))
 
     def score(trainer: Trainer) -> dict[str, Any]:
         validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")

@@ -90,6 +90,11 @@ class Experiment:
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
     generator: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    @property
+    def reading_length(self) -> int:
+        """Tokens of each review the run's classifier reads at validation, test and after saving."""
+        return self.read_length or self.max_length
+
 
 # The values of Experiment.train_window: which tokens of a longer training review a step sees.
 TRAIN_WINDOWS = frozenset({"start", "random"})

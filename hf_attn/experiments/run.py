@@ -222,7 +222,7 @@ def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTra
     else:
         tokenizer = train_week3_tokenizer(train_texts, vocab_size=experiment.tokenizer_vocab_size,
                                           max_seq=experiment.max_length)
-    tokenizer.model_max_length = experiment.read_length or experiment.max_length
+    tokenizer.model_max_length = experiment.reading_length
     return tokenizer
 
 
