@@ -35,9 +35,12 @@ def distance_mask(
 
     `causal`: key j is visible from query i only if j <= i. `sliding_window`: only if |i - j| is at most
     the window. Queries are aligned to the end of the keys, so a query block shorter than the keys
-    (incremental decoding) still lines up with its positions.
+    (incremental decoding) still lines up with its positions. A single query, the last key, sees every key
+    unless the window is shorter than the keys: no mask then (each decoding step of generation).
     """
     if not causal and sliding_window is None:
+        return None
+    if query_length == 1 and (sliding_window is None or key_length - 1 <= sliding_window):
         return None
     query_pos = torch.arange(key_length - query_length, key_length, device=device)[:, None]
     key_pos = torch.arange(key_length, device=device)[None, :]

@@ -28,7 +28,7 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -376,17 +376,76 @@ def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
     return empty.transpose(1, 2)[..., None] if is_tracing(empty) or bool(empty.any()) else None
 
 
+class GrowingCacheLayer(DynamicLayer):
+    """transformers' `DynamicLayer` with room to grow: each step's keys and values are written into spare slots
+    at the end of a larger buffer instead of being concatenated to the cache.
+
+    `DynamicLayer` concatenates, which copies every cached key and value at every step: O(context) bytes per
+    generated token on top of what attention reads. Here a step writes only its own tokens; when the buffer is
+    full it moves into one with room for `growth` times the context more (at least `min_room` tokens), so the
+    copies cost a constant per token on average, for at most that much unused room.
+
+    `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
+    reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
+    the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
+    writing in place would change tensors the backward pass needs.
+    """
+
+    growth = 0.25
+    min_room = 64
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad):
+            return super().update(key_states, value_states, *args, **kwargs)
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        past = self.get_seq_length()
+        length = past + key_states.shape[-2]
+        if not (self._is_view_of_buffer(self.keys, "key_buffer", length, key_states)
+                and self._is_view_of_buffer(self.values, "value_buffer", length, value_states)):
+            room = max(self.min_room, int(length * self.growth))
+            self.key_buffer = self._new_buffer(self.keys, past, length + room, key_states)
+            self.value_buffer = self._new_buffer(self.values, past, length + room, value_states)
+        self.key_buffer[..., past:length, :] = key_states
+        self.value_buffer[..., past:length, :] = value_states
+        self.keys, self.values = self.key_buffer[..., :length, :], self.value_buffer[..., :length, :]
+        return self.keys, self.values
+
+    def _is_view_of_buffer(self, cached: torch.Tensor, name: str, length: int, new: torch.Tensor) -> bool:
+        """Whether `cached` is still the filled start of buffer `name`, which has room for `length` tokens of `new`."""
+        buffer = getattr(self, name, None)
+        return (
+            buffer is not None
+            and cached.data_ptr() == buffer.data_ptr()
+            and cached.stride() == buffer.stride()
+            and buffer.shape[-2] >= length
+            and buffer.shape[:-2] == new.shape[:-2]
+            and buffer.dtype == new.dtype
+            and buffer.device == new.device
+        )
+
+    @staticmethod
+    def _new_buffer(cached: torch.Tensor, past: int, capacity: int, new: torch.Tensor) -> torch.Tensor:
+        buffer = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
+        if past:
+            buffer[..., :past, :] = cached
+        return buffer
+
+
 def decoding_cache(cache: Cache | None, cross_attention: bool) -> Cache:
     """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
-    decoder reads an encoder), else `cache`, whose fresh sliding-window layers become full ones.
+    decoder reads an encoder), else `cache`. Its layers not yet filled become `GrowingCacheLayer`s for
+    self-attention and full `DynamicLayer`s for cross-attention, which needs every encoder key.
 
     transformers' sliding-window layers, which `generate()` builds from `layer_types`, keep `sliding_window - 1`
     past keys: their window counts the query itself. hf_attn's window is `sliding_window` keys besides the
-    query, and cross-attention needs every encoder key; keeping all keys and letting the mask restrict
-    them is exact for both. Static caches pad their keys to a fixed length, which these masks do not model.
+    query; keeping all keys and letting the mask restrict them is exact. Static caches pad their keys to a
+    fixed length, which these masks do not model.
     """
     if cache is None:
-        return EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
     is_pair = isinstance(cache, EncoderDecoderCache)
     parts = [cache.self_attention_cache, cache.cross_attention_cache] if is_pair else [cache]
     for part in parts:
@@ -395,9 +454,12 @@ def decoding_cache(cache: Cache | None, cross_attention: bool) -> Cache:
                 f"hf_attn decodes with dynamic caches only, got {type(part).__name__}; drop cache_implementation "
                 "(or pass a DynamicCache)."
             )
+        layer_class = GrowingCacheLayer if part is parts[0] else DynamicLayer
+        if part.layer_class_to_replicate is DynamicLayer:
+            part.layer_class_to_replicate = layer_class
         for index, layer in enumerate(part.layers):
-            if getattr(layer, "is_sliding", False) and not layer.is_initialized:
-                part.layers[index] = DynamicLayer()
+            if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) and not layer.is_initialized:
+                part.layers[index] = layer_class()
     return cache
 
 
@@ -573,12 +635,22 @@ def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: flo
     return tensor.unfold(1, length, stride).movedim(-1, 2)
 
 
+def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
+    """(windows, ...) -> (batch, ...): the sum of each text's rows; `texts` holds the text of every row, in order.
+
+    While a graph is captured every text has the same number of rows (`_windows` keeps them all), so the sum
+    is a reshape: Inductor cannot compile `index_add` over a data-dependent number of rows (torch 2.13)."""
+    if is_tracing(rows):
+        return rows.unflatten(0, (batch, -1)).sum(dim=1)
+    return rows.new_zeros(batch, *rows.shape[1:]).index_add(0, texts, rows)
+
+
 class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
     """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
 
     With `classifier_window_stride`, an input longer than `max_position_embeddings` is read as overlapping
     windows that are encoded on their own and pooled together (see `HfAttnConfig`); the hidden states and
-    attentions returned are then those of the windows, (batch x windows, window, ...).
+    attentions returned are then those of the windows the batch needs, text by text, (windows, window, ...).
 
     The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
     integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
@@ -595,25 +667,32 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
 
     def _windows(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, attention_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor]:
-        """The inputs cut into windows, (batch x windows, window, ...), and the windows' attention mask.
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """The inputs cut into windows, (windows, window, ...), the windows' attention mask, and the text (row
+        of the batch) each window comes from.
 
         A text's windows must not depend on the batch: the windows a shorter (right-padded) text does not
-        need, all those after one that reaches its end, are masked out, so they weigh nothing.
+        need, all those after one that reaches its end, are left out, so they cost nothing. While a graph is
+        captured (compile, export), whose shapes cannot depend on the data, they are kept and masked out, so
+        they weigh nothing.
         """
         window, stride = self.config.max_position_embeddings, self.config.classifier_window_stride
         text = input_ids if input_ids is not None else inputs_embeds
         if attention_mask is None:
             attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
-        windows = split_into_windows(attention_mask, window, stride, 0)
+        windows = split_into_windows(attention_mask, window, stride, 0)  # (batch, windows, window)
         starts = torch.arange(windows.shape[1], device=text.device) * stride
         needed = (starts == 0) | (starts - stride + window < attention_mask.sum(dim=-1, keepdim=True))
-        attention_mask = (windows * needed[..., None]).flatten(0, 1)
+        texts = torch.arange(text.shape[0], device=text.device)[:, None].expand_as(needed)
         if input_ids is not None:
-            input_ids = split_into_windows(input_ids, window, stride, self.config.pad_token_id or 0).flatten(0, 1)
+            input_ids = split_into_windows(input_ids, window, stride, self.config.pad_token_id or 0)
         else:
-            inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0).flatten(0, 1)
-        return input_ids, inputs_embeds, attention_mask
+            inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0)
+        if is_tracing(needed):
+            pieces = (input_ids, inputs_embeds, windows * needed[..., None], texts)
+            return tuple(piece.flatten(0, 1) if piece is not None else None for piece in pieces)
+        pieces = (input_ids, inputs_embeds, windows, texts)
+        return tuple(piece[needed] if piece is not None else None for piece in pieces)
 
     def forward(
         self,
@@ -638,7 +717,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
                     "positions from 0; leave position_ids out."
                 )
             batch = text.shape[0]
-            input_ids, inputs_embeds, attention_mask = self._windows(input_ids, inputs_embeds, attention_mask)
+            input_ids, inputs_embeds, attention_mask, texts = self._windows(input_ids, inputs_embeds, attention_mask)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -649,9 +728,9 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
             return_dict=True,
         )
         pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
-        if windowed:  # each window's vector, weighted by its real tokens (a window of padding alone counts 0)
-            weights = attention_mask.sum(dim=-1).to(pooled.dtype).unflatten(0, (batch, -1))[..., None]
-            pooled = (pooled.unflatten(0, (batch, -1)) * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        if windowed:  # each text's windows' vectors, weighted by their real tokens (padding alone counts 0)
+            weights = attention_mask.sum(dim=-1, keepdim=True).to(pooled.dtype)
+            pooled = sum_by_text(pooled * weights, texts, batch) / sum_by_text(weights, texts, batch).clamp(min=1.0)
         logits = self.classifier(self.dropout(pooled))
         loss = None
         if labels is not None:

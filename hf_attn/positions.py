@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 class AttentionPositions:
     """What a relative scheme passes to every attention layer (both empty for absolute schemes)."""
 
-    rotary: torch.Tensor | None = None  # (cos, sin) x scaling, (batch|1, seq, head_dim / 2, 2)
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None  # RoPE's cos and signed sin (see `rotary_tables`)
     bias: torch.Tensor | None = None  # additive scores bias, (1, heads, query, key)
 
 
@@ -123,24 +123,36 @@ class LearnedPositions(PositionScheme):
 ROPE_LAYOUTS = ("halves", "interleaved")
 
 
-def apply_rotary(
-    states: torch.Tensor, rotation: torch.Tensor, layout: str = "halves", heads_dim: int = 1
-) -> torch.Tensor:
-    """Rotate every channel pair (x, y) of queries or keys by its position's angle.
+def rotary_tables(angles: torch.Tensor, layout: str = "halves") -> tuple[torch.Tensor, torch.Tensor]:
+    """(batch|1, seq, head_dim / 2) angles -> the (cos, signed sin) tables of `apply_rotary`, each (batch|1, seq,
+    head_dim), laid out like the channels they multiply.
 
-    `rotation` is `RotaryPositions`' (batch|1, seq, head_dim / 2, 2) table of (cos, sin) per position
-    and frequency; `heads_dim` is where the heads axis sits in `states` (1 for (batch, heads, seq,
-    head_dim), 2 for (batch, seq, heads, head_dim)). `layout` says which channels pair up: `halves`
-    pairs i with i + d/2 (Llama's `rotate_half`), `interleaved` pairs 2i with 2i + 1 (RoFormer's).
+    `layout` says which channels pair up: `halves` pairs i with i + d/2 (Llama's `rotate_half`), `interleaved`
+    pairs 2i with 2i + 1 (RoFormer's). The sin table carries the rotation's sign: -sin for the first channel of
+    each pair, +sin for the second.
     """
-    cos, sin = rotation.unsqueeze(heads_dim).to(states.dtype).unbind(-1)
+    cos, sin = angles.cos(), angles.sin()
     if layout == "interleaved":
-        x, y = states.unflatten(-1, (-1, 2)).unbind(-1)
+        return cos.repeat_interleave(2, dim=-1), torch.stack((-sin, sin), dim=-1).flatten(-2)
+    return torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
+
+
+def apply_rotary(
+    states: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor], layout: str = "halves", heads_dim: int = 1
+) -> torch.Tensor:
+    """Rotate every channel pair (x, y) of queries or keys by its position's angle: (x cos - y sin, y cos + x sin).
+
+    `rotary` is `rotary_tables`' (cos, signed sin) for the same `layout`; `heads_dim` is where the heads axis
+    sits in `states` (1 for (batch, heads, seq, head_dim), 2 for (batch, seq, heads, head_dim)). With the
+    tables built once per forward pass, a layer's rotation is three operations: swap the channels of each
+    pair, then one multiply and one fused multiply-add.
+    """
+    cos, sin = (table.unsqueeze(heads_dim).to(states.dtype) for table in rotary)
+    if layout == "interleaved":
+        swapped = states.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
     else:
-        x, y = states.chunk(2, dim=-1)
-    # (x cos - y sin, y cos + x sin), each as one multiply and one fused multiply-add.
-    rotated = (torch.addcmul(x * cos, y, sin, value=-1), torch.addcmul(y * cos, x, sin))
-    return torch.stack(rotated, dim=-1).flatten(-2) if layout == "interleaved" else torch.cat(rotated, dim=-1)
+        swapped = states.roll(states.shape[-1] // 2, dims=-1)
+    return torch.addcmul(states * cos, swapped, sin)
 
 
 def default_rope_inv_freq(config: HfAttnConfig) -> tuple[torch.Tensor, float]:
@@ -192,7 +204,10 @@ class RotaryPositions(PositionScheme):
             # NTK-aware frequencies depend on the actual length beyond training; within it they are fixed.
             inv_freq, attention_scaling = self._frequencies(key_length)
         angles = position_ids[..., None].float() * inv_freq.to(position_ids.device)  # (B|1, T, D/2)
-        return AttentionPositions(rotary=torch.stack((angles.cos(), angles.sin()), dim=-1) * attention_scaling)
+        cos, sin = rotary_tables(angles, self.config.rope_layout)
+        if attention_scaling != 1.0:
+            cos, sin = cos * attention_scaling, sin * attention_scaling
+        return AttentionPositions(rotary=(cos, sin))
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:

@@ -20,6 +20,7 @@ from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import _faster_repeats
 from hf_attn.bench.settings import ANCHORS
 from hf_attn.bench.timing import peak_memory_bytes
+from hf_attn.modeling_hf_attn import GrowingCacheLayer
 from hf_attn.positions import POSITION_SCHEMES
 
 # Every section and every scheme, at sizes that make each step a few milliseconds.
@@ -284,7 +285,11 @@ def test_generation_section_times_every_decoder_and_measures_the_cache() -> None
     assert {(r["family"], r["scheme"], r["kv_heads"], r["context"], r["batch"]) for r in rows} == expected
     head_dim = 32 // 4
     for r in rows:
-        assert r["cache_bytes"] == 2 * 2 * r["batch"] * r["context"] * r["kv_heads"] * head_dim * 4
+        per_token = 2 * 2 * r["batch"] * r["kv_heads"] * head_dim * 4  # layers x (K, V) x batch x kv x d x fp32
+        assert r["cache_bytes"] == per_token * r["context"]
+        room = max(GrowingCacheLayer.min_room, int(r["context"] * GrowingCacheLayer.growth))
+        allocated = r["context"] + (room if r["family"] == "hf-attn" else 0)
+        assert r["cache_allocated_bytes"] == per_token * allocated
         assert r["cache_vs_most_kv_heads"] == 4 / r["kv_heads"]
         assert r["cached"]["median_ms"] > 0 and r["prefill"]["median_ms"] > 0 and r["uncached"]["median_ms"] > 0
         assert r["cached_tokens_per_s"] == pytest.approx(r["batch"] * 3 / (r["cached"]["median_ms"] / 1e3))
@@ -299,7 +304,7 @@ def test_generation_section_times_every_decoder_and_measures_the_cache() -> None
     markdown = format_markdown(results)
     for text in ("## Generation", "### Context 16, batch 2", "### KV-cache memory after the prompt",
                  "### Profile of 2 cached decoding steps of Llama rope kv4 after 16 tokens (batch 2)",
-                 "| Llama | rope | 1 | 2 | 16 | 0.00 | 4.00 | 4.00 |"):
+                 "| Llama | rope | 1 | 2 | 16 | 0.00 | 0.00 | 4.00 | 4.00 |"):
         assert text in markdown
 
 

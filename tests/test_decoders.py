@@ -22,9 +22,11 @@ from transformers import (
     EncoderDecoderModel,
     StaticCache,
 )
+from transformers.cache_utils import DynamicLayer
 from transformers.generation.streamers import BaseStreamer
 
 from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnForCausalLM, HfAttnModel
+from hf_attn.modeling_hf_attn import GrowingCacheLayer
 
 SCHEMES = list(POSITION_SCHEMES)
 SLIDING = dict(sliding_window=2, layer_types=["sliding_attention", "full_attention"])
@@ -91,6 +93,77 @@ def test_cached_decoding_gives_the_logits_of_recomputing_the_prefix(setting: str
             real = attention_mask[:, start:end].bool()
             torch.testing.assert_close(output.logits[real], expected[:, start:end][real], atol=1e-5, rtol=1e-5)
     assert cache.get_seq_length() == 9
+
+
+@pytest.mark.parametrize("setting", ["rope-gqa2", "alibi-sliding-gqa2", "rope-cross"])
+def test_cached_decoding_stays_exact_while_the_cache_buffer_grows(setting: str, monkeypatch) -> None:  # noqa: ANN001
+    """The test above with one spare slot per growth: the buffer moves into a larger one every other step."""
+    monkeypatch.setattr(GrowingCacheLayer, "min_room", 1)
+    monkeypatch.setattr(GrowingCacheLayer, "growth", 0.0)
+    test_cached_decoding_gives_the_logits_of_recomputing_the_prefix(setting, "sdpa")
+
+
+def test_growing_cache_layer_holds_what_concatenation_holds(monkeypatch) -> None:  # noqa: ANN001
+    """Reference: transformers' `DynamicLayer`, which concatenates. Both get the same updates (prompt, single
+    tokens, a chunk) and the same cache edits generation makes (crop, beam reordering, batch expansion and
+    selection); after each, the keys and values they return and hold are equal. Two spare slots per growth,
+    so both the in-place writes and the moves to a larger buffer happen."""
+    monkeypatch.setattr(GrowingCacheLayer, "min_room", 2)
+    monkeypatch.setattr(GrowingCacheLayer, "growth", 0.0)
+    generator = torch.Generator().manual_seed(0)
+    growing, reference = GrowingCacheLayer(), DynamicLayer()
+
+    def update(length: int) -> None:
+        batch = reference.keys.shape[0] if reference.is_initialized else 2
+        keys, values = (torch.randn(batch, 3, length, 4, generator=generator) for _ in range(2))
+        for returned, expected in zip(growing.update(keys, values), reference.update(keys, values), strict=True):
+            torch.testing.assert_close(returned, expected, atol=0, rtol=0)
+
+    edits = [
+        lambda layer: layer.crop(-2),
+        lambda layer: layer.reorder_cache(torch.tensor([1, 0])),
+        lambda layer: layer.batch_repeat_interleave(2),
+        lambda layer: layer.batch_select_indices(torch.tensor([0, 3])),
+    ]
+    for length in (5, 1, 1, 1, 3, 1):
+        update(length)
+    for edit in edits:
+        edit(growing)
+        edit(reference)
+        for length in (1, 1, 2):
+            update(length)
+        assert growing.get_seq_length() == reference.get_seq_length()
+        torch.testing.assert_close(growing.keys, reference.keys, atol=0, rtol=0)
+        torch.testing.assert_close(growing.values, reference.values, atol=0, rtol=0)
+
+
+def test_a_decoding_step_writes_into_the_cache_instead_of_copying_it() -> None:
+    """Concatenating copies every cached key at every step; the growing layer's keys stay where they are
+    (same storage) while there is room, and the step's tokens land after them."""
+    model = decoder(position_embedding_type="rope")
+    with torch.no_grad():
+        cache = model(input_ids=token_ids(1, 6), use_cache=True).cache
+        layer = cache.layers[0]
+        storage, prompt_keys = layer.keys.data_ptr(), layer.keys.clone()
+        for step in range(3):
+            cache = model(input_ids=token_ids(1, 1, seed=step), cache=cache, use_cache=True).cache
+    assert layer.keys.data_ptr() == storage and layer.get_seq_length() == 9
+    torch.testing.assert_close(layer.keys[:, :, :6], prompt_keys, atol=0, rtol=0)
+
+
+def test_a_cache_filled_while_autograd_records_still_backpropagates() -> None:
+    """Writing into a buffer in place would change tensors the backward pass saved: with gradients the
+    cache concatenates, and a loss over two cached steps has the gradient of the same loss computed at once."""
+    model = decoder(position_embedding_type="rope").train()
+    input_ids = token_ids(1, 5)
+    first = model(input_ids=input_ids[:, :3], use_cache=True)
+    second = model(input_ids=input_ids[:, 3:], cache=first.cache, use_cache=True)
+    (first.logits.sum() + second.logits.sum()).backward()
+    stepwise = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(input_ids=input_ids).logits.sum().backward()
+    for grad, expected in zip(stepwise, (p.grad for p in model.parameters()), strict=True):
+        torch.testing.assert_close(grad, expected, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("setting", ["rope", "alibi", "learned", "rope-sliding", "alibi-cross-sliding-mqa"])

@@ -130,3 +130,18 @@ def test_other_heads_and_attention_variants_compile_fullgraph(model_class: type,
         for shape in (EXAMPLE, *OTHERS):
             inputs = batch(*shape)
             torch.testing.assert_close(compiled(**inputs)[0], model(**inputs)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_a_classifier_reading_windows_compiles_fullgraph() -> None:
+    """Inputs past the positions are read as windows; in eager mode only the windows a text needs are encoded
+    (a data-dependent count), in a captured graph all of them, masked: the same logits either way."""
+    torch._dynamo.reset()
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope", max_position_embeddings=8,
+                                               classifier_window_stride=3))
+    torch.manual_seed(0)
+    model = HfAttnForSequenceClassification(config).eval()
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    with torch.no_grad():
+        for shape in (EXAMPLE, *OTHERS):
+            inputs = batch(*shape)
+            torch.testing.assert_close(compiled(**inputs).logits, model(**inputs).logits, atol=1e-5, rtol=1e-5)

@@ -78,8 +78,10 @@ def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str) -> None
     """fp32 tables must not promote bf16 queries and keys to fp32 (which doubles their memory and
     hands attention q/k of another dtype than v)."""
     torch.manual_seed(3)
-    rotation = RotaryPositions(rope_config()).attention_positions(torch.arange(5)[None], 5).rotary
-    query = torch.randn(1, 2, 5, 2 * rotation.shape[-2], dtype=torch.bfloat16)
+    config = rope_config()
+    config.rope_layout = layout
+    rotation = RotaryPositions(config).attention_positions(torch.arange(5)[None], 5).rotary
+    query = torch.randn(1, 2, 5, config.head_dim, dtype=torch.bfloat16)
     expected = apply_rotary(query.float(), rotation, layout)
     rotated = apply_rotary(query, rotation, layout)
     assert rotated.dtype == torch.bfloat16
@@ -195,7 +197,7 @@ def test_a_new_scheme_is_one_class_and_one_registry_line(monkeypatch: pytest.Mon
 def test_yarn_scales_cos_sin_by_its_attention_factor() -> None:
     """YaRN's default attention factor is 0.1 ln(factor) + 1 (Peng et al.), applied to cos and sin."""
     rope = RotaryPositions(rope_config(rope_type="yarn", factor=4.0))
-    cos, sin = rope.attention_positions(torch.arange(3)[None], 3).rotary.unbind(-1)
+    cos, sin = rope.attention_positions(torch.arange(3)[None], 3).rotary
     expected = 0.1 * math.log(4.0) + 1.0
     torch.testing.assert_close(cos[0, 0], torch.full_like(cos[0, 0], expected))  # position 0: cos = 1
     assert torch.allclose(cos[0, 1] ** 2 + sin[0, 1] ** 2, torch.full_like(cos[0, 1], expected**2))

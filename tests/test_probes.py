@@ -18,7 +18,7 @@ from hf_attn.analysis.probes import (
     run_hard_probe,
 )
 from hf_attn.experiments.data import load_sample
-from hf_attn.positions import apply_rotary
+from hf_attn.positions import apply_rotary, rotary_tables
 from hf_attn.week3 import train_week3_tokenizer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -48,10 +48,10 @@ def test_rope_offset_scores_match_rotated_all_ones_vectors() -> None:
     inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     for offset in (0, 1, 7, 40):
         angles = offset * inv_freq
-        turn = torch.stack((angles.cos(), angles.sin()), dim=-1)[None, None]  # (1, 1, D / 2, 2): cos, sin
+        turn = rotary_tables(angles[None, None])  # (1, 1, D) cos and signed sin
         q = torch.ones(1, 1, 1, head_dim, dtype=torch.float64)
         rotated_q = apply_rotary(q, turn)
-        no_turn = torch.stack((torch.ones_like(angles), torch.zeros_like(angles)), dim=-1)[None, None]
+        no_turn = rotary_tables(torch.zeros_like(angles)[None, None])
         unrotated_k = apply_rotary(q, no_turn)
         score = float((rotated_q * unrotated_k).sum()) / head_dim
         assert rope_offset_scores(head_dim, 40)[offset].item() == pytest.approx(score)

@@ -169,9 +169,11 @@ def prefill(model: nn.Module, prompt: torch.Tensor) -> Any:
     return model(input_ids=prompt, cache=DynamicCache(), use_cache=True, logits_to_keep=1).cache
 
 
-def cache_bytes(cache: Any) -> int:
-    """Bytes of the key and value tensors held by a transformers cache."""
-    return sum(tensor.nbytes for layer in cache.layers for tensor in (layer.keys, layer.values))
+def cache_bytes(cache: Any) -> tuple[int, int]:
+    """Bytes of the key and value tensors held by a transformers cache, and bytes allocated for them (more
+    when a layer keeps spare room for the next tokens, as hf-attn's `GrowingCacheLayer` does)."""
+    tensors = [tensor for layer in cache.layers for tensor in (layer.keys, layer.values)]
+    return sum(tensor.nbytes for tensor in tensors), sum(tensor.untyped_storage().nbytes() for tensor in tensors)
 
 
 def bench_generation(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
@@ -241,7 +243,8 @@ def time_case(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Te
         decode = [(n - one) / (new_tokens - 1) for n, one in zip(mine["cached"], mine["generate_1"], strict=True)]
         row = {"batch": batch, "context": context, "name": decoder.name, "family": decoder.family,
                "scheme": decoder.scheme, "kv_heads": decoder.kv_heads,
-               "cache_bytes": cache_bytes(prefill(decoder.model, prompt))}
+               **dict(zip(("cache_bytes", "cache_allocated_bytes"), cache_bytes(prefill(decoder.model, prompt)),
+                          strict=True))}
         for kind, seconds in {**mine, "decode_per_token": decode}.items():
             row[kind] = summarize(seconds)
         row["cached_tokens_per_s"] = batch * new_tokens / statistics.median(mine["cached"])

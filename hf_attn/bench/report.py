@@ -162,13 +162,16 @@ def _format_generation(section: dict[str, Any]) -> list[str]:
                         "tokens/s", "vs Llama", "faster in", "decode ms/token", "vs Llama", "uncached tokens/s",
                         "vs Llama", "cache speed-up"], table_rows), ""]
     out += ["### KV-cache memory after the prompt", "",
-            "Bytes of the key and value tensors in the cache after the prompt's forward pass (measured); "
+            "Bytes of the key and value tensors in the cache after the prompt's forward pass (measured), and "
+            "the bytes allocated for them (hf-attn keeps room for the next tokens); "
             f"'MHA / this' divides the {heads}-key/value-head model's bytes by this row's, to compare with "
             "heads / kv heads.", "",
-            _table(["model", "positions", "kv heads", "batch", "context", "cache MiB", "MHA / this",
-                    "heads / kv heads"],
+            _table(["model", "positions", "kv heads", "batch", "context", "cache MiB", "allocated MiB",
+                    "MHA / this", "heads / kv heads"],
                    [[r["family"], r["scheme"], r["kv_heads"], r["batch"], r["context"],
-                     f"{r['cache_bytes'] / 2**20:.2f}", f"{r['cache_vs_most_kv_heads']:.2f}",
+                     f"{r['cache_bytes'] / 2**20:.2f}",
+                     f"{r['cache_allocated_bytes'] / 2**20:.2f}" if "cache_allocated_bytes" in r else "",
+                     f"{r['cache_vs_most_kv_heads']:.2f}",
                      f"{heads / r['kv_heads']:.2f}"] for r in rows]), ""]
     profile = section.get("decode_profile")
     for name, top_ops in (profile or {}).get("models", {}).items():
