@@ -117,12 +117,16 @@ def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path)
         (HfAttnForCausalLM, {"position_embedding_type": "rope", "is_decoder": True, "num_key_value_heads": 1}),
         (HfAttnForSequenceClassification, {"position_embedding_type": "learned", "sliding_window": 4,
                                            "layer_types": ["sliding_attention", "full_attention"]}),
+        (HfAttnForSequenceClassification, {"position_embedding_type": "rope", "max_position_embeddings": 8,
+                                           "classifier_window_stride": 3}),
     ],
 )
 def test_other_heads_and_attention_variants_compile_fullgraph(model_class: type, settings: dict) -> None:
-    """The same graph-capture rule for the encoder alone, the masked LM, a GQA decoder and sliding windows."""
+    """The same graph-capture rule for the encoder alone, the masked LM, a GQA decoder, sliding windows, and a
+    classifier reading inputs past its positions as windows (in eager mode it encodes only the windows a text
+    needs, a data-dependent count; in a captured graph all of them, masked out)."""
     torch._dynamo.reset()
-    config = HfAttnConfig(**tiny_config_kwargs(max_position_embeddings=MAX_POSITIONS, **settings))
+    config = HfAttnConfig(**tiny_config_kwargs(**{"max_position_embeddings": MAX_POSITIONS, **settings}))
     torch.manual_seed(0)
     model = model_class(config).eval()
     compiled = torch.compile(model, fullgraph=True, dynamic=True)
@@ -131,17 +135,3 @@ def test_other_heads_and_attention_variants_compile_fullgraph(model_class: type,
             inputs = batch(*shape)
             torch.testing.assert_close(compiled(**inputs)[0], model(**inputs)[0], atol=1e-5, rtol=1e-5)
 
-
-def test_a_classifier_reading_windows_compiles_fullgraph() -> None:
-    """Inputs past the positions are read as windows; in eager mode only the windows a text needs are encoded
-    (a data-dependent count), in a captured graph all of them, masked: the same logits either way."""
-    torch._dynamo.reset()
-    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope", max_position_embeddings=8,
-                                               classifier_window_stride=3))
-    torch.manual_seed(0)
-    model = HfAttnForSequenceClassification(config).eval()
-    compiled = torch.compile(model, fullgraph=True, dynamic=True)
-    with torch.no_grad():
-        for shape in (EXAMPLE, *OTHERS):
-            inputs = batch(*shape)
-            torch.testing.assert_close(compiled(**inputs).logits, model(**inputs).logits, atol=1e-5, rtol=1e-5)
