@@ -21,11 +21,12 @@
 # 16 MiB at most, 8 files and 64 MiB in all), and so does the encoder where the flow has one scheme (two
 # schemes' encoders and classifiers would be 90 MiB); `unpack` turns each back into a float32 run folder here,
 # runs/RUN, and scores a classifier's restored weights on the test split again (hf_attn/experiments/transfer.py;
-# ~3 min per 128-token model on 2 cores, ~4x that for a whole-review one).
+# ~3 min per 128-token model on 2 cores, an estimated 4-5x that for a whole-review one, ~5 windows a review).
 #
-# Dry run, here on the CPU before spending GPU time (after `pack`; ~2 min on one thread): the same steps at a toy
-# size (48 training rows, 16 validation and test rows, 4 steps, 2 calibration steps) in a new folder, whose runs/,
-# results/gpu/ and out/ (as $OUT) it writes instead of the repository's; then unpack into another new folder:
+# Dry run, here on the CPU before spending GPU time (after `pack`; 40 s for whole, 75 s for long on one thread):
+# the same steps at a toy size (48 training rows, 16 validation and test rows, 4 steps, 2 calibration steps) in a
+# new folder, whose runs/, results/gpu/ and out/ (as $OUT) it writes instead of the repository's; then unpack
+# into another new folder:
 #   OMP_NUM_THREADS=1 DRY_RUN=/tmp/dry scripts/device_runs.sh run whole
 #   DRY_RUN=/tmp/dry-back scripts/device_runs.sh unpack /tmp/dry/out      # scores 16 test reviews
 # PYTHON names the interpreter with hf_attn's dependencies here (default .venv/bin/python); the repository's
