@@ -16,9 +16,10 @@ from huggingface_hub import HfApi, ModelCard
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
 
-from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
+from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification
 from hf_attn.analysis.hub import build_model_card, push
 from hf_attn.experiments.data import load_sample
+from hf_attn.experiments.transfer import main as transfer_main
 from hf_attn.experiments.transfer import restore_half_precision, save_half_precision
 from hf_attn.week3 import train_week3_tokenizer
 
@@ -123,6 +124,26 @@ def test_half_precision_shards_come_back_as_the_float16_rounded_model(run_dir: P
     assert (f"restored to float32 (`hf_attn.experiments.transfer`). These weights, as published, score test accuracy "
             f"{accuracy:.4f}") in card.text
     assert f"`hf-attn evaluate --model {restored_dir} --dataset sample --split test --limit 32`" in card.text
+
+
+def test_a_pretrained_encoder_travels_the_same_way_unscored(tmp_path: Path) -> None:
+    """The whole-review GPU flow brings its masked-LM encoder back too: the class comes from config.json,
+    the weights are the float16-rounded ones, and the record says so without test scores (it classifies nothing)."""
+    torch.manual_seed(0)
+    encoder = HfAttnForMaskedLM(HfAttnConfig(**tiny_config_kwargs(tie_word_embeddings=False, sparse_prediction=True)))
+    run = tmp_path / "pretrain-rope-whole"
+    encoder.save_pretrained(run)
+    (run / "metrics.json").write_text(json.dumps({"eval_mlm_loss": 2.5}))
+    transfer_main(["save", str(run), str(tmp_path / "half")])
+    (run / "model.safetensors").unlink()  # as after the trip: the run folder comes back without weights
+    transfer_main(["restore", str(tmp_path / "half"), str(run), "--dataset", "sample"])
+
+    back = HfAttnForMaskedLM.from_pretrained(run)
+    assert back.dtype == torch.float32 and not back.config.tie_word_embeddings
+    for name, weight in encoder.state_dict().items():
+        assert torch.equal(back.state_dict()[name], weight.half().float()), name
+    assert json.loads((run / "metrics.json").read_text()) == {"eval_mlm_loss": 2.5,
+                                                              "restored_weights": {"from": "float16"}}
 
 
 def test_missing_metrics_get_a_clear_error(tmp_path: Path) -> None:
