@@ -10,14 +10,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
-from datasets import DatasetDict
+from datasets import Dataset, DatasetDict
 from helpers import SHARED
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from hf_attn.experiments.data import (
     SAMPLE_PATH,
-    RandomWindowCollator,
+    RandomWindows,
     load_imdb,
     load_labelled,
     load_sample,
@@ -207,20 +207,21 @@ def test_untruncated_splits_keep_whole_reviews() -> None:
 def test_random_windows_are_uniform_slices_of_each_review() -> None:
     long_review = list(range(100, 120))  # 20 distinct ids: a window's first id gives its start
     short_review = [7, 8, 9]
-    features = [{"input_ids": long_review, "attention_mask": [1] * 20, "labels": 1},
-                {"input_ids": short_review, "attention_mask": [1] * 3, "labels": 0}]
-    collator = RandomWindowCollator(whitespace_tokenizer(), max_length=5)
+    split = Dataset.from_dict({"input_ids": [long_review, short_review],
+                                        "attention_mask": [[1] * 20, [1] * 3], "labels": [1, 0]})
+    windowed = split.with_transform(RandomWindows(5))
     torch.manual_seed(0)
     starts = Counter()
     for _ in range(1600):
-        batch = collator(features)
-        window = batch["input_ids"][0].tolist()
+        rows = windowed[:]
+        window = rows["input_ids"][0]
         start = window[0] - 100
         assert window == long_review[start:start + 5]
-        assert batch["attention_mask"].tolist() == [[1] * 5, [1, 1, 1, 0, 0]]
-        assert batch["input_ids"][1].tolist() == [7, 8, 9, 1, 1]  # shorter reviews are only padded
-        assert batch["labels"].tolist() == [1, 0]
+        assert rows["attention_mask"] == [[1] * 5, [1, 1, 1]]
+        assert rows["input_ids"][1] == short_review  # shorter reviews are left as they are
+        assert rows["labels"] == [1, 0]
         starts[start] += 1
     # 16 possible starts (0..15), both ends included, each drawn about 100 times (sd ~10).
     assert sorted(starts) == list(range(16))
     assert all(60 < count < 140 for count in starts.values()), starts
+    assert split["input_ids"][0] == long_review  # the split itself is untouched

@@ -127,17 +127,21 @@ def test_predict_reads_past_a_learned_table_only_as_windows(tmp_path: Path, caps
     assert label == f"LABEL_{int(expected.argmax())}" and float(score) == pytest.approx(float(expected.max()), abs=1e-3)
 
 
-def test_a_run_with_read_length_scores_and_saves_whole_reviews_as_windows(tmp_path: Path) -> None:
-    """Trained on 32-token windows, scored and saved to read 256 tokens as windows 16 apart: the run's
-    test accuracy is what `evaluate_saved` measures on the saved folder, and the saved tokenizer reads 256."""
+@pytest.mark.parametrize("train_window", ["start", "random"])
+def test_a_run_with_read_length_scores_and_saves_whole_reviews_as_windows(tmp_path: Path, train_window: str) -> None:
+    """Trained on 32-token windows (each review's first, or a random one), scored and saved to read 256 tokens
+    as windows 16 apart: the run's test scores are what `evaluate_saved` measures on the saved folder (random
+    training windows must not reach the scored splits), and the saved tokenizer reads 256."""
     experiment = load_experiment(SMOKE, [*SMOKE_TINY_MODEL, "limit_train=64", "limit_eval=32", "max_length=32",
                                          "read_length=256", "model.classifier_window_stride=16",
-                                         "model.position_embedding_type=learned", "training.num_train_epochs=1"])
+                                         "model.position_embedding_type=learned", "training.num_train_epochs=1",
+                                         f"train_window={train_window}"])
     metrics = train(experiment, tmp_path)
     assert AutoTokenizer.from_pretrained(tmp_path).model_max_length == 256
     assert HfAttnConfig.from_pretrained(tmp_path).classifier_window_stride == 16
     evaluated = evaluate_saved(tmp_path, dataset="sample", split="test", limit=32)
     assert evaluated["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
+    assert evaluated["test_loss"] == pytest.approx(metrics["test_loss"], rel=1e-5)
 
 
 def test_read_length_past_learned_positions_needs_windows(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from transformers import (
 from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier, reading_length
 from .config import Experiment
-from .data import RandomWindowCollator, limit_rows, load_imdb, tokenize_splits
+from .data import RandomWindows, limit_rows, load_imdb, tokenize_splits
 from .run import Task, load_tokenizer, run
 
 
@@ -66,10 +66,10 @@ def classification_task(experiment: Experiment) -> Task:
     return Task(
         tokenizer=tokenizer,
         model_class=HfAttnForSequenceClassification,
-        train_dataset=splits["train"],
+        train_dataset=splits["train"].with_transform(RandomWindows(experiment.max_length)) if random_windows
+        else splits["train"],
         eval_dataset=splits["validation"],
-        data_collator=RandomWindowCollator(tokenizer, experiment.max_length) if random_windows
-        else DataCollatorWithPadding(tokenizer),
+        data_collator=DataCollatorWithPadding(tokenizer),
         score=score,
         sizes={f"n_{name}": len(split) for name, split in splits.items()},
         init_from_record="pretraining",

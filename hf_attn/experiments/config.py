@@ -46,7 +46,7 @@ class Experiment:
             (`model.classifier_window_stride`; the only way for learned positions).
         train_window: which `max_length` tokens of a longer training review the model sees: `start`
             (the first ones, like evaluation and the reference) or `random` (a new random window of
-            the whole review each time it is drawn; see `hf_attn.experiments.data.RandomWindowCollator`).
+            the whole review each time it is drawn; see `hf_attn.experiments.data.RandomWindows`).
         init_embedding_from_dan: start the token embedding from the Week 3 DAN embedding.
         limit_train / limit_eval: keep only the first N reviews of train (when pretraining, also of the
             unlabelled reviews) / of validation and test (smoke tests, pretraining's evaluation);

@@ -19,7 +19,6 @@ from typing import Any
 import datasets
 import pyarrow.parquet as pq
 import torch
-from transformers import DataCollatorWithPadding
 
 IMDB_HUB_ID = "stanfordnlp/imdb"
 LABEL_NAMES = ("neg", "pos")
@@ -232,8 +231,8 @@ def tokenize_splits(
 
     Sequences are truncated to ``max_length`` tokens (special tokens the tokenizer adds count
     towards it) and left unpadded, so a collator can pad each batch only to its longest member.
-    Splits named in ``untruncated`` keep whole reviews (for :class:`RandomWindowCollator`, which
-    cuts each batch's windows). All other columns are dropped, leaving exactly what a model's
+    Splits named in ``untruncated`` keep whole reviews (for :class:`RandomWindows`, which cuts a
+    window of each review as it is read). All other columns are dropped, leaving exactly what a model's
     ``forward`` takes. ``tokenizer`` is any Hugging Face tokenizer (Rust-backed or Python).
     """
     if max_length < 1:
@@ -262,31 +261,30 @@ def tokenize_splits(
     )
 
 
-class RandomWindowCollator(DataCollatorWithPadding):
-    """Pads a batch after cutting every review longer than ``max_length`` to a random window of it.
+class RandomWindows:
+    """The training split's transform (`Dataset.with_transform`): each time a review longer than
+    ``window_length`` tokens is read, it is cut to a random window of it.
 
-    Training on a fresh window of each whole review, instead of always its first ``max_length``
+    Training on a fresh window of each whole review, instead of always its first ``window_length``
     tokens, shows the model text it would otherwise never see (most IMDb reviews are longer than the
-    reference's 128 tokens), so a second epoch is not a repeat of the first. Evaluation keeps
-    the start of each review. Window starts are uniform over every offset that fits and come from
-    torch's global generator, which `Trainer` seeds and restores with each checkpoint, so a
-    resumed run draws the same windows.
+    reference's 128 tokens), so a second epoch is not a repeat of the first. Only the training split
+    gets it: validation and test keep what they were tokenized to (the first ``read_length`` tokens),
+    which a collator, shared by every split `Trainer` batches, could not tell apart. Window starts
+    are uniform over every offset that fits and come from torch's global generator, which `Trainer`
+    seeds and restores with each checkpoint, so a resumed run draws the same windows.
     """
 
-    def __init__(self, tokenizer: Any, max_length: int) -> None:
-        if max_length < 1:
-            raise ValueError(f"max_length must be positive, got {max_length}")
-        super().__init__(tokenizer)
-        self.window_length = max_length  # not `max_length`: DataCollatorWithPadding pads to that field
+    def __init__(self, window_length: int) -> None:
+        if window_length < 1:
+            raise ValueError(f"window_length must be positive, got {window_length}")
+        self.window_length = window_length
 
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        return super().__call__([self._window(feature) for feature in features])
-
-    def _window(self, feature: dict[str, Any]) -> dict[str, Any]:
-        excess = len(feature["input_ids"]) - self.window_length
-        if excess <= 0:
-            return feature
-        start = int(torch.randint(excess + 1, ()))
-        end = start + self.window_length
-        return {**feature, "input_ids": feature["input_ids"][start:end],
-                "attention_mask": feature["attention_mask"][start:end]}
+    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for row, ids in enumerate(batch["input_ids"]):
+            excess = len(ids) - self.window_length
+            if excess > 0:
+                start = int(torch.randint(excess + 1, ()))
+                window = slice(start, start + self.window_length)
+                batch["input_ids"][row] = ids[window]
+                batch["attention_mask"][row] = batch["attention_mask"][row][window]
+        return batch
