@@ -86,21 +86,6 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(json.dumps(metrics, indent=2))
 
 
-def _classifier(  # noqa: ANN202 - a transformers pipeline
-    model_dir: str, max_length: int | None = None, window_stride: int | None = None
-):
-    """A `text-classification` pipeline of the strictly loaded folder, reading `max_length` tokens of each text
-    (default: the length the model was trained at, the tokenizer's `model_max_length`), as windows
-    `window_stride` apart past the model's positions if given."""
-    from transformers import pipeline
-
-    from .saved import load_saved_classifier, reading_length
-
-    model, tokenizer = load_saved_classifier(model_dir, window_stride)
-    tokenizer.model_max_length = reading_length(model, tokenizer, max_length)
-    return pipeline("text-classification", model=model, tokenizer=tokenizer)
-
-
 def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
     """The texts of `stream` as records with a `text`, one a line, read lazily: a JSON object with a `text` key
     per line for `jsonl` (a ValueError naming the line otherwise), else the line itself (a final newline ends
@@ -120,11 +105,11 @@ def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
 
 
 def _predict(args: argparse.Namespace) -> None:
-    from .saved import classify_in_batches
+    from .saved import classifier_pipeline, classify_in_batches
 
     if bool(args.texts) == (args.input is not None):
         raise ValueError("pass the texts as arguments or --input PATH (- for standard input), one of the two")
-    classifier = _classifier(args.model, args.max_length, args.window_stride)
+    classifier = classifier_pipeline(args.model, args.max_length, args.window_stride)
     jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
     records = ({"text": text} for text in args.texts)
     with contextlib.ExitStack() as stack:
@@ -153,8 +138,9 @@ def _probe(args: argparse.Namespace) -> None:
         run_hard_probe,
         self_attention_heatmaps,
     )
+    from .saved import classifier_pipeline
 
-    classifier = _classifier(args.model)
+    classifier = classifier_pipeline(args.model)
     results = run_hard_probe(classifier)
     print(format_probe(results))
     if args.output_dir is None:
