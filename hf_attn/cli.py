@@ -249,6 +249,13 @@ def _push(args: argparse.Namespace) -> None:
     print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
 
 
+def _checkpoint(args: argparse.Namespace) -> None:
+    from .analysis.checkpoint import write_checkpoint
+
+    size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only)
+    print(f"wrote {args.output} ({size / 1e6:.1f} MB, float16 weights): from_pretrained({args.output!r}) loads it")
+
+
 MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
                    "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
 WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
@@ -276,6 +283,14 @@ def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
 def model_with_tokenizer(value: str) -> str:
     """A `--model` that reads text (classifies or generates it): a saved model with its tokenizer."""
     return model_folder(value, needs=("config.json", "tokenizer.json"))
+
+
+def run_folder(value: str) -> str:
+    """`checkpoint --model`: a run folder on this machine (not a Hub repo id) holding a saved model and tokenizer."""
+    if not Path(value).is_dir():
+        raise argparse.ArgumentTypeError(f"run folder {value} does not exist; pass the --output-dir of a finished "
+                                         "`hf-attn train` or `hf-attn pretrain`")
+    return model_with_tokenizer(value)
 
 
 def positive_int(value: str) -> int:
@@ -456,6 +471,17 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--dry-run", metavar="DIR", type=output_folder,
                       help="only write the folder that would be uploaded to DIR")
     push.set_defaults(func=_push)
+
+    checkpoint = commands.add_parser("checkpoint", help="write a run's model as a small float16 from_pretrained "
+                                     "folder with its tokenizer, code and card, to commit in checkpoints/")
+    checkpoint.add_argument("--model", required=True, type=run_folder,
+                            help="a finished `hf-attn train` or `hf-attn pretrain` --output-dir")
+    checkpoint.add_argument("--output", required=True, type=output_folder, help="e.g. checkpoints/rope-mlm")
+    checkpoint.add_argument("--overwrite", action="store_true", help="replace what --output holds (a refresh)")
+    checkpoint.add_argument("--encoder-only", action="store_true",
+                            help="keep the encoder without the run's heads (ELECTRA's generator, the masked-LM head): "
+                            "what a classifier fine-tunes from, smaller")
+    checkpoint.set_defaults(func=_checkpoint)
 
     from .bench import runner as bench_module
 
