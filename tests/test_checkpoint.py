@@ -1,6 +1,6 @@
 """`hf-attn checkpoint`: a run folder as a small committed `from_pretrained` folder (float16 on disk, float32 on
 load), loadable with remote code, refused with one clear line when too large or in the way; the committed
-checkpoints keep the repository's rules."""
+checkpoints keep the repository's rules; `make demo` shows a committed classifier next to the smoke model."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from hf_attn import (
 from hf_attn.analysis import checkpoint
 from hf_attn.analysis.hub import build_model_card
 from hf_attn.experiments.config import load_experiment
-from hf_attn.experiments.data import load_sample
+from hf_attn.experiments.data import LABEL_NAMES, load_sample
 from hf_attn.experiments.run import build_model, init_from_metrics, load_tokenizer
 from hf_attn.week3 import train_week3_tokenizer
 
@@ -275,6 +275,45 @@ def test_the_committed_checkpoints_keep_the_rules() -> None:
         assert {tensor.dtype for tensor in load_file(folder / "model.safetensors").values()} == {torch.float16}
         assert json.loads((folder / "config.json").read_text())["dtype"] == "float32"
         assert (folder / "README.md").is_file() and (folder / "tokenizer.json").is_file()
+
+
+def demo(checkpoints: Path, smoke: Path, texts: list[str]) -> list[str]:
+    """The output lines of `make demo`'s last step, run as the Makefile runs it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "scripts/demo_checkpoint.py", "--smoke", str(smoke), "--checkpoints", str(checkpoints),
+         *texts], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
+
+
+def test_the_demo_skips_in_one_line_without_a_committed_classifier(classifier_run: Path, tmp_path: Path) -> None:
+    save_run(tmp_path / "mlm", HfAttnForMaskedLM, None)
+    checkpoint.write_checkpoint(tmp_path / "mlm", tmp_path / "checkpoints" / "encoder")  # an encoder is no classifier
+    lines = demo(tmp_path / "checkpoints", classifier_run, TEXTS[:2])
+    assert len(lines) == 1 and "holds no classifier yet" in lines[0]
+
+
+def test_the_demo_shows_the_committed_classifier_next_to_the_smoke_model(classifier_run: Path, tmp_path: Path) -> None:
+    """Each model's label and score for the demo's texts and a review of each class, against the models run by
+    hand on the tokens their tokenizers keep."""
+    smoke = tmp_path / "smoke"
+    save_run(smoke, HfAttnForSequenceClassification, None, position_embedding_type="alibi")
+    committed = tmp_path / "checkpoints" / "classifier"
+    checkpoint.write_checkpoint(classifier_run, committed)
+    lines = demo(tmp_path / "checkpoints", smoke, TEXTS[:2])
+    assert lines[1].split()[-2:] == [str(smoke), str(committed)]
+    rows = lines[2:]
+    assert len(rows) == 4 and [row.split()[:2] for row in rows[:2]] == [text.split()[:2] for text in TEXTS[:2]]
+
+    test = load_sample()["test"]
+    reviews = [next(text for text, label in zip(test["text"], test["label"]) if label == wanted) for wanted in (0, 1)]
+    for folder, model, first_column in ((smoke, HfAttnForSequenceClassification.from_pretrained(smoke), 0),
+                                        (committed, AutoModelForSequenceClassification.from_pretrained(committed), 2)):
+        probabilities = logits(model, folder, [*TEXTS[:2], *reviews]).softmax(-1)
+        expected = [[model.config.id2label[int(p.argmax())], f"{p.max():.2f}"] for p in probabilities]
+        assert [row.split()[-4:][first_column:first_column + 2] for row in rows] == expected
+    assert [row.split()[-5] for row in rows[2:]] == list(LABEL_NAMES)  # the truth column
 
 
 def test_a_classifier_fine_tuned_from_a_committed_classifier_has_a_card(classifier_run: Path) -> None:

@@ -95,6 +95,15 @@ def is_checkpoint(folder: Path) -> bool:
     return (folder / "config.json").is_file() and stored_dtypes(folder) == {"F16"}
 
 
+def committed_classifiers(checkpoints: str | os.PathLike[str]) -> list[Path]:
+    """The classifier checkpoints in the folder `checkpoints` (none when it does not exist), by name."""
+    folder = Path(checkpoints)
+    if not folder.is_dir():
+        return []
+    return [path for path in sorted(folder.iterdir()) if is_checkpoint(path) and "HfAttnForSequenceClassification"
+            in json.loads((path / "config.json").read_text()).get("architectures", [])]
+
+
 def stored_dtypes(folder: Path) -> set[str]:
     """The safetensors dtypes (`F16`, `F32`, ...) of the weights in `folder`, read from the file header only."""
     weights = folder / WEIGHTS_NAME
