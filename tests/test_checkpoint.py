@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -240,15 +241,19 @@ def test_an_existing_checkpoint_is_replaced_only_with_overwrite(
     assert not (output / "old-notes.txt").exists() and (output / "model.safetensors").is_file()
 
 
-def test_a_fourth_checkpoint_is_refused_and_a_replacement_is_not(
+def test_a_fourth_checkpoint_is_refused_and_a_replacement_or_an_interrupted_write_is_not(
     classifier_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("a", "b", "c"):
         checkpoint.write_checkpoint(classifier_run, tmp_path / name)
     (tmp_path / "not-a-checkpoint").mkdir()
+    shutil.copytree(tmp_path / "a", tmp_path / ".d.partial")  # as an interrupted write of d leaves it
     error = checkpoint_error(["--model", str(classifier_run), "--output", str(tmp_path / "d")], capsys)
     assert "already holds 3 checkpoints (a, b, c)" in error and "replace one" in error
     cli.main(["checkpoint", "--model", str(classifier_run), "--output", str(tmp_path / "b"), "--overwrite"])
+    shutil.rmtree(tmp_path / "c")
+    cli.main(["checkpoint", "--model", str(classifier_run), "--output", str(tmp_path / "d")])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b", "d", "not-a-checkpoint"]
 
 
 @pytest.mark.parametrize(("damage", "message"), [
@@ -325,3 +330,16 @@ def test_a_classifier_fine_tuned_from_a_committed_classifier_has_a_card(classifi
     card = build_model_card(metrics, config, "someone/x").text
     assert ("continued the fine-tuning of an IMDb classifier (`rope`: validation accuracy 0.8234, test 0.8123), whose "
             "token embedding was randomly initialised. Reproduce it: `hf-attn train --config x.yaml`") in card
+
+
+def test_a_run_saved_in_shards_becomes_one_float16_file(classifier_run: Path, tmp_path: Path) -> None:
+    """A run folder whose weights are split (`save_pretrained(max_shard_size=...)`, as the float16 transfer from
+    the GPU machine writes them) is read through its index."""
+    model = HfAttnForSequenceClassification.from_pretrained(classifier_run)
+    model.save_pretrained(tmp_path / "run", max_shard_size="20KB")
+    AutoTokenizer.from_pretrained(classifier_run).save_pretrained(tmp_path / "run")
+    assert len(list((tmp_path / "run").glob("*.safetensors"))) > 1
+    checkpoint.write_checkpoint(tmp_path / "run", tmp_path / "checkpoint")
+    stored = load_file(tmp_path / "checkpoint" / "model.safetensors")
+    expected = {name: value.half() for name, value in model.state_dict().items()}
+    assert stored.keys() == expected.keys() and all(torch.equal(stored[name], expected[name]) for name in stored)

@@ -34,7 +34,7 @@ from .hub import build_description_card, build_model_card
 MAX_CHECKPOINT_BYTES = 30_000_000  # per checkpoint folder: the repository stays cheap to clone
 MAX_CHECKPOINTS = 3  # folders in checkpoints/ at a time: a better one replaces an old one
 STORED_DTYPE = torch.float16
-WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_NAME = "model.safetensors"  # a checkpoint's one weights file (a run's may be split, with an index)
 
 STORAGE_NOTE = """
 ## Stored weights
@@ -52,8 +52,9 @@ class CheckpointError(ValueError):
 
 def load_run_model(run_dir: Path) -> PreTrainedModel:
     """The run's model in float32, as the class its config.json names, loaded strictly (every weight must fit)."""
-    config_path, weights = run_dir / "config.json", run_dir / WEIGHTS_NAME
-    if not config_path.is_file() or not weights.is_file():
+    config_path = run_dir / "config.json"
+    weights = [run_dir / WEIGHTS_NAME, run_dir / f"{WEIGHTS_NAME}.index.json"]
+    if not config_path.is_file() or not any(path.is_file() for path in weights):
         raise CheckpointError(
             f"{run_dir} holds no saved model (config.json and {WEIGHTS_NAME}); pass the --output-dir of a finished "
             "`hf-attn train` or `hf-attn pretrain`"
@@ -82,7 +83,8 @@ def check_output(output: Path, overwrite: bool) -> None:
         return
     if not output.parent.is_dir():
         return
-    others = sorted(path.name for path in output.parent.iterdir() if path != output and is_checkpoint(path))
+    others = sorted(path.name for path in output.parent.iterdir()
+                    if path != output and not path.name.startswith(".") and is_checkpoint(path))  # not a staging one
     if len(others) >= MAX_CHECKPOINTS:
         raise CheckpointError(
             f"{output.parent} already holds {len(others)} checkpoints ({', '.join(others)}), the most it keeps; "
