@@ -343,3 +343,18 @@ def test_a_run_saved_in_shards_becomes_one_float16_file(classifier_run: Path, tm
     stored = load_file(tmp_path / "checkpoint" / "model.safetensors")
     expected = {name: value.half() for name, value in model.state_dict().items()}
     assert stored.keys() == expected.keys() and all(torch.equal(stored[name], expected[name]) for name in stored)
+
+
+@pytest.mark.slow
+def test_at_the_reference_size_electra_fits_only_as_its_encoder(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The sizes docs/checkpoints.md states: at the reference size (4 layers, d 384, 8,000 tokens) the ELECTRA
+    pair with its generator is over the 30 MB limit, and its encoder alone fits, as a classifier does."""
+    tokenizer = train_week3_tokenizer(load_sample()["train"]["text"][:200], vocab_size=300, max_seq=128)
+    config = HfAttnConfig(vocab_size=8001, pad_token_id=tokenizer.pad_token_id)
+    HfAttnForReplacedTokenDetection(config).save_pretrained(tmp_path / "run")
+    tokenizer.save_pretrained(tmp_path / "run")
+    error = checkpoint_error(["--model", str(tmp_path / "run"), "--output", str(tmp_path / "electra")], capsys)
+    assert "would take 30." in error and "pass --encoder-only" in error
+    size = checkpoint.write_checkpoint(tmp_path / "run", tmp_path / "encoder", encoder_only=True)
+    assert 20_000_000 < size < 21_000_000
