@@ -20,12 +20,17 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+DEMO_TEXTS := "A wonderful, moving film." "Dull and far too long."
+CHECKPOINTS ?= checkpoints
+
 # The main job on the IMDb sample shipped inside the package: trains a byte-level BPE and a small
-# RoPE classifier, evaluates it, saves it as a from_pretrained folder, then probes and uses it.
+# RoPE classifier, evaluates it, saves it as a from_pretrained folder, then probes and uses it, and
+# shows the classifier committed in $(CHECKPOINTS)/ on the same texts and two sample reviews beside it.
 demo: $(STAMP)
 	$(VENV)/bin/hf-attn train --config configs/smoke.yaml --output-dir outputs/demo --overwrite
 	$(VENV)/bin/hf-attn probe --model outputs/demo --output-dir outputs/demo/probe
-	$(VENV)/bin/hf-attn predict --model outputs/demo "A wonderful, moving film." "Dull and far too long."
+	$(VENV)/bin/hf-attn predict --model outputs/demo $(DEMO_TEXTS)
+	$(PY) scripts/demo_checkpoint.py --smoke outputs/demo --checkpoints $(CHECKPOINTS) $(DEMO_TEXTS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -86,21 +86,6 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(json.dumps(metrics, indent=2))
 
 
-def _classifier(  # noqa: ANN202 - a transformers pipeline
-    model_dir: str, max_length: int | None = None, window_stride: int | None = None
-):
-    """A `text-classification` pipeline of the strictly loaded folder, reading `max_length` tokens of each text
-    (default: the length the model was trained at, the tokenizer's `model_max_length`), as windows
-    `window_stride` apart past the model's positions if given."""
-    from transformers import pipeline
-
-    from .saved import load_saved_classifier, reading_length
-
-    model, tokenizer = load_saved_classifier(model_dir, window_stride)
-    tokenizer.model_max_length = reading_length(model, tokenizer, max_length)
-    return pipeline("text-classification", model=model, tokenizer=tokenizer)
-
-
 def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
     """The texts of `stream` as records with a `text`, one a line, read lazily: a JSON object with a `text` key
     per line for `jsonl` (a ValueError naming the line otherwise), else the line itself (a final newline ends
@@ -120,11 +105,11 @@ def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
 
 
 def _predict(args: argparse.Namespace) -> None:
-    from .saved import classify_in_batches
+    from .saved import classifier_pipeline, classify_in_batches
 
     if bool(args.texts) == (args.input is not None):
         raise ValueError("pass the texts as arguments or --input PATH (- for standard input), one of the two")
-    classifier = _classifier(args.model, args.max_length, args.window_stride)
+    classifier = classifier_pipeline(args.model, args.max_length, args.window_stride)
     jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
     records = ({"text": text} for text in args.texts)
     with contextlib.ExitStack() as stack:
@@ -153,8 +138,9 @@ def _probe(args: argparse.Namespace) -> None:
         run_hard_probe,
         self_attention_heatmaps,
     )
+    from .saved import classifier_pipeline
 
-    classifier = _classifier(args.model)
+    classifier = classifier_pipeline(args.model)
     results = run_hard_probe(classifier)
     print(format_probe(results))
     if args.output_dir is None:
@@ -263,6 +249,13 @@ def _push(args: argparse.Namespace) -> None:
     print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
 
 
+def _checkpoint(args: argparse.Namespace) -> None:
+    from .analysis.checkpoint import write_checkpoint
+
+    size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only)
+    print(f"wrote {args.output} ({size / 1e6:.1f} MB, float16 weights): from_pretrained({args.output!r}) loads it")
+
+
 MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
                    "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
 WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
@@ -290,6 +283,14 @@ def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
 def model_with_tokenizer(value: str) -> str:
     """A `--model` that reads text (classifies or generates it): a saved model with its tokenizer."""
     return model_folder(value, needs=("config.json", "tokenizer.json"))
+
+
+def run_folder(value: str) -> str:
+    """`checkpoint --model`: a run folder on this machine (not a Hub repo id) holding a saved model and tokenizer."""
+    if not Path(value).is_dir():
+        raise argparse.ArgumentTypeError(f"run folder {value} does not exist; pass the --output-dir of a finished "
+                                         "`hf-attn train` or `hf-attn pretrain`")
+    return model_with_tokenizer(value)
 
 
 def positive_int(value: str) -> int:
@@ -470,6 +471,17 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--dry-run", metavar="DIR", type=output_folder,
                       help="only write the folder that would be uploaded to DIR")
     push.set_defaults(func=_push)
+
+    checkpoint = commands.add_parser("checkpoint", help="write a run's model as a small float16 from_pretrained "
+                                     "folder with its tokenizer, code and card, to commit in checkpoints/")
+    checkpoint.add_argument("--model", required=True, type=run_folder,
+                            help="a finished `hf-attn train` or `hf-attn pretrain` --output-dir")
+    checkpoint.add_argument("--output", required=True, type=output_folder, help="e.g. checkpoints/rope-mlm")
+    checkpoint.add_argument("--overwrite", action="store_true", help="replace what --output holds (a refresh)")
+    checkpoint.add_argument("--encoder-only", action="store_true",
+                            help="keep the encoder without the run's heads (ELECTRA's generator, the masked-LM head): "
+                            "what a classifier fine-tunes from, smaller")
+    checkpoint.set_defaults(func=_checkpoint)
 
     from .bench import runner as bench_module
 

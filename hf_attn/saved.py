@@ -20,6 +20,8 @@ from transformers import (
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    TextClassificationPipeline,
+    pipeline,
 )
 from transformers.tokenization_utils_base import LARGE_INTEGER
 
@@ -118,6 +120,17 @@ def reading_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, m
             "(only sinusoidal, rope and alibi read past their training length directly)"
         )
     return length
+
+
+def classifier_pipeline(
+    model_dir: str | os.PathLike[str], max_length: int | None = None, window_stride: int | None = None
+) -> TextClassificationPipeline:
+    """A `text-classification` pipeline of the strictly loaded folder, reading `max_length` tokens of each text
+    (default: the length the model was trained at, the tokenizer's `model_max_length`), as windows
+    `window_stride` apart past the model's positions if given (`hf-attn predict` and `probe`, `make demo`)."""
+    model, tokenizer = load_saved_classifier(model_dir, window_stride)
+    tokenizer.model_max_length = reading_length(model, tokenizer, max_length)
+    return pipeline("text-classification", model=model, tokenizer=tokenizer)
 
 
 def classify_in_batches(

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
@@ -163,9 +163,18 @@ def _pretraining_text(pretraining: dict[str, Any] | None) -> str:
     """The card's pretraining section, from the pretraining run's metrics (empty when there was none).
 
     A run that continued earlier ones (`continued_from`) is described with all its stages: steps and
-    chunks add up, and every stage's command is listed, first to last."""
+    chunks add up, and every stage's command is listed, first to last. A classifier that started from
+    another classifier (`init_from` a classifier's folder, e.g. a committed checkpoint) says so instead."""
     if not pretraining:
         return ""
+    if "test_accuracy" in pretraining:
+        return (
+            "\n## Pretraining\n\n"
+            f"The run continued the fine-tuning of an IMDb classifier (`{pretraining.get('name')}`: validation "
+            f"accuracy {pretraining['val_accuracy']:.4f}, test {pretraining['test_accuracy']:.4f}), whose token "
+            f"embedding was {_embedding_origin(pretraining.get('experiment', {}))}. Reproduce it: "
+            f"`{pretraining.get('command') or 'see its metrics.json'}`\n"
+        )
     stages = [pretraining]
     while stages[0].get("continued_from"):
         stages.insert(0, stages[0]["continued_from"])
@@ -194,6 +203,86 @@ def _pretraining_text(pretraining: dict[str, Any] | None) -> str:
         f"text), {result} on {pretraining['n_eval_chunks']:,} validation chunks. "
         f"Reproduce: {commands}\n"
     )
+
+
+class Head(NamedTuple):
+    """What a saved head is, for a card without classification scores."""
+
+    title: str  # the card's title, e.g. "masked-LM encoder"
+    what: str  # the card's first sentence says the model is one of these
+    auto_class: str  # the transformers Auto class that loads it
+    pipeline_tag: str | None  # the Hub's task for it (None: no pipeline uses it as it is)
+    encoder_to_fine_tune: bool  # pretrained for a classifier to start from (`init_from`)
+
+
+# Keyed by the `architectures` name `save_pretrained` writes into config.json.
+HEADS: dict[str, Head] = {
+    "HfAttnModel": Head("encoder", "Transformer encoder without a head", "AutoModel", "feature-extraction", True),
+    "HfAttnForSequenceClassification": Head(
+        "IMDb classifier", "Transformer encoder classifier for IMDb sentiment", "AutoModelForSequenceClassification",
+        "text-classification", False),
+    "HfAttnForMaskedLM": Head("masked-LM encoder", "Transformer encoder with a masked-LM head",
+                              "AutoModelForMaskedLM", "fill-mask", True),
+    "HfAttnForReplacedTokenDetection": Head(
+        "ELECTRA encoder", "Transformer encoder for replaced-token detection (ELECTRA) with its small masked-LM "
+        "generator", "AutoModelForPreTraining", None, True),
+    "HfAttnForCausalLM": Head("causal LM", "Transformer decoder (causal language model)", "AutoModelForCausalLM",
+                              "text-generation", False),
+}
+
+DESCRIPTION_TEMPLATE = """---
+{card_data}
+---
+
+# hf-attn {title} ({scheme} positions)
+
+A {layers}-layer, {heads}-head, d={hidden} {what}, with **{scheme}** position encoding, built with hf-attn
+(a Hugging Face–compatible package whose position scheme is one config field); saved as `{architecture}`.
+{record}
+## Model
+
+- Position scheme: `{scheme}`; attention: SDPA (eager returns attention weights); pre-norm: {pre_norm}.
+- Tokenizer: byte-level BPE, {vocab_size} tokens; `max_position_embeddings`: {positions}.
+{pretraining}
+## How to load
+
+```python
+from transformers import {auto_class}
+
+model = {auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)
+```
+{fine_tune}"""
+
+
+def build_description_card(metrics: dict[str, Any] | None, config: dict[str, Any], repo_id: str) -> ModelCard:
+    """The card of a saved model without classification scores: a pretrained encoder or decoder, or any model
+    whose run left no `metrics.json`. It says what the model is from its config and, for a masked-LM or
+    ELECTRA run, how it was pretrained and the loss it reached (from `metrics`)."""
+    architecture = (config.get("architectures") or ["HfAttnModel"])[0]
+    if architecture not in HEADS:
+        raise ValueError(f"config.json names {architecture}, not an hf_attn model ({', '.join(HEADS)}); pass a "
+                         "folder hf-attn saved")
+    head = HEADS[architecture]
+    scheme = config["position_embedding_type"]
+    card_data = ModelCardData(
+        language="en", license="apache-2.0", library_name="transformers", pipeline_tag=head.pipeline_tag,
+        datasets=["stanfordnlp/imdb"], model_name=repo_id, tags=["hf-attn", f"position-{scheme}", "custom_code"],
+    )
+    pretrained = metrics is not None and metrics.get("objective") in ("mlm", "rtd")
+    if metrics is None:
+        record = "\nThe run that trained it left no `metrics.json`: this card says only what the model is.\n"
+    else:  # a pretraining section says how to reproduce the run
+        record = "" if pretrained else f"\nReproduce: `{metrics.get('command') or 'see metrics.json'}`\n"
+    fine_tune = (f"\nFine-tune a classifier from it with `hf-attn train` and `init_from: {repo_id}` in the "
+                 "experiment file.\n" if head.encoder_to_fine_tune else "")
+    text = DESCRIPTION_TEMPLATE.format(
+        card_data=card_data.to_yaml(), title=head.title, what=head.what, scheme=scheme, architecture=architecture,
+        layers=config["num_hidden_layers"], heads=config["num_attention_heads"], hidden=config["hidden_size"],
+        record=record, pre_norm=config.get("norm_position", "pre") == "pre", vocab_size=config["vocab_size"],
+        positions=config["max_position_embeddings"], pretraining=_pretraining_text(metrics) if pretrained else "",
+        auto_class=head.auto_class, repo_id=repo_id, fine_tune=fine_tune,
+    )
+    return ModelCard(text)
 
 
 def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
