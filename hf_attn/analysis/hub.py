@@ -54,8 +54,8 @@ loss) restored. Hyperparameters: `{training}`.
 {restored_weights}
 ## Intended use and limitations
 
-For studying position encodings and small attention models on English movie reviews. It sees only
-the first {max_length} tokens of a review, was trained on IMDb alone, and is not a general sentiment
+For studying position encodings and small attention models on English movie reviews. It reads
+{model_reading}, was trained on IMDb alone, and is not a general sentiment
 model: expect errors on negation, sarcasm and reviews whose verdict comes late.
 
 ## How to load
@@ -98,7 +98,8 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
         scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
         vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
         train_time=_train_time(metrics), embedding_origin=_embedding_origin(experiment),
-        model_input=_model_input(experiment, metrics.get("max_length")),
+        model_input=_model_input(experiment, config, metrics.get("max_length")),
+        model_reading=_model_reading(experiment, config, metrics.get("max_length")),
         pretraining=_pretraining_text(metrics.get("pretraining")),
         evals_per_epoch_fraction="" if evals == 1 else f"1/{evals} ",
         early_stopping=("no early stopping" if experiment.get("early_stopping_patience") is None
@@ -144,11 +145,24 @@ def _restored_weights_text(restored: dict[str, Any] | None) -> str:
             f"{restored['test_accuracy']:.4f} and F1 {restored['test_f1']:.4f}: `{restored['command']}`.\n")
 
 
-def _model_input(experiment: dict[str, Any], max_length: int | None) -> str:
+def _model_reading(experiment: dict[str, Any], config: dict[str, Any], max_length: int | None) -> str:
+    """What of a review the saved classifier reads (its tokenizer's length, as windows past its positions)."""
+    reading = experiment.get("read_length") or max_length
+    window, stride = config.get("max_position_embeddings"), config.get("classifier_window_stride")
+    if stride and reading and window and reading > window:
+        return (f"each review whole (up to {reading} tokens) as {window}-token windows every {stride} tokens, "
+                "encoded apart and averaged by their real tokens")
+    return f"the first {reading} tokens of each review"
+
+
+def _model_input(experiment: dict[str, Any], config: dict[str, Any], max_length: int | None) -> str:
+    reading = _model_reading(experiment, config, max_length)
     if experiment.get("train_window") == "random":
-        return (f"the first {max_length} tokens of each review; trained on a random {max_length}-token window of "
-                "each whole review, drawn anew each epoch")
-    return f"the first {max_length} tokens of each review"
+        return (f"{reading}; trained on a random {max_length}-token window of each whole review, drawn anew each "
+                "epoch")
+    if reading != f"the first {max_length} tokens of each review":
+        return f"{reading}; trained on the first {max_length} tokens of each review"
+    return reading
 
 
 def _embedding_origin(experiment: dict[str, Any]) -> str:
