@@ -414,10 +414,12 @@ class GrowingCacheLayer(DynamicLayer):
         return self.keys, self.values
 
     def _is_view_of_buffer(self, cached: torch.Tensor, name: str, length: int, new: torch.Tensor) -> bool:
-        """Whether `cached` is still the filled start of buffer `name`, which has room for `length` tokens of `new`."""
+        """Whether `cached` is still the filled start of buffer `name`, which has room for `length` tokens of `new`
+        and can be written here (a buffer made under `torch.inference_mode` cannot be written outside it)."""
         buffer = getattr(self, name, None)
         return (
             buffer is not None
+            and (torch.is_inference_mode_enabled() or not buffer.is_inference())
             and cached.data_ptr() == buffer.data_ptr()
             and cached.stride() == buffer.stride()
             and buffer.shape[-2] >= length

@@ -151,6 +151,19 @@ def test_a_decoding_step_writes_into_the_cache_instead_of_copying_it() -> None:
     torch.testing.assert_close(layer.keys[:, :, :6], prompt_keys, atol=0, rtol=0)
 
 
+def test_a_cache_filled_under_inference_mode_decodes_on_under_no_grad() -> None:
+    """Tensors made under `torch.inference_mode` cannot be written in place outside it: the next step moves the
+    cache into a new buffer, and its logits are still those of recomputing the prefix."""
+    model = decoder(position_embedding_type="rope")
+    input_ids = token_ids(1, 6)
+    with torch.inference_mode():
+        cache = model(input_ids=input_ids[:, :5], use_cache=True).cache
+    with torch.no_grad():
+        step = model(input_ids=input_ids[:, 5:], cache=cache, use_cache=True).logits[:, -1]
+        expected = model(input_ids=input_ids).logits[:, -1]
+    torch.testing.assert_close(step, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_a_cache_filled_while_autograd_records_still_backpropagates() -> None:
     """Writing into a buffer in place would change tensors the backward pass saved: with gradients the
     cache concatenates, and a loss over two cached steps has the gradient of the same loss computed at once."""
