@@ -156,11 +156,12 @@ def _model_reading(experiment: dict[str, Any], config: dict[str, Any], max_lengt
 
 
 def _model_input(experiment: dict[str, Any], config: dict[str, Any], max_length: int | None) -> str:
+    """What the classifier reads and, where that is not what it trained on, what it trained on."""
     reading = _model_reading(experiment, config, max_length)
     if experiment.get("train_window") == "random":
         return (f"{reading}; trained on a random {max_length}-token window of each whole review, drawn anew each "
                 "epoch")
-    if reading != f"the first {max_length} tokens of each review":
+    if (experiment.get("read_length") or max_length) != max_length:
         return f"{reading}; trained on the first {max_length} tokens of each review"
     return reading
 

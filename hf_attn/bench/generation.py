@@ -241,10 +241,10 @@ def time_case(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Te
         mine = {kind: times[f"{decoder.name} | {kind}"] for kind in ("prefill", "generate_1", "cached", "uncached")
                 if f"{decoder.name} | {kind}" in times}
         decode = [(n - one) / (new_tokens - 1) for n, one in zip(mine["cached"], mine["generate_1"], strict=True)]
+        held, allocated = cache_bytes(prefill(decoder.model, prompt))
         row = {"batch": batch, "context": context, "name": decoder.name, "family": decoder.family,
-               "scheme": decoder.scheme, "kv_heads": decoder.kv_heads,
-               **dict(zip(("cache_bytes", "cache_allocated_bytes"), cache_bytes(prefill(decoder.model, prompt)),
-                          strict=True))}
+               "scheme": decoder.scheme, "kv_heads": decoder.kv_heads, "cache_bytes": held,
+               "cache_allocated_bytes": allocated}
         for kind, seconds in {**mine, "decode_per_token": decode}.items():
             row[kind] = summarize(seconds)
         row["cached_tokens_per_s"] = batch * new_tokens / statistics.median(mine["cached"])
