@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from safetensors import SafetensorError
+
+from .experiments.precision import PRECISIONS
 
 # Modules of the optional extras (pyproject.toml), for a clear error where one is missing.
 EXTRA_OF_MODULE = {
@@ -46,9 +49,15 @@ def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - tr
 
     experiment = _experiment(args)
     output_dir = args.output_dir or f"outputs/{experiment.name}"
-    metrics = run(experiment, output_dir, resume=args.resume, overwrite=args.overwrite, results_path=args.results)
-    if process_state().is_main_process:
-        print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
+    metrics = run(experiment, output_dir, resume=args.resume, overwrite=args.overwrite, results_path=args.results,
+                  max_time=args.max_time, continue_from=args.continue_from)
+    if not process_state().is_main_process:
+        return
+    print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
+    if metrics.get("stage") == "stopped":
+        print(f"stopped at step {metrics['step']} of {metrics['max_steps']} (--max-time {args.max_time}); continue "
+              f"here with:\n  {metrics['continue_here']}\nor on another machine, after committing the checkpoint:\n  "
+              + "\n  ".join(metrics["continue_elsewhere"]))
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -82,7 +91,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
     metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit,
-                             max_length=args.max_length, window_stride=args.window_stride)
+                             max_length=args.max_length, window_stride=args.window_stride, precision=args.precision)
     print(json.dumps(metrics, indent=2))
 
 
@@ -258,6 +267,8 @@ def _checkpoint(args: argparse.Namespace) -> None:
 
 MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
                    "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
+MAX_TIME_HELP = ("stop at the first step past this many minutes, with a checkpoint and stage.json, and print the "
+                 "commands that continue (--resume here, --continue-from elsewhere); exits 0")
 WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
                       "tokens, pooled (any scheme, any length; default: the saved classifier_window_stride)")
 HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -298,6 +309,17 @@ def positive_int(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
     return int(value)
+
+
+def minutes(value: str) -> float:
+    """`--max-time`: a number of minutes above 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of minutes above 0, got {value!r}")
+    return number
 
 
 def lengths_list(value: str) -> list[int]:
@@ -371,6 +393,10 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
         command.add_argument("--overwrite", action="store_true",
                              help="start again in an --output-dir that holds a run (deletes its checkpoints)")
+        command.add_argument("--max-time", type=minutes, metavar="MINUTES", help=MAX_TIME_HELP)
+        command.add_argument("--continue-from", type=model_folder, metavar="DIR",
+                             help="go on from a stopped stage's checkpoint committed with `hf-attn checkpoint` "
+                             "(float16 weights and trainer_state.json), in a new --output-dir")
         command.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
         command.set_defaults(func=func)
 
@@ -404,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
     evaluate.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
     evaluate.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
+    evaluate.add_argument("--precision", choices=PRECISIONS, default="auto",
+                          help="bf16 autocast where the hardware has bfloat16 units (auto), or as chosen")
     evaluate.set_defaults(func=_evaluate)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")
