@@ -32,14 +32,16 @@ BATCH_SIZE = 32  # texts per pipeline call of `classify_in_batches`: a large inp
 
 
 def load_saved_classifier(
-    model_dir: str | os.PathLike[str], window_stride: int | None = None
+    model_dir: str | os.PathLike[str], window_stride: int | None = None, **config_changes: Any
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The classifier and tokenizer of a saved folder (or Hub repo); a ValueError when a weight does not fit.
 
     `window_stride` reads texts longer than the model's positions as windows that far apart, whatever the
-    saved `classifier_window_stride` says (see `HfAttnConfig`).
+    saved `classifier_window_stride` says (see `HfAttnConfig`); `config_changes` replace other saved config
+    fields (as `from_pretrained`'s keyword arguments do).
     """
-    model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True)
+    model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True,
+                                                                     **config_changes)
     check_loaded_weights(model_dir, model, info)
     if window_stride is not None:
         if not isinstance(model.config, HfAttnConfig):

@@ -7,7 +7,9 @@
 * ``pretraining``: ``hf-attn pretrain`` (masked LM, replaced-token detection, or a causal LM);
 * ``perplexity``: ``hf-attn perplexity`` (a causal LM at several window lengths);
 * ``dates`` and ``seq2seq``: ``hf-attn seq2seq`` (the date-normalisation task for encoder-decoders);
-* ``arena``: ``hf-attn arena`` (every position scheme through one data, budget and seed);
+* ``arena``: ``hf-attn arena`` (every position scheme through one data, budget and seed), a subpackage by
+  concern: ``schema``, ``cells``, ``measure``, ``run``, ``report``;
+* ``precision``: what an experiment computes in (bf16 autocast where the hardware has it, else fp32);
 * ``baseline``: ``hf-attn baseline`` (TF-IDF + logistic regression on the same tokens);
 * ``transfer``: float16 shards for bringing a classifier or encoder back from a machine that returns small files;
 * ``results_index``: ``results/README.md``, the index of the results JSON files.

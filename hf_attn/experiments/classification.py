@@ -95,6 +95,7 @@ def evaluate_saved(
     max_length: int | None = None,
     window_stride: int | None = None,
     precision: str = "auto",
+    config_changes: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Score a saved classifier on one split of the seed split, reading each review's first `max_length` tokens
     (default: its tokenizer's `model_max_length`, as `pipeline` and `hf-attn predict` read them), as windows
@@ -102,11 +103,12 @@ def evaluate_saved(
 
     The folder is loaded strictly (`load_saved_classifier`): a weight it lacks or has left over is a
     ValueError, not an accuracy of random weights. `precision` is an experiment's (`auto`, `bf16`, `fp32`);
-    the scores say which one they were computed in.
+    the scores say which one they were computed in. `config_changes` are config fields the model is loaded
+    with instead of the saved ones (a RoPE scaling, say).
     """
     device = default_device()
     computed_in = resolve_precision(precision, device)
-    model, tokenizer = load_saved_classifier(model_dir, window_stride)
+    model, tokenizer = load_saved_classifier(model_dir, window_stride, **(config_changes or {}))
     length = reading_length(model, tokenizer, max_length)
     raw = load_imdb(dataset)
     if split not in raw:

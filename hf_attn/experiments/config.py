@@ -217,11 +217,14 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Experiment:
-    """Read a YAML experiment and its bases, apply `key=value` overrides, and validate every section."""
+def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = (),
+                    changes: dict[str, Any] | None = None) -> Experiment:
+    """Read a YAML experiment and its bases, merge in `changes` (a mapping of experiment keys, as a file would
+    state them: what a program such as the arena sets), apply `key=value` overrides, and validate every section."""
     path = Path(path)
     raw = read_experiment_file(path)
     raw.setdefault("name", path.stem)
+    raw = merge_sections(raw, changes or {})
     _apply_overrides(raw, overrides)
     _check_keys(raw, path)
     experiment = Experiment(**raw)

@@ -1,0 +1,53 @@
+"""The arena (`hf-attn arena`): every position scheme through the same data, budget and seed, in one table.
+
+    hf-attn arena --config configs/arena/arena.yaml --budget small --output-dir runs/arena --results results/arena
+
+An arena file (`configs/arena/arena.yaml`) names a classifier experiment and a pretraining experiment
+(existing files of configs/), the schemes to put through both, and what to measure; each of its
+`budgets` overrides the two experiments (rows, epochs, steps, model size) and sets the evaluation limits.
+For every scheme the arena
+
+* trains a classifier at the experiment's `max_length` (128) and scores test reviews read at every
+  `read_lengths` entry (`whole`: the longest test review, so nothing is cut), directly, as windows
+  (`classifier_window_stride`), and for RoPE also with each of `rope_scalings` applied at inference;
+* pretrains a masked-LM encoder at the same length and measures its loss on the validation reviews as
+  one token stream cut into windows of every `mlm_lengths` entry (the ALiBi paper's Figure 1, for encoders);
+* times whole-review inference at every `speed_lengths` entry with full attention, sliding-window
+  attention (all layers) and windows.
+
+Each finished measurement (an evaluation, a loss, a timing) is a JSON file under `--results/cells`, written
+as soon as it is measured; training runs keep their checkpoints under `--output-dir/runs`. The same command
+run again reads what is there, resumes an interrupted training and measures only what is missing, then
+writes `arena.md`, `arena.json` and the plots to `--results`; with `--max-time` it is one stage of a longer
+run (docs/long-runs.md).
+
+The modules, by concern: `schema` (the arena file, budgets, the experiments they make), `cells` (committed
+measurements and a stage's clock), `measure` (readings, masked-LM loss, speed), `run` (`run_arena`: the
+order of trainings and cells, stages, committed encoders) and `report` (table, JSON, plots).
+"""
+
+from .cells import Cells, StageClock, StageStopped, arena_stamp, claim_arena_dir
+from .measure import masked_lm_loss, mlm_token_budget
+from .report import markdown_report, ranking, standard_error
+from .run import run_arena, trained
+from .schema import Arena, ArenaConfigError, Budget, experiment_for, load_arena
+
+__all__ = [
+    "Arena",
+    "ArenaConfigError",
+    "Budget",
+    "Cells",
+    "StageClock",
+    "StageStopped",
+    "arena_stamp",
+    "claim_arena_dir",
+    "experiment_for",
+    "load_arena",
+    "markdown_report",
+    "masked_lm_loss",
+    "mlm_token_budget",
+    "ranking",
+    "run_arena",
+    "standard_error",
+    "trained",
+]

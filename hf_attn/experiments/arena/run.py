@@ -1,0 +1,180 @@
+"""`run_arena`: the arena's trainings and cells in order, as stages that end and continue on any machine."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import classification, pretraining
+from ..config import Experiment
+from ..run import STAGE_RECORD, cli_command
+from .cells import Cells, StageClock, StageStopped, arena_stamp, claim_arena_dir
+from .measure import longest_review, mlm_cell, na, read_accuracy, readings_of, speed_cell
+from .report import standard_error, write_report
+from .schema import WHOLE, Arena, experiment_for
+
+SPLITS = ("validation", "test")  # every reading is scored on both: choose on validation, report test
+
+
+def trained(run_dir: Path, train: Callable[..., dict[str, Any]], experiment: Experiment,
+            clock: StageClock | None = None, continue_from: Path | None = None) -> dict[str, Any]:
+    """A training run's metrics: read from a finished `run_dir`, resumed from its last checkpoint, continued from
+    a committed stage (`continue_from`), or run; within the stage's time (`StageStopped` when it stops first)."""
+    metrics = run_dir / "metrics.json"
+    if metrics.is_file():
+        return json.loads(metrics.read_text())
+    clock = clock or StageClock(None)
+    clock.check(what=f"training {experiment.name}")
+    resume = any(run_dir.glob("checkpoint-*"))
+    options: dict[str, Any] = {"resume": resume, "overwrite": not resume, "max_time": clock.minutes_left()}
+    if continue_from is not None and not resume:
+        options["continue_from"] = continue_from
+    result = train(experiment, run_dir, **options)
+    if result.get("stage") == "stopped":
+        raise StageStopped(f"{experiment.name} stopped at step {result['step']} of {result['max_steps']}")
+    return result
+
+
+def pretrained_encoder(arena: Arena, scheme: str, run_dir: Path, clock: StageClock,
+                       committed: Path | None) -> tuple[Path, dict[str, Any]]:
+    """The folder of `scheme`'s pretrained encoder and its metrics: pretrained here (resumed, or continued from a
+    stage committed in `committed`), or the finished encoder committed there by an earlier stage on any machine.
+
+    With `committed`, each stage's end is written there as a float16 checkpoint (`hf-attn checkpoint`): the last
+    checkpoint of a stopped stage (from which the next one continues) or the finished encoder."""
+    experiment = experiment_for(arena, "pretraining", scheme)
+    finished_elsewhere = committed is not None and (committed / "metrics.json").is_file()
+    if finished_elsewhere and not (run_dir / "metrics.json").is_file():
+        return committed, json.loads((committed / "metrics.json").read_text())
+    stopped_elsewhere = committed is not None and (committed / STAGE_RECORD).is_file()
+    try:
+        metrics = trained(run_dir, pretraining.pretrain, experiment, clock,
+                          continue_from=committed if stopped_elsewhere else None)
+    except StageStopped:
+        if committed is not None and (run_dir / STAGE_RECORD).is_file():  # it trained, and stopped at a step
+            stage = json.loads((run_dir / STAGE_RECORD).read_text())
+            commit_encoder(Path(stage["checkpoint"]), committed, len(arena.schemes))
+        raise
+    if committed is not None and not finished_elsewhere:
+        commit_encoder(run_dir, committed, len(arena.schemes))
+    return run_dir, metrics
+
+
+def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
+    """`source` (a run folder or one of its checkpoints) as the float16 checkpoint `committed`, replacing it; the
+    folder beside it holds one per scheme."""
+    from ...analysis.checkpoint import write_checkpoint  # the model card's machinery: only when writing one
+
+    write_checkpoint(source, committed, overwrite=True, max_checkpoints=schemes)
+
+
+def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str | os.PathLike[str] | None = None,
+              max_time: float | None = None, checkpoints: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Measure every cell of `arena` not yet in `results_dir`, then write the table and plots there (default
+    `output_dir/results`); returns the table's record.
+
+    Pretraining comes first (the classifiers of a `fine_tune` budget start from it), then the classifiers of
+    every scheme and seed with their readings of validation and test, then speed. With `max_time` (minutes)
+    the stage ends when it is up, at a step boundary of a training or before a cell it has no time for; what
+    it finished is kept (cells in `results_dir/cells`, encoders in `checkpoints`), the record says `stopped`,
+    and the same command continues. `checkpoints` is where each scheme's encoder is committed as float16
+    (`checkpoints/SCHEME`), for a stage on another machine to continue from or fine-tune from.
+    """
+    output_dir = Path(output_dir)
+    results = Path(results_dir) if results_dir is not None else output_dir / "results"
+    clock = StageClock(max_time)
+    claim_arena_dir(results, arena)
+    cells = Cells(results / "cells", cli_command(), arena_stamp(arena), clock)
+    cells.check_fits(max_time)
+    runs = output_dir / "runs"
+    record: dict[str, Any] = {"budget": arena.budget_name, "settings": arena.settings(), "command": cli_command(),
+                              "training_length": experiment_for(arena, "classifier", arena.schemes[0]).max_length,
+                              "seeds": arena.budget.seeds, "classifiers": {}, "pretraining": {}, "reading": {},
+                              "mlm": {}, "speed": {}, "stopped": None}
+    classifiers: dict[str, Path] = {}
+    try:
+        encoders = {}
+        for scheme in arena.schemes:
+            committed = Path(checkpoints) / scheme if checkpoints is not None else None
+            encoders[scheme], metrics = pretrained_encoder(arena, scheme, runs / "pretraining" / scheme, clock,
+                                                           committed)
+            record["pretraining"][scheme] = _run_summary(metrics)
+            experiment = experiment_for(arena, "pretraining", scheme)
+            for length in arena.mlm_lengths:
+                record["mlm"][f"{scheme}/{length}"] = cells.get(f"mlm/{scheme}/{length}", functools.partial(
+                    mlm_cell, encoders[scheme], length, experiment, arena.budget.mlm_tokens, arena.mlm_lengths))
+        for scheme in arena.schemes:
+            for seed in arena.budget.seeds:
+                experiment = experiment_for(arena, "classifier", scheme, seed,
+                                            encoders[scheme] if arena.budget.fine_tune else None)
+                run_dir = runs / "classifier" / f"{scheme}-seed{seed}"
+                record["classifiers"][f"{scheme}/{seed}"] = _run_summary(
+                    trained(run_dir, classification.train, experiment, clock))
+                classifiers.setdefault(scheme, run_dir)
+                _readings(arena, scheme, seed, run_dir, experiment, cells, record["reading"])
+        for length in arena.speed_lengths:
+            for batch in arena.speed_batch_sizes:
+                record["speed"][f"{length}/{batch}"] = cells.get(f"speed/{length}-batch{batch}", functools.partial(
+                    speed_cell, classifiers, arena, length, batch))
+    except StageStopped as stop:
+        record["stopped"] = str(stop)
+    record["measured_now"] = cells.measured
+    summarize_readings(record)
+    write_report(record, results)
+    return record
+
+
+def _readings(arena: Arena, scheme: str, seed: int, model_dir: Path, experiment: Experiment, cells: Cells,
+              found: dict[str, Any]) -> None:
+    """Every reading cell of one classifier (a scheme and seed) into `found`: validation and test at each read
+    length, directly, as windows past the training length, and (RoPE) with each scaling."""
+    readings = readings_of(scheme, arena.rope_scalings)
+    for split in SPLITS:
+        whole = cells.get(f"whole-length/{split}", lambda split=split: {"value": longest_review(
+            model_dir, experiment.dataset, arena.budget.eval_limit, split)})["value"]
+        for read in arena.read_lengths:
+            length = whole if read == WHOLE else read
+            for reading in readings:
+                if reading == "windows" and length <= experiment.max_length:
+                    continue  # one window: the direct reading
+                key = f"{scheme}/{reading}/{read}"
+                cell = cells.get(f"read/{scheme}/seed{seed}/{split}/{reading}/{read}", functools.partial(
+                    read_accuracy, model_dir, reading, length, arena, experiment.dataset, split,
+                    experiment.precision))
+                entry = found.setdefault(key, {"tokens": {}, "by_seed": {}})
+                entry["tokens"][split] = length
+                entry["by_seed"].setdefault(str(seed), {})[split] = cell
+
+
+def summarize_readings(record: dict[str, Any]) -> None:
+    """Each reading's seeds in one number per split: the mean accuracy (`value` is the test one), its standard
+    error on the reviews read (the seeds read the same reviews, so it does not shrink with them), and the
+    seeds' spread; n/a with the reason where a seed's cell is n/a."""
+    for entry in record["reading"].values():
+        for split in SPLITS:
+            seeds = [cells[split] for cells in entry["by_seed"].values() if split in cells]
+            if not seeds:
+                continue
+            if any(cell["value"] is None for cell in seeds):
+                summary = na(next(cell["reason"] for cell in seeds if cell["value"] is None))
+            else:
+                values = [cell["value"] for cell in seeds]
+                mean = sum(values) / len(values)
+                reviews = seeds[0]["n_reviews"]
+                summary = {"value": mean, "se": standard_error(mean, reviews),
+                           "spread": max(values) - min(values), "seeds": len(values), "n_reviews": reviews}
+            entry["val" if split == "validation" else "test"] = summary
+        test = entry.get("test") or entry.get("val")
+        entry["value"], entry["reason"] = test["value"], test.get("reason")
+        entry["se"] = test.get("se")
+
+
+def _run_summary(metrics: dict[str, Any]) -> dict[str, Any]:
+    """What the table shows of a training run's metrics.json."""
+    keys = ("test_accuracy", "val_accuracy", "eval_mlm_loss", "optimizer_steps", "epochs", "train_runtime_s",
+            "n_train", "n_train_chunks", "hardware", "command")
+    return {key: metrics[key] for key in keys if key in metrics}

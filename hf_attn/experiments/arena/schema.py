@@ -1,0 +1,196 @@
+"""Arena files (`configs/arena/arena.yaml`): the schema, a budget, and the experiments an arena runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ...configuration_hf_attn import ROPE_TYPES
+from ...positions import POSITION_SCHEMES
+from ..config import (
+    FINE_TUNING_SETTINGS,
+    Experiment,
+    ExperimentConfigError,
+    check_init_from,
+    load_experiment,
+    merge_sections,
+)
+
+WHOLE = "whole"  # a read length: each test review whole (read at the longest test review's length)
+
+
+READINGS = ("direct", "windows")  # how every scheme reads past its training length; RoPE adds its scalings
+
+
+ATTENTION_MODES = ("full", "sliding", "windows")  # how the speed section reads a whole review
+
+
+class ArenaConfigError(ExperimentConfigError):
+    """An arena file (or budget) that cannot describe an arena."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """One entry of an arena file's `budgets`: overrides of the two experiments and the evaluation limits.
+
+    Attributes:
+        classifier / pretraining: experiment keys (sections as mappings) set over the two base files.
+        fine_tune: each scheme's classifier is fine-tuned from its pretrained encoder (`init_from`), not
+            trained from scratch.
+        seeds: the classifier of each scheme is trained once per seed; accuracies are the seeds' mean.
+        eval_limit: validation and test reviews each reading is scored on (`None`: all).
+        mlm_tokens: validation tokens the masked-LM loss is measured on at every length (the same tokens,
+            cut into windows of each length), at most the stream of the pretraining run's `limit_eval` reviews.
+        speed_warmup / speed_repeats: untimed and timed forward passes of each model at each speed length.
+    """
+
+    classifier: dict[str, Any] = dataclasses.field(default_factory=dict)
+    pretraining: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fine_tune: bool = False
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [42])
+    eval_limit: int | None = None
+    mlm_tokens: int = 65536
+    speed_warmup: int = 1
+    speed_repeats: int = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Arena:
+    """A validated arena file with one budget chosen (see `load_arena`)."""
+
+    path: Path
+    budget_name: str
+    budget: Budget
+    classifier: str
+    pretraining: str
+    schemes: list[str]
+    rope_scalings: list[str]
+    read_lengths: list[int | str]
+    mlm_lengths: list[int]
+    speed_lengths: list[int]
+    speed_batch_sizes: list[int]
+    sliding_window: int
+    window_stride: int
+    overrides: tuple[str, ...] = ()
+
+    def settings(self) -> dict[str, Any]:
+        """What the measurements depend on: a second run must find the same in --output-dir."""
+        settings = dataclasses.asdict(self)
+        settings["path"] = str(self.path)
+        return settings
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _counts(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_is_count(item) for item in value)
+
+
+def _subset(allowed: Sequence[str]) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, list) and all(item in allowed for item in value)
+
+
+SCALINGS = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")
+# Every key of an arena file, what it must be, and what that means (for the error message).
+ARENA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "classifier": (lambda value: isinstance(value, str), "a classifier experiment file, relative to the arena file"),
+    "pretraining": (lambda value: isinstance(value, str), "a pretraining experiment file, relative to the arena file"),
+    "schemes": (lambda value: bool(value) and _subset(tuple(POSITION_SCHEMES))(value),
+                f"a non-empty list of {sorted(POSITION_SCHEMES)}"),
+    "rope_scalings": (_subset(SCALINGS), f"a list of {list(SCALINGS)}"),
+    "read_lengths": (lambda value: isinstance(value, list) and bool(value)
+                     and all(_is_count(item) or item == WHOLE for item in value),
+                     f"a non-empty list of positive integers and {WHOLE!r}"),
+    "mlm_lengths": (_counts, "a non-empty list of positive integers"),
+    "speed_lengths": (_counts, "a non-empty list of positive integers"),
+    "speed_batch_sizes": (_counts, "a non-empty list of positive integers"),
+    "sliding_window": (_is_count, "a positive integer (keys each side a sliding-attention token sees)"),
+    "window_stride": (_is_count, "a positive integer, at most the training length"),
+    "budgets": (lambda value: isinstance(value, dict) and bool(value), "a mapping of budget names to budgets"),
+}
+BUDGET_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "classifier": (lambda value: isinstance(value, dict), "a mapping of classifier experiment keys"),
+    "pretraining": (lambda value: isinstance(value, dict), "a mapping of pretraining experiment keys"),
+    "fine_tune": (lambda value: isinstance(value, bool), "true or false"),
+    "seeds": (lambda value: isinstance(value, list) and bool(value) and len(set(value)) == len(value)
+              and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value),
+              "a non-empty list of distinct non-negative integers"),
+    "eval_limit": (lambda value: value is None or _is_count(value), "a positive integer or null (all)"),
+    "mlm_tokens": (_is_count, "a positive integer"),
+    "speed_warmup": (lambda value: isinstance(value, int) and value >= 0, "a non-negative integer"),
+    "speed_repeats": (_is_count, "a positive integer"),
+}
+
+
+def _check_mapping(raw: Any, rules: dict[str, Any], where: str, required: Sequence[str]) -> None:
+    """Unknown keys, missing keys and bad values of one mapping, as an `ArenaConfigError` naming the key."""
+    if not isinstance(raw, dict):
+        raise ArenaConfigError(f"{where} must be a mapping of keys ({', '.join(rules)}).")
+    unknown = sorted(set(raw) - set(rules))
+    if unknown:
+        raise ArenaConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(rules)}.")
+    missing = sorted(set(required) - set(raw))
+    if missing:
+        raise ArenaConfigError(f"{where}: missing key(s) {missing}.")
+    for key, value in raw.items():
+        valid, meaning = rules[key]
+        if not valid(value):
+            raise ArenaConfigError(f"{where}: `{key}` must be {meaning}, got {value!r}.")
+
+
+def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[str] = ()) -> Arena:
+    """Read and check an arena file with its `budget`; `overrides` (`key=value`) go to both experiments.
+
+    Both experiments are loaded for every scheme here, so a bad key anywhere fails before anything is trained.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ArenaConfigError(f"arena file {path} does not exist; see configs/arena/arena.yaml.")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ArenaConfigError(f"{path} is not valid YAML: {error}") from error
+    _check_mapping(raw, ARENA_RULES, str(path), required=tuple(ARENA_RULES))
+    if budget not in raw["budgets"]:
+        raise ArenaConfigError(f"{path}: no budget {budget!r}; choose one of {sorted(raw['budgets'])}.")
+    budget_raw = raw.pop("budgets")[budget] or {}
+    _check_mapping(budget_raw, BUDGET_RULES, f"{path} [budgets.{budget}]", required=())
+    arena = Arena(path=path, budget_name=budget, budget=Budget(**budget_raw), overrides=tuple(overrides),
+                  **{**raw, "classifier": str(path.parent / raw["classifier"]),
+                     "pretraining": str(path.parent / raw["pretraining"])})
+    for scheme in arena.schemes:
+        for kind in ("classifier", "pretraining"):
+            experiment = experiment_for(arena, kind, scheme)
+            if arena.window_stride > experiment.max_length:
+                raise ArenaConfigError(f"{path}: `window_stride` {arena.window_stride} is longer than the training "
+                                       f"length {experiment.max_length}; windows would skip tokens.")
+    return arena
+
+
+def experiment_for(arena: Arena, kind: str, scheme: str, seed: int | None = None,
+                   init_from: Path | None = None) -> Experiment:
+    """The `classifier` or `pretraining` experiment of `scheme`: the base file, the budget's keys, the scheme
+    (and the classifier's `seed` and pretrained encoder `init_from`), then the command line's overrides; a
+    bad key is an `ExperimentConfigError` naming the arena file."""
+    name = f"arena-{kind}-{scheme}" if seed is None else f"arena-{kind}-{scheme}-seed{seed}"
+    changes = merge_sections(getattr(arena.budget, kind), {
+        "name": name, "model": {"position_embedding_type": scheme}, **({} if seed is None else {"seed": seed})})
+    try:
+        experiment = load_experiment(getattr(arena, kind), arena.overrides, changes=changes)
+        if init_from is None:
+            return experiment
+        # The encoder's architecture stands: of the model section only the fine-tuning settings remain.
+        fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
+        experiment = dataclasses.replace(experiment, init_from=str(init_from), model=fine_tuning)
+        check_init_from(experiment)
+        return experiment
+    except ExperimentConfigError as error:
+        raise ArenaConfigError(f"{arena.path} [{kind} of budget {arena.budget_name}, scheme {scheme}]: "
+                               f"{error}") from error
