@@ -629,14 +629,15 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
 
 
 def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
-    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions
-    until one reaches the end, the last one filled up with `fill`."""
-    total = tensor.shape[1]
-    count = -(-max(total - length, 0) // stride) + 1
-    missing = (count - 1) * stride + length - total
-    if missing > 0:
-        tensor = torch.cat([tensor, tensor.new_full((tensor.shape[0], missing, *tensor.shape[2:]), fill)], dim=1)
-    return tensor.unfold(1, length, stride).movedim(-1, 2)
+    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions,
+    over the input followed by `length` positions of `fill`.
+
+    The windows go on past the last one a text needs (the first that reaches its end, at most `stride` before
+    `seq` since `stride <= length`); the caller drops or masks those. Padding by a fixed amount keeps every
+    shape a plain function of `seq`, with no branch on it, so a captured graph serves any length.
+    """
+    padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
+    return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
 
 
 def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
@@ -713,7 +714,22 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         text = input_ids if input_ids is not None else inputs_embeds
         stride = self.config.classifier_window_stride
-        windowed = stride is not None and text is not None and text.shape[1] > self.config.max_position_embeddings
+        positions = self.config.max_position_embeddings
+        # A captured graph always reads windows: a branch on the example's length would serve it alone (a
+        # shorter text is one window, read as the model reads it whole).
+        windowed = stride is not None and text is not None and (is_tracing(text) or text.shape[1] > positions)
+        if (
+            not windowed
+            and position_ids is None
+            and self.config.position_embedding_type == "learned"
+            and text is not None
+            and text.shape[1] > positions
+        ):
+            raise ValueError(
+                f"this classifier's learned positions cover {positions} tokens but the input has {text.shape[1]}; "
+                f"tokenize with truncation=True (max_length={positions} or less), or set "
+                "config.classifier_window_stride to read longer texts as windows."
+            )
         if windowed:
             if position_ids is not None:
                 raise ValueError(
