@@ -40,6 +40,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.utils import is_tracing
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_hf_attn import HfAttnConfig
 from .dropout import Dropout, apply_dropout
@@ -388,7 +389,9 @@ class GrowingCacheLayer(DynamicLayer):
     `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
     reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
     the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
-    writing in place would change tensors the backward pass needs.
+    writing in place would change tensors the backward pass needs. While a graph is captured (`torch.export`,
+    `torch.compile`) it is `DynamicLayer`'s too: whether a buffer still has room is a question about memory
+    (data pointers), which a traced tensor does not have, and a graph's output is a new tensor anyway.
     """
 
     growth = 0.25
@@ -399,7 +402,8 @@ class GrowingCacheLayer(DynamicLayer):
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad):
+        records_grad = torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad)
+        if records_grad or is_tracing(key_states):
             return super().update(key_states, value_states, *args, **kwargs)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
@@ -509,6 +513,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
             for kind in set(self.config.layer_types)
         }
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -859,6 +864,7 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
             )
         return super().generate(inputs, *args, **kwargs)
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,

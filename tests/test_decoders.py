@@ -179,6 +179,41 @@ def test_a_cache_filled_while_autograd_records_still_backpropagates() -> None:
         torch.testing.assert_close(grad, expected, atol=1e-5, rtol=1e-4)
 
 
+def test_the_cache_under_its_transformers_4_name_past_key_values_is_used_with_a_deprecation_warning() -> None:
+    """`past_key_values=` (what transformers 4.x callers pass) is the cache, as in transformers' own models: the
+    step's logits are those of recomputing the prefix, not of the new token alone."""
+    model = decoder(position_embedding_type="rope")
+    input_ids = token_ids(1, 6)
+    with torch.no_grad():
+        cache = model(input_ids=input_ids[:, :5], use_cache=True).cache
+        with pytest.warns(FutureWarning, match="past_key_values.*Use `cache` instead"):
+            step = model(input_ids=input_ids[:, 5:], past_key_values=cache).logits[:, -1]
+        expected = model(input_ids=input_ids).logits[:, -1]
+    torch.testing.assert_close(step, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_cached_decoding_step_exports_with_transformers_dynamo_exporter() -> None:
+    """transformers' `DynamoExporter` (`torch.export`) captures one decoding step over a cache; the program then
+    decodes after prefixes of other lengths with the logits of recomputing the prefix."""
+    from transformers.exporters.exporter_dynamo import DynamoConfig, DynamoExporter
+
+    model = decoder(position_embedding_type="rope", num_key_value_heads=2)
+    input_ids = token_ids(2, 9)
+
+    def cache_of_prefix(length: int) -> DynamicCache:
+        with torch.no_grad():
+            return model(input_ids=input_ids[:, :length], use_cache=True).cache
+
+    example = {"input_ids": input_ids[:, 5:6], "cache": cache_of_prefix(5), "use_cache": True}
+    program, _ = DynamoExporter().export_program(model, example, DynamoConfig(dynamic=True))
+    with torch.no_grad():
+        expected = model(input_ids=input_ids).logits
+        for length in (3, 5, 8):
+            logits = program.module()(input_ids=input_ids[:, length : length + 1], cache=cache_of_prefix(length)).logits
+            torch.testing.assert_close(logits[:, -1], expected[:, length], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("setting", ["rope", "alibi", "learned", "rope-sliding", "alibi-cross-sliding-mqa"])
 def test_no_position_sees_the_future(setting: str) -> None:
     """Changing token t changes the logits at t and after, never before."""
