@@ -580,3 +580,59 @@ def test_generate_command_runs_an_encoder_decoder_folder(
     expected = model.generate(**source, max_new_tokens=5, num_beams=3, do_sample=False)[0, 1:]
     cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "5", "--num-beams", "3", "a bad film"])
     assert capsys.readouterr().out == tokenizer.decode(expected) + "\n" != "\n"
+
+
+LONG_PROMPT = "a good film, a bad film " * 8  # more tokens than the tokenizer's model_max_length (32)
+
+
+def test_generate_command_reads_the_whole_prompt_with_a_scheme_that_extrapolates(
+    tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+) -> None:
+    """A continuation follows the prompt's end: a RoPE model reads all of a prompt longer than its training
+    length (the tokenizer's default truncation would keep its start), without a warning."""
+    from hf_attn import cli
+
+    model = decoder(position_embedding_type="rope", **vocabulary(tokenizer), **VARIED)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    prompt = tokenizer(LONG_PROMPT, truncation=False, return_tensors="pt")["input_ids"]
+    assert prompt.shape[1] > tokenizer.model_max_length
+    whole = model.generate(prompt, max_new_tokens=6, do_sample=False)[0, prompt.shape[1]:]
+    start = model.generate(prompt[:, :32], max_new_tokens=6, do_sample=False)[0, 32:]
+    assert not torch.equal(whole, start)  # the test tells the two apart
+    capsys.readouterr()
+    cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "6", LONG_PROMPT])
+    captured = capsys.readouterr()
+    assert captured.out == tokenizer.decode(whole) + "\n"
+    assert "warn" not in captured.err.lower() and "longer than the specified maximum" not in captured.err
+
+    cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "6", "--max-length", "5", LONG_PROMPT])
+    end = model.generate(prompt[:, -5:], max_new_tokens=6, do_sample=False)[0, 5:]
+    assert capsys.readouterr().out == tokenizer.decode(end) + "\n"
+
+
+def test_generate_command_with_learned_positions_refuses_a_long_prompt_in_one_line_or_keeps_its_end(
+    tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+) -> None:
+    """Learned positions cannot read past their table: the command names the prompt's length, the limit and
+    the --max-length that fits (the prompt's last tokens plus the new ones), and continues with that."""
+    from hf_attn import cli
+
+    model = decoder(position_embedding_type="learned", **vocabulary(tokenizer), **VARIED)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    prompt = tokenizer(LONG_PROMPT, truncation=False, return_tensors="pt")["input_ids"]
+    command = ["generate", "--model", str(tmp_path), "--max-new-tokens", "6", LONG_PROMPT]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(command)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and "warn" not in error.lower()
+    assert f"the prompt has {prompt.shape[1]} tokens" in error and "cover 32" in error and "--max-length 27" in error
+
+    cli.main([*command[:-1], "--max-length", "27", LONG_PROMPT])
+    end = model.generate(prompt[:, -27:], max_new_tokens=6, do_sample=False)[0, 27:]
+    assert capsys.readouterr().out == tokenizer.decode(end) + "\n"
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "33", "a good"])
+    assert "--max-new-tokens 33 is more than the 32 learned positions" in capsys.readouterr().err
