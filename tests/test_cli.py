@@ -343,3 +343,26 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_the_work(
     assert exit_info.value.code == 2 and time.perf_counter() - started < 5
     assert message.format(**paths) in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["file", "model"]
+
+
+def test_resuming_from_a_checkpoint_cut_short_names_it_and_the_ways_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed while `Trainer` wrote checkpoint-50 (weights cut short, no trainer_state.json, which is
+    written last): `--resume` names that checkpoint and what is wrong with it, the earlier checkpoint to resume
+    from and --overwrite, in one line, before any data is read."""
+    run = tmp_path / "run"
+    for step in (40, 50):
+        save_tiny_classifier(run / f"checkpoint-{step}")
+    (run / "checkpoint-40" / "trainer_state.json").write_text("{}")
+    weights = run / "checkpoint-50" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(SMOKE), "--output-dir", str(run), "--resume"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert f"{run / 'checkpoint-50'} is incomplete (trainer_state.json and model.safetensors missing or cut short)" \
+        in error
+    assert "resume from checkpoint-40" in error and "--overwrite" in error and "Traceback" not in error
+    assert len(error.strip().splitlines()) == 1
