@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import CONFIG_MAPPING, AutoConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, EncoderDecoderCache
@@ -1031,6 +1031,12 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
         )
         return output if return_dict else output.to_tuple()
 
+
+# transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
+# does not fill: without this, `EncoderDecoderModel(encoder=..., decoder=...)` of two halves loaded as a Hub repo's
+# code fails on "Unrecognized model type". The installed package registers its own classes (`hf_attn/__init__.py`).
+if HfAttnConfig.model_type not in CONFIG_MAPPING:
+    AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig)
 
 # The transformers Auto class each model is registered for (`hf_attn/__init__.py`). A saved folder lists
 # every one in its `auto_map`, so that it loads as any head with `trust_remote_code`: a masked-LM folder

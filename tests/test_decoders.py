@@ -499,25 +499,32 @@ REMOTE_SEQ2SEQ = textwrap.dedent("""
     folder = sys.argv[1]
     encoder = AutoModel.from_pretrained(f"{folder}/encoder", trust_remote_code=True)
     decoder = AutoModelForCausalLM.from_pretrained(f"{folder}/decoder", trust_remote_code=True)
-    config = EncoderDecoderConfig(encoder=encoder.config, decoder=decoder.config, decoder_start_token_id=1,
-                                  pad_token_id=0)
-    model = EncoderDecoderModel(config=config, encoder=encoder, decoder=decoder).eval()
+    if sys.argv[3] == "config":
+        config = EncoderDecoderConfig(encoder=encoder.config, decoder=decoder.config, decoder_start_token_id=1,
+                                      pad_token_id=0)
+        model = EncoderDecoderModel(config=config, encoder=encoder, decoder=decoder).eval()
+    else:
+        model = EncoderDecoderModel(encoder=encoder, decoder=decoder).eval()
+        for settings in (model.config, model.generation_config):  # training reads the one, generate() the other
+            settings.decoder_start_token_id, settings.pad_token_id = 1, 0
     source = {name: torch.tensor(values) for name, values in json.load(open(sys.argv[2])).items()}
     print(json.dumps(model.generate(**source, max_new_tokens=6, do_sample=False).tolist()))
 """)
 
 
-def test_encoder_decoder_loads_with_remote_code_where_hf_attn_is_absent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("route", ["config", pytest.param("direct", marks=pytest.mark.slow)])
+def test_encoder_decoder_loads_with_remote_code_where_hf_attn_is_absent(route: str, tmp_path: Path) -> None:
     """transformers resolves the sub-configs of a saved `EncoderDecoderModel` folder by model type from its
-    own registry, which remote code does not fill: the encoder and the decoder are saved as two folders
-    (each with its code and `auto_map`) and joined again from the loaded models' configs."""
+    own registry: the encoder and the decoder are saved as two folders (each with its code and `auto_map`) and
+    joined again, through an `EncoderDecoderConfig` of the loaded models' configs or directly with
+    `EncoderDecoderModel(encoder=..., decoder=...)` (which needs the remote code to register its model type)."""
     model = encoder_decoder(num_key_value_heads=2, **SLIDING)
     model.encoder.save_pretrained(tmp_path / "seq2seq" / "encoder")
     model.decoder.save_pretrained(tmp_path / "seq2seq" / "decoder")
     source = source_batch()
     (tmp_path / "source.json").write_text(json.dumps({name: value.tolist() for name, value in source.items()}))
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    command = [sys.executable, "-c", REMOTE_SEQ2SEQ, str(tmp_path / "seq2seq"), str(tmp_path / "source.json")]
+    command = [sys.executable, "-c", REMOTE_SEQ2SEQ, str(tmp_path / "seq2seq"), str(tmp_path / "source.json"), route]
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     expected = model.generate(**source, max_new_tokens=6, do_sample=False)
