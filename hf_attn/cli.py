@@ -239,8 +239,8 @@ def check_generation_fits(config: Any, prompt_length: int, max_new_tokens: int) 
     if config.is_encoder_decoder:
         limit = config.encoder.max_position_embeddings
         if beyond_learned_table(config.encoder, prompt_length):
-            raise ValueError(f"the prompt has {prompt_length} tokens but the encoder's learned positions cover {limit}; "
-                             f"pass --max-length {limit} to read its last {limit} tokens")
+            raise ValueError(f"the prompt has {prompt_length} tokens but the encoder's learned positions cover "
+                             f"{limit}; pass --max-length {limit} to read its last {limit} tokens")
         return
     needed, limit = prompt_length + max_new_tokens - 1, config.max_position_embeddings
     if beyond_learned_table(config, needed):

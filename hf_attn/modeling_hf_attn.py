@@ -728,6 +728,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
             and position_ids is None
             and self.config.position_embedding_type == "learned"
             and text is not None
+            and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
             and text.shape[1] > positions
         ):
             raise ValueError(

@@ -643,3 +643,18 @@ def test_generate_command_with_learned_positions_refuses_a_long_prompt_in_one_li
     with pytest.raises(SystemExit):
         cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "33", "a good"])
     assert "--max-new-tokens 33 is more than the 32 learned positions" in capsys.readouterr().err
+
+
+def test_generate_command_checks_both_halves_of_an_encoder_decoder_against_their_learned_positions() -> None:
+    """The encoder reads the prompt; the decoder its start token and every new token but the last."""
+    from hf_attn.cli import check_generation_fits
+
+    halves = {name: HfAttnConfig(**tiny_config_kwargs(position_embedding_type="learned", **settings))
+              for name, settings in (("encoder", {}), ("decoder", dict(is_decoder=True, add_cross_attention=True)))}
+    config = EncoderDecoderConfig(**halves)
+    check_generation_fits(config, 32, 32)
+    with pytest.raises(ValueError, match="prompt has 33 tokens but the encoder's learned positions cover 32; pass "
+                                         "--max-length 32"):
+        check_generation_fits(config, 33, 5)
+    with pytest.raises(ValueError, match="--max-new-tokens 33 is more than the 32 learned positions"):
+        check_generation_fits(config, 3, 33)

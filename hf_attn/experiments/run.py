@@ -319,7 +319,7 @@ def resume_checkpoint(output_dir: Path) -> str:
     if unreadable:
         steps = sorted(int(path.name.split("-")[-1]) for path in output_dir.glob("checkpoint-*")
                        if path.name.split("-")[-1].isdigit())
-        way_back = f"delete it to resume from checkpoint-{steps[-2]}, or" if len(steps) > 1 else "there is no earlier one:"
+        way_back = f"delete it to resume from checkpoint-{steps[-2]}, or" if len(steps) > 1 else "none is earlier:"
         raise ValueError(
             f"--resume: {checkpoint} is incomplete ({' and '.join(unreadable)} missing or cut short): the run was "
             f"stopped while writing it; {way_back} start again with --overwrite."
