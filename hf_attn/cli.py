@@ -100,12 +100,18 @@ def _evaluate(args: argparse.Namespace) -> None:
 
 def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
     """The texts of `stream` as records with a `text`, one a line, read lazily: a JSON object with a `text` key
-    per line for `jsonl` (a ValueError naming the line otherwise), else the line itself (a final newline ends
-    the last text; an empty line in between is an empty text)."""
+    per line for `jsonl` (blank lines skipped; a ValueError naming the line otherwise), else the line itself (a
+    final newline ends the last text; an empty line in between is an empty text). A line that is not UTF-8
+    (read with `errors="surrogateescape"`) is a ValueError naming it."""
+    from .tokenization_hf_attn import check_encodable
+
     for number, line in enumerate(stream, 1):
         line = line.removesuffix("\n")
+        check_encodable(line, f"--input line {number}")
         if not jsonl:
             yield {"text": line}
+            continue
+        if not line.strip():
             continue
         try:
             record = json.loads(line)
@@ -116,18 +122,33 @@ def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
         yield record
 
 
+def text_arguments(texts: Sequence[str], kind: str) -> list[str]:
+    """The command line's texts, each checked to be UTF-8 (Python keeps other bytes as lone surrogates, which the
+    tokenizer cannot read): a ValueError naming the `kind` and number of the first that is not."""
+    from .tokenization_hf_attn import check_encodable
+
+    for number, text in enumerate(texts, 1):
+        check_encodable(text, f"{kind} {number}")
+    return list(texts)
+
+
 def _predict(args: argparse.Namespace) -> None:
     from .saved import classifier_pipeline, classify_in_batches
 
     if bool(args.texts) == (args.input is not None):
         raise ValueError("pass the texts as arguments or --input PATH (- for standard input), one of the two")
+    texts = text_arguments(args.texts, "text")
     classifier = classifier_pipeline(args.model, args.max_length, args.window_stride)
     jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
-    records = ({"text": text} for text in args.texts)
+    records = ({"text": text} for text in texts)
     with contextlib.ExitStack() as stack:
-        if args.input is not None:
-            stream = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding="utf-8"))
-            records = read_records(stream, jsonl)
+        if args.input == "-":
+            if hasattr(sys.stdin, "reconfigure"):  # UTF-8 whatever the locale; other bytes reach read_records
+                sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
+            records = read_records(sys.stdin, jsonl)
+        elif args.input is not None:
+            records = read_records(stack.enter_context(open(args.input, encoding="utf-8", errors="surrogateescape")),
+                                   jsonl)
         _print_predictions(classify_in_batches(classifier, records), jsonl)
 
 
@@ -151,6 +172,7 @@ def _probe(args: argparse.Namespace) -> None:
         self_attention_heatmaps,
     )
     from .saved import classifier_pipeline
+    from .tokenization_hf_attn import check_encodable
 
     classifier = classifier_pipeline(args.model)
     results = run_hard_probe(classifier)
@@ -160,6 +182,7 @@ def _probe(args: argparse.Namespace) -> None:
     output = Path(args.output_dir)
     model, tokenizer = classifier.model, classifier.tokenizer
     text = args.heatmap_text or HARD_REVIEWS[0][0]
+    check_encodable(text, "--heatmap-text")
     pictures = [str(p) for p in self_attention_heatmaps(model, tokenizer, text, output)]
     cross = cross_attention_probe(model.model, tokenizer, output)
     pictures += [record["png"] for record in cross]
@@ -176,6 +199,8 @@ def _probe(args: argparse.Namespace) -> None:
 def _generate(args: argparse.Namespace) -> None:
     """Print the continuation of each prompt (for an encoder-decoder folder: the output for each source).
 
+    The whole prompt is read (its end is what a continuation follows), or its last `--max-length` tokens; a model
+    with learned positions refuses a prompt it has no positions for, naming its length and the limit.
     An empty prompt starts from the model's `bos_token_id` when it has one (Week 3 tokenizers have no
     BOS token); without one it is an error. One prompt at a time, so no padding is needed.
     """
@@ -184,6 +209,7 @@ def _generate(args: argparse.Namespace) -> None:
 
     from .saved import check_loaded_weights
 
+    prompts = text_arguments(args.prompts, "prompt")
     is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
     model_class = EncoderDecoderModel if is_seq2seq else AutoModelForCausalLM
     model, loading_info = model_class.from_pretrained(args.model, output_loading_info=True)
@@ -192,17 +218,48 @@ def _generate(args: argparse.Namespace) -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     options = dict(max_new_tokens=args.max_new_tokens, num_beams=args.num_beams, do_sample=args.do_sample,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    for prompt in args.prompts:
-        input_ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    for prompt in prompts:
+        # `verbose=False`: no warning that the prompt is longer than the tokenizer's training length.
+        input_ids = tokenizer(prompt, truncation=False, verbose=False, return_tensors="pt")["input_ids"]
+        if args.max_length is not None:
+            input_ids = input_ids[:, -args.max_length :]
         if not input_ids.shape[1]:
             if is_seq2seq or model.generation_config.bos_token_id is None:
                 raise ValueError(f"the prompt {prompt!r} has no tokens and the model has no bos_token_id to start from")
             input_ids = torch.tensor([[model.generation_config.bos_token_id]])
+        check_generation_fits(model.config, input_ids.shape[1], args.max_new_tokens)
         set_seed(args.seed)
         with torch.no_grad():
             output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
         new_tokens = output[0, 1 if is_seq2seq else input_ids.shape[1]:]  # after the decoder start token, or the prompt
         print(tokenizer.decode(new_tokens, skip_special_tokens=True))
+
+
+def check_generation_fits(config: Any, prompt_length: int, max_new_tokens: int) -> None:
+    """A one-line ValueError when generating `max_new_tokens` after a prompt of `prompt_length` tokens needs
+    positions a learned table does not have (schemes that extrapolate have no such limit).
+
+    A causal LM reads the prompt and every new token but the last; an encoder-decoder's encoder reads the prompt,
+    and its decoder the start token and every new token but the last."""
+    from .saved import beyond_learned_table
+
+    decoder = config.decoder if config.is_encoder_decoder else config
+    if beyond_learned_table(decoder, max_new_tokens):
+        raise ValueError(f"--max-new-tokens {max_new_tokens} is more than the {decoder.max_position_embeddings} "
+                         f"learned positions the model generates with; pass --max-new-tokens "
+                         f"{decoder.max_position_embeddings} or fewer")
+    if config.is_encoder_decoder:
+        limit = config.encoder.max_position_embeddings
+        if beyond_learned_table(config.encoder, prompt_length):
+            raise ValueError(f"the prompt has {prompt_length} tokens but the encoder's learned positions cover "
+                             f"{limit}; pass --max-length {limit} to read its last {limit} tokens")
+        return
+    needed, limit = prompt_length + max_new_tokens - 1, config.max_position_embeddings
+    if beyond_learned_table(config, needed):
+        keep = limit - max_new_tokens + 1
+        raise ValueError(f"the prompt has {prompt_length} tokens, which with {max_new_tokens} new ones need {needed} "
+                         f"positions, but the model's learned positions cover {limit}; pass --max-length {keep} to "
+                         f"continue the prompt's last {keep} tokens (or fewer --max-new-tokens)")
 
 
 def _perplexity(args: argparse.Namespace) -> None:
@@ -284,15 +341,31 @@ def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
     folder without a tokenizer as a missing sentencepiece)."""
     path = Path(value)
     if not path.exists():
-        if HUB_REPO_ID.fullmatch(value):
-            return value
-        raise argparse.ArgumentTypeError(f"model folder {value} does not exist")
+        if not HUB_REPO_ID.fullmatch(value):
+            raise argparse.ArgumentTypeError(f"model folder {value} does not exist")
+        if not hub_repo_reachable(value):
+            raise argparse.ArgumentTypeError(f"model folder {value} does not exist, and no Hub repo of that name is in "
+                                             "the local cache (HF_HUB_OFFLINE is set, so the Hub is not asked)")
+        return value
     missing = [name for name in needs if not (path / name).is_file()]
     if missing:
         raise argparse.ArgumentTypeError(
             f"{value} holds no {' or '.join(missing)}; pass a folder written by `hf-attn train` (model and tokenizer)"
         )
     return value
+
+
+def hub_repo_reachable(repo_id: str) -> bool:
+    """Whether `from_pretrained(repo_id)` can look for it: online, or offline with its config.json in the cache."""
+    import huggingface_hub
+    from huggingface_hub.errors import HFValidationError
+
+    if not huggingface_hub.is_offline_mode():
+        return True
+    try:
+        return isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str)
+    except HFValidationError:
+        return False
 
 
 def model_with_tokenizer(value: str) -> str:
@@ -465,6 +538,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate = commands.add_parser("generate", help="continue prompts with a saved causal LM (or encoder-decoder)")
     generate.add_argument("--model", required=True, type=model_with_tokenizer)
     generate.add_argument("--max-new-tokens", type=positive_int, default=50)
+    generate.add_argument("--max-length", type=positive_int,
+                          help="read only the last N tokens of each prompt (default: all of them; a model with "
+                          "learned positions refuses a prompt it has no positions for and names the N that fits)")
     generate.add_argument("--num-beams", type=positive_int, default=1,
                           help="beam search with this many beams (1: none)")
     generate.add_argument("--do-sample", action="store_true", help="sample instead of taking the likeliest token")
@@ -550,6 +626,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         extra = EXTRA_OF_MODULE[error.name]
         print(f"hf-attn {args.command}: error: this command needs {error.name}, which the core package does not "
               f"install; pip install 'hf-attn[{extra}]'", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as error:  # what transformers raises for a Hub repo it cannot find or reach, a full disk, ...
+        print(f"hf-attn {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import CONFIG_MAPPING, AutoConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, EncoderDecoderCache
@@ -40,6 +40,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.utils import is_tracing
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_hf_attn import HfAttnConfig
 from .dropout import Dropout, apply_dropout
@@ -388,7 +389,9 @@ class GrowingCacheLayer(DynamicLayer):
     `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
     reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
     the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
-    writing in place would change tensors the backward pass needs.
+    writing in place would change tensors the backward pass needs. While a graph is captured (`torch.export`,
+    `torch.compile`) it is `DynamicLayer`'s too: whether a buffer still has room is a question about memory
+    (data pointers), which a traced tensor does not have, and a graph's output is a new tensor anyway.
     """
 
     growth = 0.25
@@ -399,7 +402,8 @@ class GrowingCacheLayer(DynamicLayer):
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad):
+        records_grad = torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad)
+        if records_grad or is_tracing(key_states):
             return super().update(key_states, value_states, *args, **kwargs)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
@@ -509,6 +513,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
             for kind in set(self.config.layer_types)
         }
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -629,14 +634,15 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
 
 
 def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
-    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions
-    until one reaches the end, the last one filled up with `fill`."""
-    total = tensor.shape[1]
-    count = -(-max(total - length, 0) // stride) + 1
-    missing = (count - 1) * stride + length - total
-    if missing > 0:
-        tensor = torch.cat([tensor, tensor.new_full((tensor.shape[0], missing, *tensor.shape[2:]), fill)], dim=1)
-    return tensor.unfold(1, length, stride).movedim(-1, 2)
+    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions,
+    over the input followed by `length` positions of `fill`.
+
+    The windows go on past the last one a text needs (the first that reaches its end, at most `stride` before
+    `seq` since `stride <= length`); the caller drops or masks those. Padding by a fixed amount keeps every
+    shape a plain function of `seq`, with no branch on it, so a captured graph serves any length.
+    """
+    padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
+    return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
 
 
 def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
@@ -713,7 +719,23 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         text = input_ids if input_ids is not None else inputs_embeds
         stride = self.config.classifier_window_stride
-        windowed = stride is not None and text is not None and text.shape[1] > self.config.max_position_embeddings
+        positions = self.config.max_position_embeddings
+        # A captured graph always reads windows: a branch on the example's length would serve it alone (a
+        # shorter text is one window, read as the model reads it whole).
+        windowed = stride is not None and text is not None and (is_tracing(text) or text.shape[1] > positions)
+        if (
+            not windowed
+            and position_ids is None
+            and self.config.position_embedding_type == "learned"
+            and text is not None
+            and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
+            and text.shape[1] > positions
+        ):
+            raise ValueError(
+                f"this classifier's learned positions cover {positions} tokens but the input has {text.shape[1]}; "
+                f"tokenize with truncation=True (max_length={positions} or less), or set "
+                "config.classifier_window_stride to read longer texts as windows."
+            )
         if windowed:
             if position_ids is not None:
                 raise ValueError(
@@ -843,6 +865,7 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
             )
         return super().generate(inputs, *args, **kwargs)
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -1009,6 +1032,12 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
         )
         return output if return_dict else output.to_tuple()
 
+
+# transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
+# does not fill: without this, `EncoderDecoderModel(encoder=..., decoder=...)` of two halves loaded as a Hub repo's
+# code fails on "Unrecognized model type". The installed package registers its own classes (`hf_attn/__init__.py`).
+if HfAttnConfig.model_type not in CONFIG_MAPPING:
+    AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig)
 
 # The transformers Auto class each model is registered for (`hf_attn/__init__.py`). A saved folder lists
 # every one in its `auto_map`, so that it loads as any head with `trust_remote_code`: a masked-LM folder

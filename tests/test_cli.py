@@ -48,8 +48,68 @@ def test_a_classifier_folder_without_its_tokenizer_is_a_usage_error(
 
 
 @pytest.mark.parametrize("value", [str(SAVED), "someone/hf-attn-imdb-rope"])
-def test_a_saved_folder_or_a_hub_repo_id_passes(value: str) -> None:
+def test_a_saved_folder_or_a_hub_repo_id_passes(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("huggingface_hub.is_offline_mode", lambda: False)  # online: the Hub is asked later
     assert cli.model_folder(value) == value
+
+
+MODEL_COMMANDS = {"predict": ["some text"], "evaluate": [], "probe": [], "generate": ["a prompt"],
+                  "perplexity": ["--lengths", "8"], "card": ["--repo-id", "a/b", "--output", "x.md"],
+                  "push": ["--repo-id", "a/b"], "checkpoint": ["--output", "out"]}
+
+
+@pytest.mark.parametrize("command", list(MODEL_COMMANDS))
+def test_a_missing_folder_that_looks_like_a_hub_id_is_one_line_offline(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offline (as every test runs), a relative path that does not exist is not looked up on the Hub: one line
+    naming it (transformers would end in two tracebacks, LocalEntryNotFoundError and OSError)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--model", "runs/no-such-run", *MODEL_COMMANDS[command]])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "runs/no-such-run does not exist" in error and "Traceback" not in error
+
+
+def test_a_hub_repo_that_cannot_be_loaded_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repo id that passes the argument check (online) but that transformers cannot fetch: its OSError, one line."""
+    monkeypatch.setattr("huggingface_hub.is_offline_mode", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", "runs/no-such-run", "some text"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("hf-attn predict: error: ") and len(error.strip().splitlines()) == 1
+
+
+def test_text_that_is_not_utf8_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates (the command line, a file, standard input), which
+    the tokenizer cannot encode: each source names the text or line and the byte; `pipeline` gets a ValueError."""
+    save_tiny_classifier(tmp_path)
+    latin1 = "caf\xe9".encode("latin-1").decode("utf-8", errors="surrogateescape")  # what Python makes of argv
+    (tmp_path / "texts.txt").write_bytes(b"a good film\ncaf\xe9\n")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\n"), encoding="utf-8"))
+    for argv, named in (
+        (["a good film", latin1], "text 2 is not UTF-8: the byte 0xe9 after 'caf'"),
+        (["--input", str(tmp_path / "texts.txt")], "--input line 2 is not UTF-8: the byte 0xe9"),
+        (["--input", "-"], "--input line 1 is not UTF-8: the byte 0xe9"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["predict", "--model", str(tmp_path), *argv])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err
+        assert named in error and "Traceback" not in error
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "--model", str(tmp_path), "a good", latin1])
+    assert "prompt 2 is not UTF-8" in capsys.readouterr().err
+    classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path))
+    with pytest.raises(ValueError, match=r"lone surrogate U\+D83D"):
+        classify("a good film \ud83d")
 
 
 def save_tiny_classifier(
@@ -189,7 +249,6 @@ def test_predict_reads_a_file_or_standard_input_one_text_or_json_object_a_line(
 
 @pytest.mark.parametrize(("lines", "message"), [
     (['{"text": "a good film"}', '{"text": "a bad'], "--input line 2 is not valid JSON"),
-    (['{"text": "a good film"}', "", '{"text": "a bad film"}'], "--input line 2 is not valid JSON"),
     (['{"text": "a good film"}', '{"review": "a bad film"}'], '--input line 2 has no "text" string'),
     (['["a good film"]'], '--input line 1 has no "text" string'),
 ])
@@ -201,6 +260,17 @@ def test_a_jsonl_line_that_is_not_a_text_record_is_an_error_naming_it(
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["predict", "--model", str(tmp_path), "--input", str(tmp_path / "texts.jsonl")])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_blank_lines_of_a_jsonl_input_are_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A JSONL file ending in a blank line (as many editors write it), or with one between records, holds its
+    records and nothing else; a plain text file's empty line stays an empty text."""
+    save_tiny_classifier(tmp_path)
+    (tmp_path / "texts.jsonl").write_text('{"text": "a good film"}\n\n  \n{"text": "a bad film"}\n\n')
+    cli.main(["predict", "--model", str(tmp_path), "--input", str(tmp_path / "texts.jsonl")])
+    written = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [one["text"] for one in written] == ["a good film", "a bad film"]
+    assert list(cli.read_records(io.StringIO("a\n\nb\n"), jsonl=False)) == [{"text": "a"}, {"text": ""}, {"text": "b"}]
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -273,3 +343,26 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_the_work(
     assert exit_info.value.code == 2 and time.perf_counter() - started < 5
     assert message.format(**paths) in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["file", "model"]
+
+
+def test_resuming_from_a_checkpoint_cut_short_names_it_and_the_ways_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed while `Trainer` wrote checkpoint-50 (weights cut short, no trainer_state.json, which is
+    written last): `--resume` names that checkpoint and what is wrong with it, the earlier checkpoint to resume
+    from and --overwrite, in one line, before any data is read."""
+    run = tmp_path / "run"
+    for step in (40, 50):
+        save_tiny_classifier(run / f"checkpoint-{step}")
+    (run / "checkpoint-40" / "trainer_state.json").write_text("{}")
+    weights = run / "checkpoint-50" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(SMOKE), "--output-dir", str(run), "--resume"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert f"{run / 'checkpoint-50'} is incomplete (trainer_state.json and model.safetensors missing or cut short)" \
+        in error
+    assert "resume from checkpoint-40" in error and "--overwrite" in error and "Traceback" not in error
+    assert len(error.strip().splitlines()) == 1

@@ -179,6 +179,41 @@ def test_a_cache_filled_while_autograd_records_still_backpropagates() -> None:
         torch.testing.assert_close(grad, expected, atol=1e-5, rtol=1e-4)
 
 
+def test_the_cache_under_its_transformers_4_name_past_key_values_is_used_with_a_deprecation_warning() -> None:
+    """`past_key_values=` (what transformers 4.x callers pass) is the cache, as in transformers' own models: the
+    step's logits are those of recomputing the prefix, not of the new token alone."""
+    model = decoder(position_embedding_type="rope")
+    input_ids = token_ids(1, 6)
+    with torch.no_grad():
+        cache = model(input_ids=input_ids[:, :5], use_cache=True).cache
+        with pytest.warns(FutureWarning, match="past_key_values.*Use `cache` instead"):
+            step = model(input_ids=input_ids[:, 5:], past_key_values=cache).logits[:, -1]
+        expected = model(input_ids=input_ids).logits[:, -1]
+    torch.testing.assert_close(step, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_cached_decoding_step_exports_with_transformers_dynamo_exporter() -> None:
+    """transformers' `DynamoExporter` (`torch.export`) captures one decoding step over a cache; the program then
+    decodes after prefixes of other lengths with the logits of recomputing the prefix."""
+    from transformers.exporters.exporter_dynamo import DynamoConfig, DynamoExporter
+
+    model = decoder(position_embedding_type="rope", num_key_value_heads=2)
+    input_ids = token_ids(2, 9)
+
+    def cache_of_prefix(length: int) -> DynamicCache:
+        with torch.no_grad():
+            return model(input_ids=input_ids[:, :length], use_cache=True).cache
+
+    example = {"input_ids": input_ids[:, 5:6], "cache": cache_of_prefix(5), "use_cache": True}
+    program, _ = DynamoExporter().export_program(model, example, DynamoConfig(dynamic=True))
+    with torch.no_grad():
+        expected = model(input_ids=input_ids).logits
+        for length in (3, 5, 8):
+            logits = program.module()(input_ids=input_ids[:, length : length + 1], cache=cache_of_prefix(length)).logits
+            torch.testing.assert_close(logits[:, -1], expected[:, length], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("setting", ["rope", "alibi", "learned", "rope-sliding", "alibi-cross-sliding-mqa"])
 def test_no_position_sees_the_future(setting: str) -> None:
     """Changing token t changes the logits at t and after, never before."""
@@ -464,25 +499,32 @@ REMOTE_SEQ2SEQ = textwrap.dedent("""
     folder = sys.argv[1]
     encoder = AutoModel.from_pretrained(f"{folder}/encoder", trust_remote_code=True)
     decoder = AutoModelForCausalLM.from_pretrained(f"{folder}/decoder", trust_remote_code=True)
-    config = EncoderDecoderConfig(encoder=encoder.config, decoder=decoder.config, decoder_start_token_id=1,
-                                  pad_token_id=0)
-    model = EncoderDecoderModel(config=config, encoder=encoder, decoder=decoder).eval()
+    if sys.argv[3] == "config":
+        config = EncoderDecoderConfig(encoder=encoder.config, decoder=decoder.config, decoder_start_token_id=1,
+                                      pad_token_id=0)
+        model = EncoderDecoderModel(config=config, encoder=encoder, decoder=decoder).eval()
+    else:
+        model = EncoderDecoderModel(encoder=encoder, decoder=decoder).eval()
+        for settings in (model.config, model.generation_config):  # training reads the one, generate() the other
+            settings.decoder_start_token_id, settings.pad_token_id = 1, 0
     source = {name: torch.tensor(values) for name, values in json.load(open(sys.argv[2])).items()}
     print(json.dumps(model.generate(**source, max_new_tokens=6, do_sample=False).tolist()))
 """)
 
 
-def test_encoder_decoder_loads_with_remote_code_where_hf_attn_is_absent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("route", ["config", pytest.param("direct", marks=pytest.mark.slow)])
+def test_encoder_decoder_loads_with_remote_code_where_hf_attn_is_absent(route: str, tmp_path: Path) -> None:
     """transformers resolves the sub-configs of a saved `EncoderDecoderModel` folder by model type from its
-    own registry, which remote code does not fill: the encoder and the decoder are saved as two folders
-    (each with its code and `auto_map`) and joined again from the loaded models' configs."""
+    own registry: the encoder and the decoder are saved as two folders (each with its code and `auto_map`) and
+    joined again, through an `EncoderDecoderConfig` of the loaded models' configs or directly with
+    `EncoderDecoderModel(encoder=..., decoder=...)` (which needs the remote code to register its model type)."""
     model = encoder_decoder(num_key_value_heads=2, **SLIDING)
     model.encoder.save_pretrained(tmp_path / "seq2seq" / "encoder")
     model.decoder.save_pretrained(tmp_path / "seq2seq" / "decoder")
     source = source_batch()
     (tmp_path / "source.json").write_text(json.dumps({name: value.tolist() for name, value in source.items()}))
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    command = [sys.executable, "-c", REMOTE_SEQ2SEQ, str(tmp_path / "seq2seq"), str(tmp_path / "source.json")]
+    command = [sys.executable, "-c", REMOTE_SEQ2SEQ, str(tmp_path / "seq2seq"), str(tmp_path / "source.json"), route]
     result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     expected = model.generate(**source, max_new_tokens=6, do_sample=False)
@@ -545,3 +587,74 @@ def test_generate_command_runs_an_encoder_decoder_folder(
     expected = model.generate(**source, max_new_tokens=5, num_beams=3, do_sample=False)[0, 1:]
     cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "5", "--num-beams", "3", "a bad film"])
     assert capsys.readouterr().out == tokenizer.decode(expected) + "\n" != "\n"
+
+
+LONG_PROMPT = "a good film, a bad film " * 8  # more tokens than the tokenizer's model_max_length (32)
+
+
+def test_generate_command_reads_the_whole_prompt_with_a_scheme_that_extrapolates(
+    tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+) -> None:
+    """A continuation follows the prompt's end: a RoPE model reads all of a prompt longer than its training
+    length (the tokenizer's default truncation would keep its start), without a warning."""
+    from hf_attn import cli
+
+    model = decoder(position_embedding_type="rope", **vocabulary(tokenizer), **VARIED)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    prompt = tokenizer(LONG_PROMPT, truncation=False, return_tensors="pt")["input_ids"]
+    assert prompt.shape[1] > tokenizer.model_max_length
+    whole = model.generate(prompt, max_new_tokens=6, do_sample=False)[0, prompt.shape[1]:]
+    start = model.generate(prompt[:, :32], max_new_tokens=6, do_sample=False)[0, 32:]
+    assert not torch.equal(whole, start)  # the test tells the two apart
+    capsys.readouterr()
+    cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "6", LONG_PROMPT])
+    captured = capsys.readouterr()
+    assert captured.out == tokenizer.decode(whole) + "\n"
+    assert "warn" not in captured.err.lower() and "longer than the specified maximum" not in captured.err
+
+    cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "6", "--max-length", "5", LONG_PROMPT])
+    end = model.generate(prompt[:, -5:], max_new_tokens=6, do_sample=False)[0, 5:]
+    assert capsys.readouterr().out == tokenizer.decode(end) + "\n"
+
+
+def test_generate_command_with_learned_positions_refuses_a_long_prompt_in_one_line_or_keeps_its_end(
+    tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+) -> None:
+    """Learned positions cannot read past their table: the command names the prompt's length, the limit and
+    the --max-length that fits (the prompt's last tokens plus the new ones), and continues with that."""
+    from hf_attn import cli
+
+    model = decoder(position_embedding_type="learned", **vocabulary(tokenizer), **VARIED)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    prompt = tokenizer(LONG_PROMPT, truncation=False, return_tensors="pt")["input_ids"]
+    command = ["generate", "--model", str(tmp_path), "--max-new-tokens", "6", LONG_PROMPT]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(command)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and "warn" not in error.lower()
+    assert f"the prompt has {prompt.shape[1]} tokens" in error and "cover 32" in error and "--max-length 27" in error
+
+    cli.main([*command[:-1], "--max-length", "27", LONG_PROMPT])
+    end = model.generate(prompt[:, -27:], max_new_tokens=6, do_sample=False)[0, 27:]
+    assert capsys.readouterr().out == tokenizer.decode(end) + "\n"
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "33", "a good"])
+    assert "--max-new-tokens 33 is more than the 32 learned positions" in capsys.readouterr().err
+
+
+def test_generate_command_checks_both_halves_of_an_encoder_decoder_against_their_learned_positions() -> None:
+    """The encoder reads the prompt; the decoder its start token and every new token but the last."""
+    from hf_attn.cli import check_generation_fits
+
+    halves = {name: HfAttnConfig(**tiny_config_kwargs(position_embedding_type="learned", **settings))
+              for name, settings in (("encoder", {}), ("decoder", dict(is_decoder=True, add_cross_attention=True)))}
+    config = EncoderDecoderConfig(**halves)
+    check_generation_fits(config, 32, 32)
+    with pytest.raises(ValueError, match="prompt has 33 tokens but the encoder's learned positions cover 32; pass "
+                                         "--max-length 32"):
+        check_generation_fits(config, 33, 5)
+    with pytest.raises(ValueError, match="--max-new-tokens 33 is more than the 32 learned positions"):
+        check_generation_fits(config, 3, 33)

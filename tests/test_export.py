@@ -82,31 +82,68 @@ def test_compiled_training_step_matches_eager_gradients() -> None:
         torch.testing.assert_close(parameter.grad, expected[name], atol=1e-5, rtol=1e-4, msg=name)
 
 
-def export_onnx(model: HfAttnForSequenceClassification, path: Path) -> None:
+def export_onnx(model: HfAttnForSequenceClassification, path: Path, example: tuple[int, int, bool] = EXAMPLE) -> None:
     """The recipe of docs/export.md: the default exporter, batch and sequence length dynamic."""
     batch_size, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     dynamic = {"input_ids": {0: batch_size, 1: sequence}, "attention_mask": {0: batch_size, 1: sequence}}
-    torch.onnx.export(model, (), str(path), kwargs=batch(*EXAMPLE), dynamic_shapes=dynamic,
+    torch.onnx.export(model, (), str(path), kwargs=batch(*example), dynamic_shapes=dynamic,
                       input_names=["input_ids", "attention_mask"], output_names=["logits"], dynamo=True)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnxscript") is None,
-    reason="the ONNX export needs onnxscript and the parity check onnxruntime: pip install 'hf-attn[export]'",
-)
-@pytest.mark.parametrize("scheme", list(POSITION_SCHEMES))
-def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path) -> None:
+def assert_onnxruntime_matches_eager(
+    model: HfAttnForSequenceClassification, path: Path, shapes: tuple[tuple[int, int, bool], ...]
+) -> None:
     import onnxruntime
 
-    model = classifier(scheme)
-    export_onnx(model, tmp_path / "model.onnx")
-    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
-    for shape in (EXAMPLE, *shapes(scheme)):
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for shape in shapes:
         inputs = batch(*shape)
         (logits,) = session.run(["logits"], {name: tensor.numpy() for name, tensor in inputs.items()})
         with torch.no_grad():
             expected = model(**inputs).logits
-        torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-5, rtol=1e-4, msg=f"shape {shape}")
+
+
+needs_onnx = pytest.mark.skipif(
+    importlib.util.find_spec("onnxruntime") is None or importlib.util.find_spec("onnxscript") is None,
+    reason="the ONNX export needs onnxscript and the parity check onnxruntime: pip install 'hf-attn[export]'",
+)
+
+
+@needs_onnx
+@pytest.mark.parametrize("scheme", list(POSITION_SCHEMES))
+def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path) -> None:
+    model = classifier(scheme)
+    export_onnx(model, tmp_path / "model.onnx")
+    assert_onnxruntime_matches_eager(model, tmp_path / "model.onnx", (EXAMPLE, *shapes(scheme)))
+
+
+WINDOW = 16  # the windowed classifiers' positions: the example and the other shapes fall on both sides of it
+
+
+@needs_onnx
+@pytest.mark.parametrize(
+    ("scheme", "example"),
+    [
+        ("rope", EXAMPLE),
+        ("learned", (2, 2 * WINDOW + 3, True)),
+        pytest.param("learned", EXAMPLE, marks=pytest.mark.slow),
+        pytest.param("alibi", (2, WINDOW, False), marks=pytest.mark.slow),
+    ],
+)
+def test_windowed_classifier_exports_and_matches_eager_at_every_length(
+    scheme: str, example: tuple[int, int, bool], tmp_path: Path
+) -> None:
+    """A classifier with `classifier_window_stride` (as committed in checkpoints/) exported from an example shorter
+    than, as long as, or longer than its positions: onnxruntime reads shorter texts whole and longer ones as
+    windows, as the eager model does, including learned positions, which have no row past the window."""
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, max_position_embeddings=WINDOW,
+                                               classifier_window_stride=WINDOW // 2 + 1))
+    torch.manual_seed(0)
+    model = HfAttnForSequenceClassification(config).eval()
+    export_onnx(model, tmp_path / "model.onnx", example)
+    lengths = (example, (3, 5, True), (1, WINDOW, False), (2, WINDOW + 1, True), (3, 40, True), (1, 7 * WINDOW, False))
+    assert_onnxruntime_matches_eager(model, tmp_path / "model.onnx", lengths)
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,14 @@ def test_position_ids_and_windows_together_are_refused() -> None:
         model(input_ids=torch.ones(1, 2 * WINDOW, dtype=torch.long), position_ids=torch.arange(2 * WINDOW)[None])
 
 
+def test_a_learned_classifier_given_more_than_its_positions_is_told_to_truncate_or_read_windows() -> None:
+    """The error names the input's length, the limit and the classifier's two ways on (not generate())."""
+    with pytest.raises(ValueError, match=rf"cover {WINDOW} tokens but the input has {WINDOW + 1}") as error:
+        classifier("learned", None)(input_ids=torch.ones(1, WINDOW + 1, dtype=torch.long))
+    assert "truncation=True" in str(error.value) and "classifier_window_stride" in str(error.value)
+    assert "generate" not in str(error.value)
+
+
 def saved_classifier(folder: Path, model_max_length: int, **config: object) -> HfAttnForSequenceClassification:
     """The CLI tests' tiny classifier (16 positions), its tokenizer saved to read `model_max_length` tokens."""
     model = save_tiny_classifier(folder, **config)

@@ -342,12 +342,31 @@ def run_precision(experiment: Experiment) -> str:
 
 
 def resume_checkpoint(output_dir: Path) -> str:
-    """The last checkpoint in `output_dir`; a FileNotFoundError, before any data is loaded, if there is none."""
+    """The last checkpoint in `output_dir`; before any data is loaded, a FileNotFoundError if there is none and a
+    ValueError naming it if it is incomplete: `Trainer` writes `trainer_state.json` last, so a run stopped while
+    writing a checkpoint leaves it without one, or with a weights file cut short."""
+    from safetensors import SafetensorError, safe_open
+
     checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
     if checkpoint is None:
         raise FileNotFoundError(
             f"--resume: no checkpoint-* folder in {output_dir}; start without --resume, or pass the "
             "--output-dir of the interrupted run."
+        )
+    unreadable = [] if (Path(checkpoint) / "trainer_state.json").is_file() else ["trainer_state.json"]
+    for weights in sorted(Path(checkpoint).glob("*.safetensors")):
+        try:
+            with safe_open(weights, framework="pt"):  # reads the header, which must match the file's size
+                pass
+        except SafetensorError:
+            unreadable.append(weights.name)
+    if unreadable:
+        steps = sorted(int(path.name.split("-")[-1]) for path in output_dir.glob("checkpoint-*")
+                       if path.name.split("-")[-1].isdigit())
+        way_back = f"delete it to resume from checkpoint-{steps[-2]}, or" if len(steps) > 1 else "none is earlier:"
+        raise ValueError(
+            f"--resume: {checkpoint} is incomplete ({' and '.join(unreadable)} missing or cut short): the run was "
+            f"stopped while writing it; {way_back} start again with --overwrite."
         )
     return checkpoint
 
