@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ import torch
 from helpers import REPO
 from test_long_inputs import WINDOW, saved_classifier
 
+from hf_attn import cli
 from hf_attn.explore.analysis import (
     attention_by_distance,
     load_explored,
@@ -162,6 +165,7 @@ def test_the_page_shows_load_errors_on_the_status_line(windowed_dir: Path, tmp_p
     assert "**error**" in lines[1] and len(lines) == 2
 
 
+@pytest.mark.browser
 @pytest.mark.timeout(120)
 def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path) -> None:
     """The page served by `hf-attn explore`, driven by headless Chromium: the label it shows is the pipeline's,
@@ -188,3 +192,16 @@ def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path)
         driver.quit()
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_core_loads_no_gradio_and_explore_without_it_names_the_app_extra(
+    windowed_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = "import sys, hf_attn, hf_attn.explore.analysis, hf_attn.cli\nprint('gradio' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert result.stdout.strip() == "False"
+    monkeypatch.delitem(sys.modules, "hf_attn.explore.page", raising=False)
+    monkeypatch.setitem(sys.modules, "gradio", None)  # import gradio -> ModuleNotFoundError
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["explore", "--model", str(windowed_dir)])
+    assert exit_info.value.code == 2 and "pip install 'hf-attn[app]'" in capsys.readouterr().err
