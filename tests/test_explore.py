@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from hf_attn.explore.analysis import (
     read_text,
     sample_texts,
     scheme_curves,
+    window_attentions,
     window_contributions,
 )
 from hf_attn.positions import sinusoidal_embedding
@@ -83,7 +83,7 @@ def test_each_window_names_its_tokens_and_the_characters_they_cover(windowed_dir
     for number, window in enumerate(reading.windows):
         assert window.start == number * STRIDE
         end = min(window.start + WINDOW, len(offsets))
-        assert len(window.labels) == end - window.start
+        assert window.ids.tolist() == encoded["input_ids"][window.start : end]
         assert window.characters == (offsets[window.start][0], offsets[end - 1][1])
     assert reading.windows[0].characters[0] == 0
     assert len(REVIEW.rstrip()) <= reading.windows[-1].characters[1] <= len(REVIEW)  # a word's token holds its space
@@ -91,19 +91,34 @@ def test_each_window_names_its_tokens_and_the_characters_they_cover(windowed_dir
 
 def test_a_short_text_is_one_window_of_its_own_length(windowed_dir: Path) -> None:
     reading = read_text(load_explored(windowed_dir), "a good film")
-    assert len(reading.windows) == 1 and reading.attentions[0].shape[-1] == len(reading.windows[0].labels)
+    assert len(reading.windows) == 1 and reading.window_length == len(reading.windows[0].ids)
+
+
+def test_window_attentions_are_the_classifiers_own(windowed_dir: Path) -> None:
+    """The encoder run again on chosen windows gives the weights the classifier returns for those windows."""
+    explored = load_explored(windowed_dir)
+    reading = read_text(explored, REVIEW)
+    encoded = explored.tokenizer(REVIEW, return_tensors="pt")
+    with torch.no_grad():
+        everything = explored.model(**encoded, output_attentions=True).attentions
+    numbers = [1, len(reading.windows) - 1]  # a full window and the last, padded one
+    for ours, theirs in zip(window_attentions(explored, reading, numbers), everything):
+        torch.testing.assert_close(ours, theirs[numbers])
 
 
 def test_attention_by_distance_is_the_mean_weight_of_real_pairs_that_far_apart(windowed_dir: Path) -> None:
-    reading = read_text(load_explored(windowed_dir), REVIEW)
-    measured = attention_by_distance(reading)
-    for layer, weights in enumerate(reading.attentions):
+    explored = load_explored(windowed_dir)
+    reading = read_text(explored, REVIEW)
+    numbers = [0, 2, len(reading.windows) - 1]
+    attentions = window_attentions(explored, reading, numbers)
+    measured = attention_by_distance(reading, numbers, attentions)
+    for layer, weights in enumerate(attentions):
         sums, counts = [0.0] * WINDOW, [0] * WINDOW
-        for number, window in enumerate(reading.windows):
-            size = len(window.labels)
+        for row, number in enumerate(numbers):
+            size = len(reading.windows[number].ids)
             for query in range(size):
                 for key in range(size):
-                    sums[abs(query - key)] += float(weights[number, :, query, key].mean())
+                    sums[abs(query - key)] += float(weights[row, :, query, key].mean())
                     counts[abs(query - key)] += 1
         expected = [total / count for total, count in zip(sums, counts)]
         assert measured[layer].tolist() == pytest.approx(expected, abs=1e-6)
@@ -168,17 +183,19 @@ def test_the_page_shows_load_errors_on_the_status_line(windowed_dir: Path, tmp_p
 @pytest.mark.browser
 @pytest.mark.timeout(120)
 def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path) -> None:
-    """The page served by `hf-attn explore`, driven by headless Chromium: the label it shows is the pipeline's,
-    an empty text is one error line, and the page asks nothing of any host but its own."""
+    """The page as `hf-attn explore` serves it, driven by headless Chromium: the label it shows is the
+    pipeline's, an empty text is one error line, and the page asks nothing of any host but its own."""
     pytest.importorskip("gradio")
     pytest.importorskip("selenium")
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
+    from hf_attn.explore.page import launch
+
     driving = explore_screenshot_module()
     explored = load_explored(windowed_dir)
     expected = explored.classifier([REVIEW])[0]
     port = driving.free_port()
-    server = driving.serve([str(windowed_dir)], port)
+    page = launch([str(windowed_dir)], port, wait=True, prevent_thread_lock=True, quiet=True)
     driver = driving.headless_chromium(1200, 900)
     try:
         shown = driving.read_in_browser(driver, f"http://127.0.0.1:{port}/", REVIEW)
@@ -190,16 +207,12 @@ def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path)
         assert driving.requested_hosts(driver) == {"127.0.0.1"}
     finally:
         driver.quit()
-        server.terminate()
-        server.wait(timeout=30)
+        page.close()
 
 
-def test_the_core_loads_no_gradio_and_explore_without_it_names_the_app_extra(
+def test_explore_without_gradio_names_the_app_extra(
     windowed_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = "import sys, hf_attn, hf_attn.explore.analysis, hf_attn.cli\nprint('gradio' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert result.stdout.strip() == "False"
     monkeypatch.delitem(sys.modules, "hf_attn.explore.page", raising=False)
     monkeypatch.setitem(sys.modules, "gradio", None)  # import gradio -> ModuleNotFoundError
     with pytest.raises(SystemExit) as exit_info:

@@ -1,8 +1,8 @@
 """What the explore page shows of one classifier reading one text, computed without a browser.
 
-One eager forward pass of the saved classifier gives everything: the logits (the verdict), the last hidden
-state of every window it read (each window's share of the pooled decision) and every layer's attention
-weights (heatmaps, attention by distance). The page (`page.py`) only draws these.
+One forward pass of the saved classifier gives the logits (the verdict) and the last hidden state of every
+window it read (each window's share of the pooled decision); the attention weights (heatmaps, attention by
+distance) come from a second, eager pass over only the windows drawn. The page (`page.py`) only draws these.
 
 A windowed classifier (`classifier_window_stride`) pools its windows' vectors weighted by their real tokens
 and applies one linear head, so its logits split exactly into one term per window plus the head's bias:
@@ -20,7 +20,7 @@ import torch
 from transformers import PreTrainedTokenizerBase, TextClassificationPipeline
 
 from ..analysis.plots import rope_offset_scores
-from ..analysis.probes import HARD_REVIEWS, token_labels
+from ..analysis.probes import HARD_REVIEWS
 from ..modeling_hf_attn import HfAttnForSequenceClassification, pool
 from ..positions import alibi_slopes, sinusoidal_embedding
 from ..saved import classifier_pipeline
@@ -57,23 +57,22 @@ class ExploredModel:
 
 
 def load_explored(model_dir: str | os.PathLike[str]) -> ExploredModel:
-    """The classifier in `model_dir`, loaded as `hf-attn predict` loads it, with eager attention (whose weights
-    the page draws); a ValueError when the folder is not an hf_attn classifier."""
+    """The classifier in `model_dir`, loaded as `hf-attn predict` loads it; a ValueError when the folder is not
+    an hf_attn classifier."""
     classifier = classifier_pipeline(model_dir)
     if not isinstance(classifier.model, HfAttnForSequenceClassification):
         raise ValueError(f"{model_dir} holds a {type(classifier.model).__name__}, not an hf_attn classifier; pass "
                          "a folder `hf-attn train` wrote")
-    classifier.model.set_attn_implementation("eager")
     return ExploredModel(Path(model_dir).name or str(model_dir), classifier)
 
 
 @dataclass
 class Window:
-    """One window the classifier read: tokens [start, start + len(labels)), its share of the decision."""
+    """One window the classifier read: its tokens from `start` on, and its share of the decision."""
 
     start: int
-    labels: list[str]  # each token decoded alone, for heatmap axes
-    characters: tuple[int, int]  # [begin, end) of the characters the window's tokens cover in the text
+    ids: torch.Tensor  # (tokens,): its real tokens, padding left out
+    characters: tuple[int, int]  # [begin, end) of the characters its tokens cover in the text
     contribution: torch.Tensor  # (labels,): its term of the logits, (w_i / sum w) * W @ pooled_i
     own_logits: torch.Tensor  # (labels,): the logits had the model read this window alone
 
@@ -86,7 +85,7 @@ class Reading:
     logits: torch.Tensor  # (labels,)
     bias: torch.Tensor  # (labels,): the head's bias, the logits' part no window gives
     windows: list[Window]
-    attentions: tuple[torch.Tensor, ...]  # per layer (windows, heads, window, window), padding included
+    window_length: int  # the model's window (the text's length when it is read whole)
 
     @property
     def predicted(self) -> int:
@@ -101,34 +100,54 @@ class Reading:
 
 
 def read_text(explored: ExploredModel, text: str) -> Reading:
-    """`text` read by the classifier as its pipeline reads it (the same tokens, windows and pooling)."""
+    """`text` read by the classifier as its pipeline reads it (the same tokens, windows and pooling): one forward
+    pass without attention weights, so the model's own attention backend (SDPA) runs."""
     if not text.strip():
         raise ValueError("the text is empty; type a review or pick a sample")
     model, tokenizer = explored.model, explored.tokenizer
     encoded = tokenizer(text, return_offsets_mapping=True, return_tensors="pt")
     offsets = encoded.pop("offset_mapping")[0].tolist()
     model.eval()
-    with torch.no_grad():
-        output = model(**encoded, output_hidden_states=True, output_attentions=True)
+    with torch.inference_mode():
+        output = model(**encoded, output_hidden_states=True)
         last = output.hidden_states[-1]  # (windows, window, hidden): one row when the text is read whole
         count, length = last.shape[:2]
         tokens = encoded["input_ids"].shape[1]
         stride = model.config.classifier_window_stride or length
         starts = [index * stride for index in range(count)]
         sizes = torch.tensor([min(length, tokens - start) for start in starts])
-        mask = (torch.arange(length)[None, :] < sizes[:, None]).long()
-        pooled = pool(last, mask, model.config.classifier_pooling)  # (windows, hidden)
+        pooled = pool(last, real_tokens(sizes, length), model.config.classifier_pooling)  # (windows, hidden)
         own_logits = model.classifier(pooled)
         shares = sizes.to(pooled.dtype) / sizes.sum()
         contributions = shares[:, None] * (own_logits - model.classifier.bias)
     ids = encoded["input_ids"][0]
     windows = [
-        Window(start, token_labels(tokenizer, ids[start : start + size]),
-               (offsets[start][0], offsets[start + size - 1][1]), contribution, window_logits)
+        Window(start, ids[start : start + size], (offsets[start][0], offsets[start + size - 1][1]), contribution,
+               window_logits)
         for start, size, contribution, window_logits in zip(starts, sizes.tolist(), contributions, own_logits)
     ]
     logits = output.logits[0]
-    return Reading(logits.softmax(-1), logits, model.classifier.bias.detach(), windows, output.attentions)
+    return Reading(logits.softmax(-1), logits, model.classifier.bias.detach(), windows, length)
+
+
+def real_tokens(sizes: torch.Tensor, length: int) -> torch.Tensor:
+    """(windows,) token counts -> (windows, length) attention mask: 1 on each window's first `size` slots."""
+    return (torch.arange(length)[None, :] < sizes[:, None]).long()
+
+
+def window_attentions(explored: ExploredModel, reading: Reading, numbers: list[int]) -> tuple[torch.Tensor, ...]:
+    """The self-attention weights of the windows `numbers` of `reading`, per layer (windows, heads, window,
+    window): the encoder run again on just those windows, as the classifier ran it, with eager attention."""
+    chosen = [reading.windows[number] for number in numbers]
+    sizes = torch.tensor([len(window.ids) for window in chosen])
+    pad = explored.model.config.pad_token_id or 0
+    input_ids = torch.full((len(chosen), reading.window_length), pad, dtype=torch.long)
+    for row, window in enumerate(chosen):
+        input_ids[row, : len(window.ids)] = window.ids
+    with torch.inference_mode():
+        output = explored.model.model(input_ids=input_ids, attention_mask=real_tokens(sizes, reading.window_length),
+                                      output_attentions=True)
+    return output.attentions
 
 
 def window_contributions(reading: Reading) -> list[float]:
@@ -138,12 +157,12 @@ def window_contributions(reading: Reading) -> list[float]:
     return [float(window.contribution[toward] - window.contribution[against]) for window in reading.windows]
 
 
-def attention_by_distance(reading: Reading) -> torch.Tensor:
+def attention_by_distance(reading: Reading, numbers: list[int], attentions: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """(layers, window): the mean attention weight between a query and a key |i - j| tokens apart, over heads,
-    windows and every real (query, key) pair at that distance; NaN where no pair is that far apart."""
-    length = reading.attentions[0].shape[-1]
-    sizes = torch.tensor([len(window.labels) for window in reading.windows])
-    real = torch.arange(length)[None, :] < sizes[:, None]  # (windows, window)
+    the windows `numbers` (whose `window_attentions` are given) and every real (query, key) pair at that
+    distance; NaN where no pair is that far apart."""
+    length = reading.window_length
+    real = real_tokens(torch.tensor([len(reading.windows[number].ids) for number in numbers]), length).bool()
     pairs = (real[:, :, None] & real[:, None, :]).double()  # (windows, query, key)
     positions = torch.arange(length)
     distance = (positions[:, None] - positions[None, :]).abs().flatten()  # (query * key,)
@@ -151,7 +170,7 @@ def attention_by_distance(reading: Reading) -> torch.Tensor:
     rows = [
         torch.bincount(distance, weights=(weights.double().mean(dim=1) * pairs).sum(dim=0).flatten(),
                        minlength=length) / counts
-        for weights in reading.attentions
+        for weights in attentions
     ]
     return torch.stack(rows)
 

@@ -19,20 +19,25 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import gradio as gr  # noqa: E402
+import torch  # noqa: E402
 
 from ..analysis.plots import plot_attention_grid, plot_line_panels  # noqa: E402
+from ..analysis.probes import token_labels  # noqa: E402
 from .analysis import (  # noqa: E402
     ExploredModel,
     Reading,
+    Window,
     attention_by_distance,
     load_explored,
     read_text,
     sample_texts,
     scheme_curves,
+    window_attentions,
     window_contributions,
 )
 
 HEATMAP_TOKENS = 64  # tokens of a window a heatmap shows: more leaves the axis labels unreadable
+DISTANCE_WINDOWS = 8  # windows whose attention by distance is measured (the first 1,024 tokens at 128 a window)
 # System fonts only: the default theme's Google font is a request to the internet on every page load.
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                           font_mono=["ui-monospace", "monospace"])
@@ -110,43 +115,54 @@ def window_views(explored: ExploredModel, reading: Reading, text: str) -> tuple[
     table = []
     for number, (window, push) in enumerate(zip(reading.windows, pushes)):
         alone = window.own_logits.softmax(-1)
-        table.append([number, f"{window.start}-{window.start + len(window.labels) - 1}", round(push, 4),
+        table.append([number, f"{window.start}-{window.start + len(window.ids) - 1}", round(push, 4),
                       f"{id2label[int(alone.argmax())]} {float(alone.max()):.3f}",
                       text[slice(*window.characters)]])
     headers = ["window", "tokens", f"push toward {toward} (vs {against})", "alone", "text"]
     return coloured, [headers, *table]
 
 
-def heatmap_png(explored: ExploredModel, reading: Reading, window: int, layer: int, head: int, folder: Path) -> str:
-    """One head's self-attention over (at most `HEATMAP_TOKENS` of) one window, as a PNG path."""
-    window = min(window, len(reading.windows) - 1)
-    tokens = reading.windows[window].labels[:HEATMAP_TOKENS]
-    weights = reading.attentions[layer][window, head : head + 1, : len(tokens), : len(tokens)]
+def heatmap_png(explored: ExploredModel, window: Window, weights: torch.Tensor, title: str, folder: Path) -> str:
+    """Self-attention weights (heads, window, window) over (at most `HEATMAP_TOKENS` of) a window, as a PNG."""
+    tokens = token_labels(explored.tokenizer, window.ids[:HEATMAP_TOKENS])
     path = tempfile.NamedTemporaryFile(suffix=".png", dir=folder, delete=False).name
-    plot_attention_grid(weights, tokens, tokens, path,
-                        f"{explored.name} ({explored.scheme}): layer {layer}, head {head}, window {window}")
-    return path
+    return str(plot_attention_grid(weights[:, : len(tokens), : len(tokens)], tokens, tokens, path, title))
 
 
-def scheme_png(explored: ExploredModel, reading: Reading, folder: Path) -> str:
-    """The scheme's own curve beside the attention this text measured, both against the distance, as a PNG."""
+def scheme_png(explored: ExploredModel, measured: torch.Tensor, windows: int, folder: Path) -> str:
+    """The scheme's own curve beside the attention by distance measured on `windows` windows of the text, both
+    against the distance, as a PNG."""
     title, ylabel, lines = scheme_curves(explored, explored.model.config.max_position_embeddings - 1)
-    measured = attention_by_distance(reading)
     distances = list(range(measured.shape[1]))
     panels = [
         (title, ylabel, {name: (list(range(len(ys))), ys.tolist()) for name, ys in lines.items()}),
-        ("measured on this text: attention by distance", "mean attention weight (heads averaged)",
+        (f"measured on {windows} window(s) of this text", "mean attention weight (heads averaged)",
          {f"layer {layer}": (distances, row.tolist()) for layer, row in enumerate(measured)}),
     ]
     path = tempfile.NamedTemporaryFile(suffix=".png", dir=folder, delete=False).name
     return str(plot_line_panels(panels, path, "distance |i - j| (tokens)"))
 
 
+def pictures(explored: ExploredModel, reading: Reading, window: int, layer: int, head: int,
+             folder: Path) -> tuple[str, str]:
+    """The heatmap of one window, layer and head, and the scheme's panel, as PNG paths. Attention weights are
+    computed for that window and the first `DISTANCE_WINDOWS` (the distance panel's), no more."""
+    config = explored.model.config
+    window = min(max(window, 0), len(reading.windows) - 1)
+    layer, head = min(max(layer, 0), config.num_hidden_layers - 1), min(max(head, 0), config.num_attention_heads - 1)
+    numbers = sorted(set(range(min(len(reading.windows), DISTANCE_WINDOWS))) | {window})
+    attentions = window_attentions(explored, reading, numbers)
+    title = f"{explored.name} ({explored.scheme}): window {window}, layer {layer}, head {head}"
+    heatmap = heatmap_png(explored, reading.windows[window], attentions[layer][numbers.index(window), head : head + 1],
+                          title, folder)
+    return heatmap, scheme_png(explored, attention_by_distance(reading, numbers, attentions), len(numbers), folder)
+
+
 def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
     """The page over `model_dirs` (loading starts now, in the background) and the shelf that loads them."""
     shelf = ModelShelf(model_dirs)
     samples = sample_texts()
-    pictures = Path(tempfile.mkdtemp(prefix="hf-attn-explore-"))
+    folder = Path(tempfile.mkdtemp(prefix="hf-attn-explore-"))
 
     def read(text: str) -> tuple[str, str, dict[str, Reading]]:
         if not text.strip():
@@ -177,12 +193,7 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
         if not readings:
             return None, None
         detail_dir = chosen(readings, detail_dir)
-        explored, reading = shelf.models[detail_dir], readings[detail_dir]
-        config = explored.model.config
-        layer = min(int(layer), config.num_hidden_layers - 1)
-        head = min(int(head), config.num_attention_heads - 1)
-        return (heatmap_png(explored, reading, int(window), layer, head, pictures),
-                scheme_png(explored, reading, pictures))
+        return pictures(shelf.models[detail_dir], readings[detail_dir], int(window), int(layer), int(head), folder)
 
     with gr.Blocks(title="hf-attn explore") as page:
         gr.Markdown("# hf-attn explore: what each position scheme does to a review\n"
