@@ -52,7 +52,7 @@ def serve(models: list[str], port: int, timeout: float = 120.0) -> subprocess.Po
     raise TimeoutError(f"hf-attn explore did not answer on port {port} within {timeout:.0f} s")
 
 
-def headless_chromium(width: int = 1400, height: int = 2600) -> webdriver.Chrome:
+def headless_chromium(width: int = 1400, height: int = 3300) -> webdriver.Chrome:
     """Debian's chromium through its chromedriver, headless, with the network log on (to see every request)."""
     options = webdriver.ChromeOptions()
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
@@ -108,7 +108,8 @@ def main() -> None:
     driver = headless_chromium()
     try:
         print(read_in_browser(driver, f"http://127.0.0.1:{port}/", text))
-        WebDriverWait(driver, 60).until(lambda page: len(page.find_elements(By.CSS_SELECTOR, "img")) >= 2)
+        WebDriverWait(driver, 120).until(lambda page: page.find_elements(By.CSS_SELECTOR, "#heatmap img")
+                                         and page.find_elements(By.CSS_SELECTOR, "#scheme img"))
         time.sleep(2)  # the images' own loading and the layout settling
         driver.save_screenshot(args.output)
         print(f"screenshot in {args.output}; hosts requested: {sorted(requested_hosts(driver))}")

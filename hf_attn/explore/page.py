@@ -215,14 +215,19 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
                     "first reads it: red pushes toward the verdict, blue against it.")
         coloured = gr.HighlightedText(label="the review, coloured by its windows' push", elem_id="coloured")
         windows = gr.Dataframe(label="windows", wrap=True, max_height=320, elem_id="windows")
-        gr.Markdown("### Attention (eager) and the position scheme")
+        gr.Markdown("### The position scheme, and the attention measured on this text\nLeft: what the scheme "
+                    "itself does with distance. Right: the mean attention weight between tokens that far apart, per "
+                    "layer, in the first windows of the text.")
+        scheme = gr.Image(label="scheme and attention by distance", type="filepath", elem_id="scheme")
+        gr.Markdown(f"### Attention heatmap (eager)\nOne head of one layer over a window (its first "
+                    f"{HEATMAP_TOKENS} tokens): queries down, keys across. Press Enter in a box to redraw.")
         with gr.Row():
-            window = gr.Number(0, label="window", precision=0, minimum=0)
-            layer = gr.Number(0, label="layer", precision=0, minimum=0)
-            head = gr.Number(0, label="head", precision=0, minimum=0)
-        with gr.Row():
-            heatmap = gr.Image(label="self-attention of one head", type="filepath")
-            scheme = gr.Image(label="the scheme's picture and the measured attention by distance", type="filepath")
+            with gr.Column(scale=1):
+                window = gr.Number(0, label="window", precision=0, minimum=0)
+                layer = gr.Number(0, label="layer", precision=0, minimum=0)
+                head = gr.Number(0, label="head", precision=0, minimum=0)
+            with gr.Column(scale=3):
+                heatmap = gr.Image(label="self-attention of one head", type="filepath", elem_id="heatmap")
         readings = gr.State({})
 
         timer = gr.Timer(1.0)
