@@ -20,6 +20,7 @@ from helpers import REPO
 from test_long_inputs import WINDOW, saved_classifier
 
 from hf_attn import cli
+from hf_attn.explore import analysis
 from hf_attn.explore.analysis import (
     attention_by_distance,
     load_explored,
@@ -104,6 +105,23 @@ def test_window_attentions_are_the_classifiers_own(windowed_dir: Path) -> None:
     numbers = [1, len(reading.windows) - 1]  # a full window and the last, padded one
     for ours, theirs in zip(window_attentions(explored, reading, numbers), everything):
         torch.testing.assert_close(ours, theirs[numbers])
+
+
+def test_a_text_read_whole_has_the_attention_of_its_first_tokens_read_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without windows a long text is one window; its weights are those of its first ATTENTION_TOKENS alone."""
+    model = saved_classifier(tmp_path, 100)  # rope, 16 positions, reads 100 tokens at once
+    explored = load_explored(tmp_path)
+    reading = read_text(explored, REVIEW)
+    assert len(reading.windows) == 1 and reading.window_length == len(reading.windows[0].ids) > 40
+    monkeypatch.setattr(analysis, "ATTENTION_TOKENS", 10)
+    ours = window_attentions(explored, reading, [0])
+    with torch.no_grad():
+        alone = model.model(input_ids=reading.windows[0].ids[None, :10], output_attentions=True).attentions
+    for layer_ours, layer_alone in zip(ours, alone):
+        torch.testing.assert_close(layer_ours, layer_alone)
+    assert attention_by_distance(reading, [0], ours).shape == (2, 10)
 
 
 def test_attention_by_distance_is_the_mean_weight_of_real_pairs_that_far_apart(windowed_dir: Path) -> None:

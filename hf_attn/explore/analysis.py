@@ -26,6 +26,7 @@ from ..positions import alibi_slopes, sinusoidal_embedding
 from ..saved import classifier_pipeline
 
 LONG_REVIEW = Path(__file__).with_name("long_review.json")
+ATTENTION_TOKENS = 1024  # the longest window whose attention weights are computed (see `window_attentions`)
 
 
 def sample_texts() -> dict[str, str]:
@@ -136,17 +137,22 @@ def real_tokens(sizes: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def window_attentions(explored: ExploredModel, reading: Reading, numbers: list[int]) -> tuple[torch.Tensor, ...]:
-    """The self-attention weights of the windows `numbers` of `reading`, per layer (windows, heads, window,
-    window): the encoder run again on just those windows, as the classifier ran it, with eager attention."""
-    chosen = [reading.windows[number] for number in numbers]
-    sizes = torch.tensor([len(window.ids) for window in chosen])
+    """The self-attention weights of the windows `numbers` of `reading`, per layer (windows, heads, length,
+    length): the encoder run again on just those windows, as the classifier ran it, with eager attention.
+
+    A model that reads its text whole (no windows) has one window as long as the text; its weights are those
+    of its first `ATTENTION_TOKENS` tokens read alone, since the eager weights of every pair of a long text
+    do not fit in memory (4,000 tokens: 64 MB per head and layer).
+    """
+    length = min(reading.window_length, ATTENTION_TOKENS)
+    chosen = [reading.windows[number].ids[:length] for number in numbers]
     pad = explored.model.config.pad_token_id or 0
-    input_ids = torch.full((len(chosen), reading.window_length), pad, dtype=torch.long)
-    for row, window in enumerate(chosen):
-        input_ids[row, : len(window.ids)] = window.ids
+    input_ids = torch.full((len(chosen), length), pad, dtype=torch.long)
+    for row, ids in enumerate(chosen):
+        input_ids[row, : len(ids)] = ids
+    attention_mask = real_tokens(torch.tensor([len(ids) for ids in chosen]), length)
     with torch.inference_mode():
-        output = explored.model.model(input_ids=input_ids, attention_mask=real_tokens(sizes, reading.window_length),
-                                      output_attentions=True)
+        output = explored.model.model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
     return output.attentions
 
 
@@ -161,8 +167,9 @@ def attention_by_distance(reading: Reading, numbers: list[int], attentions: tupl
     """(layers, window): the mean attention weight between a query and a key |i - j| tokens apart, over heads,
     the windows `numbers` (whose `window_attentions` are given) and every real (query, key) pair at that
     distance; NaN where no pair is that far apart."""
-    length = reading.window_length
-    real = real_tokens(torch.tensor([len(reading.windows[number].ids) for number in numbers]), length).bool()
+    length = attentions[0].shape[-1]
+    sizes = torch.tensor([min(len(reading.windows[number].ids), length) for number in numbers])
+    real = real_tokens(sizes, length).bool()
     pairs = (real[:, :, None] & real[:, None, :]).double()  # (windows, query, key)
     positions = torch.arange(length)
     distance = (positions[:, None] - positions[None, :]).abs().flatten()  # (query * key,)
