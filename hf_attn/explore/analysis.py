@@ -39,7 +39,7 @@ def sample_texts() -> dict[str, str]:
 
 @dataclass
 class ExploredModel:
-    """A saved classifier as the page holds it: its pipeline (strictly loaded, eager attention) and a name."""
+    """A saved classifier as the page holds it: its pipeline (strictly loaded) and a name."""
 
     name: str
     classifier: TextClassificationPipeline

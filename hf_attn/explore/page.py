@@ -212,7 +212,7 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
         gr.Markdown("### Windows: each one's push on the pooled decision\nA long review is read as windows of "
                     "the model's positions; the pooled vector is their token-weighted mean, so the logits are one "
                     "term per window plus the head's bias. Each part of the text is coloured by the window that "
-                    "first reads it: red pushes toward the verdict, blue against it.")
+                    "first reads it: red pushes toward the verdict, purple against it.")
         coloured = gr.HighlightedText(label="the review, coloured by its windows' push", elem_id="coloured")
         windows = gr.Dataframe(label="windows", wrap=True, max_height=320, elem_id="windows")
         gr.Markdown("### The position scheme, and the attention measured on this text\nLeft: what the scheme "
