@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import REPO
+from test_cli import save_tiny_classifier
 from test_long_inputs import WINDOW, saved_classifier
 
-from hf_attn import cli
+from hf_attn import HfAttnForMaskedLM, cli
 from hf_attn.explore import analysis
 from hf_attn.explore.analysis import (
     attention_by_distance,
@@ -165,10 +166,6 @@ def test_an_empty_text_and_a_folder_without_a_classifier_are_one_line_errors(win
                                                                               tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="the text is empty"):
         read_text(load_explored(windowed_dir), "  \n")
-    from test_cli import save_tiny_classifier
-
-    from hf_attn import HfAttnForMaskedLM
-
     save_tiny_classifier(tmp_path, HfAttnForMaskedLM)
     with pytest.raises(ValueError, match="no classifier head") as error:
         load_explored(tmp_path)
@@ -200,9 +197,10 @@ def test_the_page_shows_load_errors_on_the_status_line(windowed_dir: Path, tmp_p
 
 @pytest.mark.browser
 @pytest.mark.timeout(120)
-def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path) -> None:
+def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path, tmp_path: Path) -> None:
     """The page as `hf-attn explore` serves it, driven by headless Chromium: the label it shows is the
-    pipeline's, an empty text is one error line, and the page asks nothing of any host but its own."""
+    pipeline's, a folder without a classifier and an empty text are one error line each, and the page asks
+    nothing of any host but its own."""
     pytest.importorskip("gradio")
     pytest.importorskip("selenium")
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
@@ -213,12 +211,16 @@ def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path)
     explored = load_explored(windowed_dir)
     expected = explored.classifier([REVIEW])[0]
     port = driving.free_port()
-    page = launch([str(windowed_dir)], port, wait=True, prevent_thread_lock=True, quiet=True)
+    save_tiny_classifier(tmp_path, HfAttnForMaskedLM)
+    page = launch([str(windowed_dir), str(tmp_path)], port, wait=True, prevent_thread_lock=True, quiet=True)
     driver = driving.headless_chromium(1200, 900)
     try:
         shown = driving.read_in_browser(driver, f"http://127.0.0.1:{port}/", REVIEW)
+        assert len(shown.splitlines()) == 2  # the header and the one classifier
         row = shown.splitlines()[-1].split()
         assert row[:3] == [windowed_dir.name, "rope", expected["label"]]
+        status = driver.find_element(driving.By.ID, "status").text
+        assert "rope, ready" in status and "error: " in status and "no classifier head" in status
         assert float(row[3]) == pytest.approx(expected["score"], abs=1e-3)
         assert driving.read_in_browser(driver, f"http://127.0.0.1:{port}/", "") == \
             "error: the text is empty; type a review or pick a sample"
