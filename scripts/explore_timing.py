@@ -52,7 +52,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp())
 
     def answer() -> None:
-        window_views(explored, read_text(explored, text), text)
+        window_views(explored, read_text(explored, text))
 
     reading = read_text(explored, text)
 

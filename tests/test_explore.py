@@ -184,6 +184,23 @@ def explore_screenshot_module():  # noqa: ANN201 - the script's module, imported
     return module
 
 
+def test_the_coloured_text_is_the_reviews_cut_at_window_starts_and_scaled_to_the_largest_push(
+    windowed_dir: Path,
+) -> None:
+    pytest.importorskip("gradio")
+    from hf_attn.explore.page import window_views
+
+    explored = load_explored(windowed_dir)
+    reading = read_text(explored, REVIEW)
+    coloured, table = window_views(explored, reading)
+    assert "".join(part for part, _ in coloured) == REVIEW[: reading.windows[-1].characters[1]]
+    assert [part for part, _ in coloured][1].startswith(REVIEW[reading.windows[1].characters[0]:][:5])
+    pushes = window_contributions(reading)
+    largest = max(abs(push) for push in pushes)
+    assert [score for _, score in coloured] == pytest.approx([push / largest for push in pushes])
+    assert [row[2] for row in table[1:]] == pytest.approx(pushes, abs=1e-4)
+
+
 def test_the_page_shows_load_errors_on_the_status_line(windowed_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("gradio")
     from hf_attn.explore.page import ModelShelf

@@ -82,6 +82,7 @@ class Window:
 class Reading:
     """One text read by one classifier."""
 
+    text: str
     probabilities: torch.Tensor  # (labels,)
     logits: torch.Tensor  # (labels,)
     bias: torch.Tensor  # (labels,): the head's bias, the logits' part no window gives
@@ -128,7 +129,7 @@ def read_text(explored: ExploredModel, text: str) -> Reading:
         for start, size, contribution, window_logits in zip(starts, sizes.tolist(), contributions, own_logits)
     ]
     logits = output.logits[0]
-    return Reading(logits.softmax(-1), logits, model.classifier.bias.detach(), windows, length)
+    return Reading(text, logits.softmax(-1), logits, model.classifier.bias.detach(), windows, length)
 
 
 def real_tokens(sizes: torch.Tensor, length: int) -> torch.Tensor:

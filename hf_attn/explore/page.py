@@ -103,13 +103,14 @@ def verdict_table(shelf: ModelShelf, readings: dict[str, Reading]) -> str:
     return "\n".join(rows)
 
 
-def window_views(explored: ExploredModel, reading: Reading, text: str) -> tuple[list, list[list[Any]]]:
+def window_views(explored: ExploredModel, reading: Reading) -> tuple[list, list[list[Any]]]:
     """The text coloured by the window that first reads each part (its push toward the label, scaled to the
     largest), and a table of the windows: number, tokens, push, the window's own verdict, its text."""
     id2label = explored.model.config.id2label
     toward, against = id2label[reading.predicted], id2label[reading.runner_up]
     pushes = window_contributions(reading)
     largest = max(abs(push) for push in pushes) or 1.0
+    text = reading.text
     starts = [window.characters[0] for window in reading.windows] + [reading.windows[-1].characters[1]]
     coloured = [(text[begin:end], push / largest) for begin, end, push in zip(starts, starts[1:], pushes)]
     table = []
@@ -182,11 +183,11 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
         """The folder whose details are shown: the one asked for, else the first that read the text."""
         return detail_dir if detail_dir in readings else next(iter(readings))
 
-    def details(readings: dict[str, Reading], detail_dir: str, text: str) -> tuple:
+    def details(readings: dict[str, Reading], detail_dir: str) -> tuple:
         if not readings:
             return None, None
         detail_dir = chosen(readings, detail_dir)
-        coloured, table = window_views(shelf.models[detail_dir], readings[detail_dir], text)
+        coloured, table = window_views(shelf.models[detail_dir], readings[detail_dir])
         return coloured, {"headers": table[0], "data": table[1:]}
 
     def draw(readings: dict[str, Reading], detail_dir: str, window: float, layer: float, head: float) -> tuple:
@@ -235,9 +236,9 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
         sample.change(lambda name: samples.get(name, ""), inputs=sample, outputs=text)
         drawn = [readings, detail, window, layer, head]
         gr.on([button.click, text.submit], read, inputs=text, outputs=[error, verdicts, readings]).then(
-            details, inputs=[readings, detail, text], outputs=[coloured, windows]).then(
+            details, inputs=[readings, detail], outputs=[coloured, windows]).then(
             draw, inputs=drawn, outputs=[heatmap, scheme])
-        detail.change(details, inputs=[readings, detail, text], outputs=[coloured, windows]).then(
+        detail.change(details, inputs=[readings, detail], outputs=[coloured, windows]).then(
             draw, inputs=drawn, outputs=[heatmap, scheme])
         gr.on([window.submit, layer.submit, head.submit], draw, inputs=drawn, outputs=[heatmap, scheme])
     return page, shelf
