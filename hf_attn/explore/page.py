@@ -219,7 +219,7 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
         gr.Markdown("### The position scheme, and the attention measured on this text\nLeft: what the scheme "
                     "itself does with distance. Right: the mean attention weight between tokens that far apart, per "
                     "layer, in the first windows of the text.")
-        scheme = gr.Image(label="scheme and attention by distance", type="filepath", elem_id="scheme")
+        scheme = gr.Image(label="scheme and attention by distance", show_label=False, type="filepath", elem_id="scheme")
         gr.Markdown(f"### Attention heatmap (eager)\nOne head of one layer over a window (its first "
                     f"{HEATMAP_TOKENS} tokens): queries down, keys across. Press Enter in a box to redraw.")
         with gr.Row():
@@ -228,7 +228,8 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
                 layer = gr.Number(0, label="layer", precision=0, minimum=0)
                 head = gr.Number(0, label="head", precision=0, minimum=0)
             with gr.Column(scale=3):
-                heatmap = gr.Image(label="self-attention of one head", type="filepath", elem_id="heatmap")
+                heatmap = gr.Image(label="self-attention of one head", show_label=False, type="filepath",
+                                   elem_id="heatmap")
         readings = gr.State({})
 
         timer = gr.Timer(1.0)
