@@ -25,6 +25,7 @@ EXTRA_OF_MODULE = {
     "sklearn": "experiments",
     "matplotlib": "analysis",
     "babel": "experiments",
+    "gradio": "app",
 }
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -194,6 +195,12 @@ def _probe(args: argparse.Namespace) -> None:
                "cross_attention": cross, "pictures": pictures}
     (output / "probe.json").write_text(json.dumps(summary, indent=2))
     print(f"pictures and probe.json in {output}")
+
+
+def _explore(args: argparse.Namespace) -> None:
+    from .explore.page import launch
+
+    launch(args.model, args.port)
 
 
 def _generate(args: argparse.Namespace) -> None:
@@ -534,6 +541,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write self- and cross-attention heatmaps, position plots, probe.json")
     probe.add_argument("--heatmap-text", help="review for the self-attention heatmaps (default: hard review 1)")
     probe.set_defaults(func=_probe)
+
+    explore = commands.add_parser("explore", help="a local page (Gradio) to read texts with saved classifiers: "
+                                  "verdicts, windows, attention heatmaps, each position scheme's picture")
+    explore.add_argument("--model", required=True, action="append", type=model_with_tokenizer,
+                         help="a saved classifier folder; repeat to compare several")
+    explore.add_argument("--port", type=positive_int, help="serve on 127.0.0.1:PORT (default: Gradio's, 7860)")
+    explore.set_defaults(func=_explore)
 
     generate = commands.add_parser("generate", help="continue prompts with a saved causal LM (or encoder-decoder)")
     generate.add_argument("--model", required=True, type=model_with_tokenizer)

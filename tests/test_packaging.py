@@ -14,8 +14,8 @@ from helpers import REPO
 
 from hf_attn import cli
 
-OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "hf_attn.experiments", "hf_attn.bench",
-            "hf_attn.analysis", "hf_attn.week3"]
+OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "gradio", "hf_attn.experiments", "hf_attn.bench",
+            "hf_attn.analysis", "hf_attn.week3", "hf_attn.explore"]
 
 
 def test_importing_the_package_loads_no_optional_module() -> None:
