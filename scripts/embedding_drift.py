@@ -6,7 +6,7 @@ the learned part of the embedding is (trained - init). An encoder run initialise
 embedding started at the DAN rows, so its learned part is (its table x its forward scale - DAN).
 Drift is the Frobenius norm of the learned part over the norm of the starting table ([PAD] excluded).
 
-    python scripts/embedding_drift.py --week3 runs/week3-8k --runs runs/absolute runs/rope \\
+    python scripts/embedding_drift.py --week3 runs/week3-8k --runs runs/sinusoidal runs/rope \\
         --out results/pretraining/embedding-drift.json
 """
 

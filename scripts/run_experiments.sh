@@ -4,13 +4,13 @@
 # configs/STUDY/NAME.yaml (hf-attn train); pretrain:STUDY/NAME pretrains it (hf-attn pretrain).
 # Output: runs/NAME/ (model, checkpoints, metrics.json) and results/STUDY/NAME.json. IMDb comes from
 # configs/base.yaml's `dataset`, or from DATASET=DIR when set.
-#   usage: scripts/run_experiments.sh WEEK3_DIR [[pretrain:]STUDY/NAME ...]   (default: positions/absolute positions/rope)
+#   usage: scripts/run_experiments.sh WEEK3_DIR [[pretrain:]STUDY/NAME ...]   (default: positions/sinusoidal positions/rope)
 #   e.g.   scripts/run_experiments.sh runs/week3-8k pretrain:pretraining/pretrain-rope pretraining/rope-pretrained
 set -euo pipefail
 week3=${1:?usage: scripts/run_experiments.sh WEEK3_DIR [[pretrain:]STUDY/NAME ...]}
 shift
 items=("$@")
-[ ${#items[@]} -gt 0 ] || items=(positions/absolute positions/rope)
+[ ${#items[@]} -gt 0 ] || items=(positions/sinusoidal positions/rope)
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 dataset=()
 if [ -n "${DATASET:-}" ]; then dataset=(--dataset "$DATASET"); fi

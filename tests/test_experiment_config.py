@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -175,3 +176,54 @@ def test_the_dataset_is_set_in_one_place() -> None:
     for path in CONFIGS:
         if path != SMOKE:
             assert read_experiment_file(path)["dataset"] == base_dataset, path
+
+
+def bases_of(path: Path) -> list[Path]:
+    """The files `path` builds on, nearest first (stopping past three: deeper is already too deep)."""
+    chain = [path]
+    while len(chain) <= 3 and (base := (yaml.safe_load(chain[-1].read_text()) or {}).get("base")) is not None:
+        chain.append((chain[-1].parent / base).resolve())
+    return chain[1:]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[str(path.relative_to(REPO / "configs")) for path in CONFIGS])
+def test_every_shipped_config_is_at_most_two_bases_deep(path: Path) -> None:
+    """An experiment names a shared or study base (encoder.yaml, fine-tune.yaml, causal-lm/base.yaml, ...) whose
+    own base is base.yaml: what a run does is in at most three files, read in one go."""
+    chain = bases_of(path)
+    assert len(chain) <= 2, " -> ".join(str(link.relative_to(REPO / "configs")) for link in (path, *chain))
+
+
+def leaf_settings(section: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"model": {"hidden_size": 8}}` -> `{"model.hidden_size": 8}`."""
+    leaves = {}
+    for key, value in section.items():
+        if isinstance(value, dict):
+            leaves.update(leaf_settings(value, f"{prefix}{key}."))
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
+BASED = [path for path in CONFIGS if "base" in yaml.safe_load(path.read_text())]
+
+
+@pytest.mark.parametrize("path", BASED, ids=[str(path.relative_to(REPO / "configs")) for path in BASED])
+def test_every_shipped_config_states_only_what_differs_from_its_base(path: Path) -> None:
+    own = yaml.safe_load(path.read_text())
+    base = own.pop("base")
+    inherited = leaf_settings(read_experiment_file(path.parent / base))
+    repeated = sorted(key for key, value in leaf_settings(own).items() if key in inherited and inherited[key] == value)
+    assert not repeated, f"{path} repeats what its base {base} sets: {repeated}"
+
+
+def test_the_bases_of_fresh_encoders_share_the_reference_shape() -> None:
+    """encoder.yaml (classifiers from scratch) and the two masked-LM pretraining bases each write out the
+    reference shape (a base has one base of its own): fine-tuned and from-scratch classifiers compare only if
+    they agree."""
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+             "norm_position", "hidden_dropout", "attention_dropout", "classifier_pooling")
+    bases = ("encoder.yaml", "pretraining/pretrain-base.yaml", "gpu/pretrain-base.yaml")
+    shapes = {base: {key: read_experiment_file(REPO / "configs" / base)["model"][key] for key in shape}
+              for base in bases}
+    assert all(found == shapes["encoder.yaml"] for found in shapes.values()), shapes
