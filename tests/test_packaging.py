@@ -4,6 +4,7 @@ is installed.)"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,14 +19,33 @@ OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "hf_attn.experiments
             "hf_attn.analysis", "hf_attn.week3"]
 
 
+def modules_loaded_by(code: str) -> list[str]:
+    """The names of OPTIONAL and `hf_attn.cli` that a fresh interpreter has loaded after running `code`."""
+    check = (f"import json, sys\n{code}\n"
+             f"print(json.dumps([name for name in {[*OPTIONAL, 'hf_attn.cli']!r} if name in sys.modules]))")
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, cwd=REPO)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def test_importing_the_package_loads_no_optional_module() -> None:
-    code = (
-        "import sys, hf_attn\n"
-        "from transformers import AutoConfig\n"
-        f"print([name for name in {OPTIONAL!r} if name in sys.modules])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert result.stdout.strip() == "[]"
+    assert modules_loaded_by("import hf_attn\nfrom transformers import AutoConfig") == []
+
+
+def test_parsing_a_command_imports_no_other_commands_machinery(tmp_path: Path) -> None:
+    saved = tmp_path / "model"  # what `--model` checks for
+    saved.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (saved / name).write_text("{}")
+    code = (f"from hf_attn.cli import build_parser\n"
+            f"args = build_parser().parse_args(['predict', '--model', {str(saved)!r}, 'a review'])\n"
+            "assert args.func.__name__ == '_predict'")
+    assert modules_loaded_by(code) == ["hf_attn.cli"]
+
+
+def test_the_benchmark_options_are_read_when_bench_runs_and_the_benchmark_does_not_import_the_command_line() -> None:
+    args = cli.build_parser().parse_args(["bench", "--sections", "throughput", "--repeats", "2"])
+    assert args.sections == ("throughput",) and args.repeats == 2 and args.func.__name__ == "run_from_args"
+    assert "hf_attn.cli" not in modules_loaded_by("import hf_attn.bench")
 
 
 def test_core_dependencies_are_the_models_and_torch_is_not_pinned() -> None:
