@@ -52,6 +52,17 @@ def positive_int(value: str) -> int:
     return int(value)
 
 
+def positive_number(value: str) -> float:
+    """A size such as `checkpoint --max-mb`: a number above 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {value!r}")
+    return number
+
+
 def lengths_list(value: str) -> list[int]:
     """`perplexity --lengths`: comma-separated whole numbers of at least 2 (a window of 1 predicts nothing)."""
     parts = value.split(",")

@@ -21,6 +21,7 @@ from .arguments import (
     output_file,
     output_folder,
     positive_int,
+    positive_number,
     run_folder,
 )
 
@@ -262,7 +263,9 @@ def _push(args: argparse.Namespace) -> None:
 def _checkpoint(args: argparse.Namespace) -> None:
     from .analysis.checkpoint import write_checkpoint
 
-    size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only)
+    max_bytes = None if args.max_mb is None else round(args.max_mb * 1_000_000)
+    size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only,
+                            max_bytes=max_bytes)
     print(f"wrote {args.output} ({size / 1e6:.1f} MB, float16 weights): from_pretrained({args.output!r}) loads it")
 
 
@@ -428,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     push.set_defaults(func=_push)
 
     checkpoint = commands.add_parser("checkpoint", help="write a run's model as a small float16 from_pretrained "
-                                     "folder with its tokenizer, code and card, to commit in checkpoints/")
+                                     "folder with its tokenizer, code and card (this repository commits its own with "
+                                     "tools/commit_checkpoint.py)")
     checkpoint.add_argument("--model", required=True, type=run_folder,
                             help="a finished `hf-attn train` or `hf-attn pretrain` --output-dir")
     checkpoint.add_argument("--output", required=True, type=output_folder, help="e.g. checkpoints/rope-mlm")
@@ -436,6 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("--encoder-only", action="store_true",
                             help="keep the encoder without the run's heads (ELECTRA's generator, the masked-LM head): "
                             "what a classifier fine-tunes from, smaller")
+    checkpoint.add_argument("--max-mb", type=positive_number,
+                            help="refuse a checkpoint over this many megabytes (10^6 bytes), leaving nothing behind")
     checkpoint.set_defaults(func=_checkpoint)
 
     commands.add_parser("bench", help="speed against transformers' BERT, RoFormer, ModernBERT and Llama of the same "

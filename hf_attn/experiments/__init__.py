@@ -9,6 +9,5 @@
 * ``dates`` and ``seq2seq``: ``hf-attn seq2seq`` (the date-normalisation task for encoder-decoders);
 * ``arena``: ``hf-attn arena`` (every position scheme through one data, budget and seed);
 * ``baseline``: ``hf-attn baseline`` (TF-IDF + logistic regression on the same tokens);
-* ``transfer``: float16 shards for bringing a classifier or encoder back from a machine that returns small files;
 * ``results_index``: ``results/README.md``, the index of the results JSON files.
 """
