@@ -8,6 +8,7 @@ importing the command line that imports it.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from pathlib import Path
@@ -52,15 +53,20 @@ def positive_int(value: str) -> int:
     return int(value)
 
 
-def positive_number(value: str) -> float:
-    """A size such as `checkpoint --max-mb`: a number above 0."""
+def positive_number(value: str, unit: str = "") -> float:
+    """A size such as `checkpoint --max-mb`: a finite number above 0 (of `unit`, which the error names)."""
     try:
         number = float(value)
     except ValueError:
-        number = 0.0
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {value!r}")
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"expected a number{f' of {unit}' if unit else ''} above 0, got {value!r}")
     return number
+
+
+def minutes(value: str) -> float:
+    """`--max-time`: a number of minutes above 0."""
+    return positive_number(value, "minutes")
 
 
 def lengths_list(value: str) -> list[int]:

@@ -16,6 +16,7 @@ from safetensors import SafetensorError
 from .arguments import (
     input_file,
     lengths_list,
+    minutes,
     model_folder,
     model_with_tokenizer,
     output_file,
@@ -24,6 +25,7 @@ from .arguments import (
     positive_number,
     run_folder,
 )
+from .experiments.precision import PRECISIONS
 
 # Modules of the optional extras (pyproject.toml), for a clear error where one is missing.
 EXTRA_OF_MODULE = {
@@ -57,9 +59,15 @@ def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - tr
 
     experiment = _experiment(args)
     output_dir = args.output_dir or f"outputs/{experiment.name}"
-    metrics = run(experiment, output_dir, resume=args.resume, overwrite=args.overwrite, results_path=args.results)
-    if process_state().is_main_process:
-        print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
+    metrics = run(experiment, output_dir, resume=args.resume, overwrite=args.overwrite, results_path=args.results,
+                  max_time=args.max_time, continue_from=args.continue_from)
+    if not process_state().is_main_process:
+        return
+    print(json.dumps({k: v for k, v in metrics.items() if k != "experiment"}, indent=2, default=str))
+    if metrics.get("stage") == "stopped":
+        print(f"stopped at step {metrics['step']} of {metrics['max_steps']} (--max-time {args.max_time}); continue "
+              f"here with:\n  {metrics['continue_here']}\nor on another machine, after committing the checkpoint:\n  "
+              + "\n  ".join(metrics["continue_elsewhere"]))
 
 
 def _train(args: argparse.Namespace) -> None:
@@ -93,7 +101,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
     metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit,
-                             max_length=args.max_length, window_stride=args.window_stride)
+                             max_length=args.max_length, window_stride=args.window_stride, precision=args.precision)
     print(json.dumps(metrics, indent=2))
 
 
@@ -271,6 +279,8 @@ def _checkpoint(args: argparse.Namespace) -> None:
 
 MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
                    "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
+MAX_TIME_HELP = ("stop at the first step past this many minutes, with a checkpoint and stage.json, and print the "
+                 "commands that continue (--resume here, --continue-from elsewhere); exits 0")
 WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
                       "tokens, pooled (any scheme, any length; default: the saved classifier_window_stride)")
 
@@ -329,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
         command.add_argument("--overwrite", action="store_true",
                              help="start again in an --output-dir that holds a run (deletes its checkpoints)")
+        command.add_argument("--max-time", type=minutes, metavar="MINUTES", help=MAX_TIME_HELP)
+        command.add_argument("--continue-from", type=model_folder, metavar="DIR",
+                             help="go on from a stopped stage's checkpoint committed with `hf-attn checkpoint` "
+                             "(float16 weights and trainer_state.json), in a new --output-dir")
         command.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-3")
         command.set_defaults(func=func)
 
@@ -362,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
     evaluate.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
     evaluate.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
+    evaluate.add_argument("--precision", choices=PRECISIONS, default="auto",
+                          help="bf16 autocast where the hardware has bfloat16 units (auto), or as chosen")
     evaluate.set_defaults(func=_evaluate)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")

@@ -14,6 +14,7 @@ from torch import nn
 
 from hf_attn import HfAttnForSequenceClassification
 from hf_attn.bench import BenchSettings, add_arguments, format_markdown, run_benchmark, run_from_args
+from hf_attn.bench.generation import build_decoders, decode_steps, prefill
 from hf_attn.bench.models import build_candidates, build_modernbert, hf_attn_config
 from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import _faster_repeats
@@ -295,7 +296,9 @@ def test_generation_section_times_every_decoder_and_measures_the_cache() -> None
         llama = next(x for x in rows if (x["family"], x["kv_heads"], x["context"], x["batch"])
                      == ("Llama", r["kv_heads"], r["context"], r["batch"]))
         assert r["cached_vs_llama"] == pytest.approx(llama["cached"]["median_ms"] / r["cached"]["median_ms"])
-        assert ("cached_faster_in" in r) == (r["family"] == "hf-attn")
+        step_ratio = llama["model_step"]["median_ms"] / r["model_step"]["median_ms"]
+        assert r["model_step_vs_llama"] == pytest.approx(step_ratio)
+        assert ("cached_faster_in" in r) == ("model_step_faster_in" in r) == (r["family"] == "hf-attn")
     profile = results["generation"]["decode_profile"]
     assert (profile["context"], profile["batch"], profile["steps"]) == (16, 2, 2)
     assert set(profile["models"]) == {"hf-attn rope kv4", "Llama rope kv4"}  # the MHA RoPE models, side by side
@@ -305,6 +308,22 @@ def test_generation_section_times_every_decoder_and_measures_the_cache() -> None
                  "### Profile of 2 cached decoding steps of Llama rope kv4 after 16 tokens (batch 2)",
                  "| Llama | rope | 1 | 2 | 16 | 0.00 | 0.00 | 4.00 | 4.00 |"):
         assert text in markdown
+
+
+def test_decode_steps_leave_the_prompts_cache_as_prefill_made_it() -> None:
+    """The model-step timing reuses one cache: every pass's position is cropped off again, so the keys and
+    values left are a fresh prefill's, and the prompt's length is what every pass decodes at."""
+    torch.manual_seed(0)
+    settings = BenchSettings(**{**GENERATION_TOY, "generation_kv_heads": (2,), "generation_schemes": ("alibi",)})
+    decoder = build_decoders(settings, 32, torch.device("cpu"))[0].model
+    prompt = torch.randint(0, 60, (2, 9))
+    cache = prefill(decoder, prompt)
+    decode_steps(decoder, cache, prompt, steps=3)
+    fresh = prefill(decoder, prompt)
+    assert cache.get_seq_length() == 9
+    for mine, reference in zip(cache.layers, fresh.layers, strict=True):
+        torch.testing.assert_close(mine.keys, reference.keys)
+        torch.testing.assert_close(mine.values, reference.values)
 
 
 def test_generation_is_not_a_default_section_and_needs_two_new_tokens() -> None:

@@ -6,7 +6,9 @@ pretrained encoders and the best classifiers are kept as checkpoints (this repos
 folder into such a folder: the weights as float16 safetensors (half the bytes of float32; float16 keeps 11
 significant bits), a config.json whose `dtype` stays float32, the tokenizer, the modelling code (so that
 `trust_remote_code=True` loads it where this package is not installed), the run's `metrics.json` (so that
-a run fine-tuned from it with `init_from` records the pretraining) and a model card.
+a run fine-tuned from it with `init_from` records the pretraining) and a model card. Written from the last
+checkpoint of a stage stopped by `--max-time` (`RUN/checkpoint-N`), it also keeps `trainer_state.json` and
+`stage.json`, from which `--continue-from` goes on on another machine.
 
 transformers 5 loads with `dtype="auto"` by default: the config's `dtype`, else the weights' own. A float16
 file whose config said float16 would compute in float16 on the CPU; with float32 in the config,
@@ -34,6 +36,9 @@ from .hub import build_description_card, build_model_card
 
 STORED_DTYPE = torch.float16
 WEIGHTS_NAME = "model.safetensors"  # a checkpoint's one weights file (a run's may be split, with an index)
+# A run's records a checkpoint keeps: its scores (for `init_from` runs and cards), and where a stage stopped by
+# --max-time got to (`Trainer`'s state and the stage record, which `--continue-from` goes on from).
+RUN_RECORDS = ("metrics.json", "trainer_state.json", "stage.json")
 
 STORAGE_NOTE = """
 ## Stored weights
@@ -135,10 +140,10 @@ def save_checkpoint_files(model: PreTrainedModel, run_dir: Path, folder: Path, r
     save_file({name: tensor.to(STORED_DTYPE) if tensor.is_floating_point() else tensor
                for name, tensor in weights.items()}, folder / WEIGHTS_NAME, metadata={"format": "pt"})
     AutoTokenizer.from_pretrained(run_dir).save_pretrained(folder)
-    metrics = None
-    if (run_dir / "metrics.json").is_file():  # kept as it is: the run's record
-        shutil.copy2(run_dir / "metrics.json", folder / "metrics.json")
-        metrics = json.loads((folder / "metrics.json").read_text())
+    for record in RUN_RECORDS:  # kept as they are
+        if (run_dir / record).is_file():
+            shutil.copy2(run_dir / record, folder / record)
+    metrics = json.loads((folder / "metrics.json").read_text()) if (folder / "metrics.json").is_file() else None
     config = json.loads((folder / "config.json").read_text())
     checkpoint_card(metrics, config, repo_id, encoder_of).save(folder / "README.md")
 

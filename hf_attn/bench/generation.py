@@ -13,6 +13,9 @@ Each case (context length, batch) times, interleaved over the models as the othe
 * `cached`: `generate(max_new_tokens=N)`, greedy, with the cache (the prompt's forward pass included);
 * `decode`: the cached per-token cost, from `generate()` of N tokens minus `generate()` of 1 token in the
   same repeat, over N - 1 tokens: the steps after the prompt, with `generate()`'s own per-step work;
+* `step`: the model alone, N - 1 cached forward passes of one token after the prompt (no `generate()`
+  around them), per pass: `decode` minus `step` is what `generate()` adds to every token, the same code
+  for every model;
 * `uncached`: `generate(use_cache=False)`: every step runs the whole prefix again.
 
 The cache's size is measured, not computed: the bytes of the key and value tensors that the prompt's
@@ -169,6 +172,20 @@ def prefill(model: nn.Module, prompt: torch.Tensor) -> Any:
     return model(input_ids=prompt, cache=DynamicCache(), use_cache=True, logits_to_keep=1).cache
 
 
+@torch.no_grad()
+def decode_steps(model: nn.Module, cache: Any, prompt: torch.Tensor, steps: int) -> None:
+    """`steps` cached forward passes of one token after `prompt`, the model alone: each pass appends a
+    position to `cache` (filled by `prefill`), which is then cropped off again, so every pass
+    decodes at the prompt's length and the cache can be reused."""
+    batch, context = prompt.shape
+    tokens, positions = prompt[:, -1:], torch.full((batch, 1), context, device=prompt.device)
+    attention_mask = prompt.new_ones(batch, context + 1)
+    for _ in range(steps):
+        model(input_ids=tokens, attention_mask=attention_mask, cache=cache, use_cache=True, position_ids=positions,
+              logits_to_keep=1)
+        cache.crop(-1)
+
+
 def cache_bytes(cache: Any) -> tuple[int, int]:
     """Bytes of the key and value tensors held by a transformers cache, and bytes allocated for them (more
     when a layer keeps spare room for the next tokens, as hf-attn's `GrowingCacheLayer` does)."""
@@ -210,14 +227,9 @@ def profile_decoding(settings: BenchSettings, decoders: list[Decoder], prompt: t
     batch, context = prompt.shape
     profiles = {}
     for decoder in chosen:
-        cache, tokens = prefill(decoder.model, prompt), prompt[:, -1:]
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
-            for step in range(settings.generation_profile_steps):
-                length = context + step + 1
-                outputs = decoder.model(
-                    input_ids=tokens, attention_mask=prompt.new_ones(batch, length), cache=cache, use_cache=True,
-                    position_ids=torch.full((batch, 1), length - 1, device=prompt.device), logits_to_keep=1)
-                tokens = outputs.logits[:, -1:].argmax(dim=-1)
+        cache = prefill(decoder.model, prompt)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            decode_steps(decoder.model, cache, prompt, settings.generation_profile_steps)
         profiles[decoder.name] = top_operators(prof, settings.profile_rows)
     return {"batch": batch, "context": context, "steps": settings.generation_profile_steps, "models": profiles}
 
@@ -226,10 +238,12 @@ def time_case(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Te
               device: torch.device) -> list[dict[str, Any]]:
     """One (batch, context) case: every decoder's steps interleaved, then the cache each one holds."""
     new_tokens, uncached_tokens = settings.generation_new_tokens, settings.generation_uncached_new_tokens
+    caches = {decoder.model: prefill(decoder.model, prompt) for decoder in decoders}
     kinds: dict[str, Callable[[nn.Module], object]] = {
         "prefill": lambda model: prefill(model, prompt),
         "generate_1": lambda model: greedy(model, prompt, 1, use_cache=True),
         "cached": lambda model: greedy(model, prompt, new_tokens, use_cache=True),
+        "step": lambda model: decode_steps(model, caches[model], prompt, new_tokens - 1),
     }
     times = _interleave(decoders, kinds, settings.generation_repeats, device)
     if uncached_tokens and settings.generation_uncached_repeats:
@@ -241,6 +255,7 @@ def time_case(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Te
         mine = {kind: times[f"{decoder.name} | {kind}"] for kind in ("prefill", "generate_1", "cached", "uncached")
                 if f"{decoder.name} | {kind}" in times}
         decode = [(n - one) / (new_tokens - 1) for n, one in zip(mine["cached"], mine["generate_1"], strict=True)]
+        mine["model_step"] = [seconds / (new_tokens - 1) for seconds in times[f"{decoder.name} | step"]]
         held, allocated = cache_bytes(prefill(decoder.model, prompt))
         row = {"batch": batch, "context": context, "name": decoder.name, "family": decoder.family,
                "scheme": decoder.scheme, "kv_heads": decoder.kv_heads, "cache_bytes": held,
@@ -265,19 +280,20 @@ def _interleave(decoders: list[Decoder], kinds: dict[str, Callable[[nn.Module], 
 
 def add_llama_ratios(case: list[dict[str, Any]]) -> None:
     """Speed-ups against the Llama of the same key/value head count (its median time / this row's), the
-    repeats in which this row's cached generation beat that Llama's of the same repeat, and the cache's
-    size against the same family and scheme with the most key/value heads (MHA)."""
+    repeats in which this row's cached generation and model step beat that Llama's of the same repeat, and
+    the cache's size against the same family and scheme with the most key/value heads (MHA)."""
     llama = {r["kv_heads"]: r for r in case if r["family"] == LLAMA}
     for row in case:
         reference = llama.get(row["kv_heads"])
         if reference is not None:
-            for kind in ("prefill", "cached", "decode_per_token", "uncached"):
+            for kind in ("prefill", "cached", "decode_per_token", "model_step", "uncached"):
                 if kind in row:
                     row[f"{kind}_vs_llama"] = reference[kind]["median_ms"] / row[kind]["median_ms"]
         if reference is not None and row["family"] != LLAMA:
-            theirs = reference["cached"]["times_ms"]
-            wins = sum(mine < other for mine, other in zip(row["cached"]["times_ms"], theirs, strict=True))
-            row["cached_faster_in"] = f"{wins}/{len(theirs)}"
+            for kind in ("cached", "model_step"):
+                theirs = reference[kind]["times_ms"]
+                wins = sum(mine < other for mine, other in zip(row[kind]["times_ms"], theirs, strict=True))
+                row[f"{kind}_faster_in"] = f"{wins}/{len(theirs)}"
         mha = max((r for r in case if (r["family"], r["scheme"]) == (row["family"], row["scheme"])),
                   key=lambda r: r["kv_heads"])
         row["cache_vs_most_kv_heads"] = mha["cache_bytes"] / row["cache_bytes"]

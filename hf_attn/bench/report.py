@@ -146,7 +146,9 @@ def _format_generation(section: dict[str, Any]) -> list[str]:
            "the Llama of the same key/value heads' median time / this row's (above 1: this row is faster); 'faster "
            "in' counts the repeats in which this row's cached generation beat that Llama's of the same repeat. "
            "Generate ms and tokens/s include the prompt's forward pass (prefill); decode ms/token is generate(N) "
-           "minus generate(1), per repeat, over N - 1 tokens.", ""]
+           "minus generate(1), per repeat, over N - 1 tokens; model step ms is one cached forward pass of one "
+           "token after the prompt, the model alone (decode minus model step: what `generate()` adds per token).",
+           ""]
     for batch, context in dict.fromkeys((r["batch"], r["context"]) for r in rows):
         case = [r for r in rows if (r["batch"], r["context"]) == (batch, context)]
         table_rows = [[r["family"], r["scheme"], r["kv_heads"], f"{r['prefill']['median_ms']:.1f}",
@@ -154,13 +156,15 @@ def _format_generation(section: dict[str, Any]) -> list[str]:
                        f"{r['cached']['min_ms']:.0f}", f"{r['cached_tokens_per_s']:.1f}",
                        _ratio(r.get("cached_vs_llama")), r.get("cached_faster_in", ""),
                        f"{r['decode_per_token']['median_ms']:.2f}", _ratio(r.get("decode_per_token_vs_llama")),
+                       f"{r['model_step']['median_ms']:.2f}", _ratio(r.get("model_step_vs_llama")),
+                       r.get("model_step_faster_in", ""),
                        f"{r['uncached_tokens_per_s']:.1f}" if "uncached" in r else "",
                        _ratio(r.get("uncached_vs_llama")), _ratio(r.get("cache_speedup"))]
                       for r in case]
         out += [f"### Context {context}, batch {batch}", "",
                 _table(["model", "positions", "kv heads", "prefill ms", "vs Llama", "generate ms", "min ms",
-                        "tokens/s", "vs Llama", "faster in", "decode ms/token", "vs Llama", "uncached tokens/s",
-                        "vs Llama", "cache speed-up"], table_rows), ""]
+                        "tokens/s", "vs Llama", "faster in", "decode ms/token", "vs Llama", "model step ms", "vs Llama",
+                        "faster in", "uncached tokens/s", "vs Llama", "cache speed-up"], table_rows), ""]
     out += ["### KV-cache memory after the prompt", "",
             "Bytes of the key and value tensors in the cache after the prompt's forward pass (measured), and "
             "the bytes allocated for them (hf-attn keeps room for the next tokens); "

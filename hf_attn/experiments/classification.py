@@ -24,6 +24,7 @@ from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier, reading_length
 from .config import Experiment
 from .data import RandomWindows, limit_rows, load_imdb, tokenize_splits
+from .precision import default_device, resolve_precision
 from .run import Task, load_tokenizer, run
 
 
@@ -93,14 +94,17 @@ def evaluate_saved(
     batch_size: int = 64,
     max_length: int | None = None,
     window_stride: int | None = None,
+    precision: str = "auto",
 ) -> dict[str, float]:
     """Score a saved classifier on one split of the seed split, reading each review's first `max_length` tokens
     (default: its tokenizer's `model_max_length`, as `pipeline` and `hf-attn predict` read them), as windows
     `window_stride` apart past the model's positions if given (default: its saved `classifier_window_stride`).
 
     The folder is loaded strictly (`load_saved_classifier`): a weight it lacks or has left over is a
-    ValueError, not an accuracy of random weights.
+    ValueError, not an accuracy of random weights. `precision` is an experiment's (`auto`, `bf16`, `fp32`);
+    the scores say which one they were computed in.
     """
+    computed_in = resolve_precision(precision, default_device())
     model, tokenizer = load_saved_classifier(model_dir, window_stride)
     length = reading_length(model, tokenizer, max_length)
     raw = load_imdb(dataset)
@@ -108,7 +112,7 @@ def evaluate_saved(
         raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
     tokenized = tokenize_splits(DatasetDict({split: limit_rows(raw[split], limit)}), tokenizer, length)
     args = TrainingArguments(output_dir=str(Path(model_dir) / "eval"), report_to="none",
-                             per_device_eval_batch_size=batch_size)
+                             per_device_eval_batch_size=batch_size, bf16=computed_in == "bf16")
     trainer = Trainer(model=model, args=args, data_collator=DataCollatorWithPadding(tokenizer),
                       compute_metrics=compute_metrics)
-    return trainer.evaluate(tokenized[split], metric_key_prefix=split)
+    return {**trainer.evaluate(tokenized[split], metric_key_prefix=split), "precision": computed_in}

@@ -22,6 +22,7 @@ import yaml
 from transformers import TrainingArguments
 
 from ..configuration_hf_attn import HfAttnConfig
+from .precision import PRECISIONS
 
 
 class ExperimentConfigError(ValueError):
@@ -63,6 +64,10 @@ class Experiment:
             every position whether its token is original; see `HfAttnForReplacedTokenDetection`) or
             `causal` (a decoder predicting each next token, `HfAttnForCausalLM`).
         num_beams: `hf-attn seq2seq` only: beams of the beam-search decoding that is scored next to greedy.
+        precision: `auto` (bfloat16 autocast where the hardware has bfloat16 units, else float32), `bf16` or
+            `fp32`: what training and scoring compute in (`hf_attn.experiments.precision`); parameters
+            and optimizer state stay float32. The one precision setting: `training` may not set `bf16`
+            or `fp16`.
         model: `HfAttnConfig` fields.
         training: `TrainingArguments` fields.
         generator: `hf-attn seq2seq` only: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many
@@ -86,6 +91,7 @@ class Experiment:
     mlm_probability: float = 0.15
     objective: str = "mlm"
     num_beams: int = 4
+    precision: str = "auto"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
     generator: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -100,6 +106,9 @@ class Experiment:
 TRAIN_WINDOWS = frozenset({"start", "random"})
 # The values of Experiment.objective (`hf-attn pretrain`): masked LM, replaced-token detection or causal LM.
 PRETRAINING_OBJECTIVES = frozenset({"mlm", "rtd", "causal"})
+
+# TrainingArguments fields that would set a second precision beside the experiment's own `precision`.
+PRECISION_ARGUMENTS = frozenset({"bf16", "fp16", "bf16_full_eval", "fp16_full_eval"})
 
 # What a run started from a pretrained folder (`init_from`) may set differently from it; anything
 # else (width, positions, layers) is the pretrained architecture and must match.
@@ -237,9 +246,16 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
     for key, (valid, meaning) in VALUE_RULES.items():
         if key in raw and not valid(raw[key]):
             raise ExperimentConfigError(f"{where}: `{key}` must be {meaning}, got {raw[key]!r}.")
-    for key, allowed in (("train_window", TRAIN_WINDOWS), ("objective", PRETRAINING_OBJECTIVES)):
+    for key, allowed in (("train_window", TRAIN_WINDOWS), ("objective", PRETRAINING_OBJECTIVES),
+                         ("precision", PRECISIONS)):
         if key in raw and raw[key] not in allowed:
             raise ExperimentConfigError(f"{where}: {key} must be one of {sorted(allowed)}, got {raw[key]!r}.")
+    second_precision = sorted(PRECISION_ARGUMENTS & set(raw.get("training", {})))
+    if second_precision:
+        raise ExperimentConfigError(
+            f"{where}: [training] {', '.join(second_precision)} would set the precision a second time; set the "
+            "experiment's `precision` instead (auto, bf16 or fp32; e.g. precision=bf16 on the command line)."
+        )
     sampling = raw.get("training", {}).get("train_sampling_strategy")
     if raw.get("train_window") == "random" and sampling == "group_by_length":
         raise ExperimentConfigError(
