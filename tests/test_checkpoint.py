@@ -317,6 +317,7 @@ def demo(checkpoints: Path, smoke: Path, texts: list[str]) -> list[str]:
     return result.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_the_demo_skips_in_one_line_without_a_committed_classifier(classifier_run: Path, tmp_path: Path) -> None:
     save_run(tmp_path / "mlm", HfAttnForMaskedLM, None)
     checkpoint.write_checkpoint(tmp_path / "mlm", tmp_path / "checkpoints" / "encoder")  # an encoder is no classifier

@@ -178,6 +178,7 @@ LOAD_AND_PREDICT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_uploaded_files_load_and_predict_without_hf_attn(run_dir: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     committed: dict[str, bytes] = {}

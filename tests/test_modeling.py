@@ -526,6 +526,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     torch.testing.assert_close(grads[1], grads[0])
 
 
+@pytest.mark.slow
 def test_torch_compile_matches_eager_forward() -> None:
     model = build(HfAttnForSequenceClassification, attn="sdpa", position_embedding_type="rope")
     input_ids, attention_mask = random_batch(pad_rows={0: 6})

@@ -4,9 +4,11 @@ is installed.)"""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,33 +25,46 @@ MACHINERY = [*(name for name in OPTIONAL if name != "hf_attn.experiments"), "hf_
              "hf_attn.experiments.data", "hf_attn.saved"]
 
 
-def modules_loaded_by(code: str, names: list[str] = OPTIONAL) -> list[str]:
-    """Those of `names` and `hf_attn.cli` that a fresh interpreter has loaded after running `code`."""
-    check = (f"import json, sys\n{code}\n"
-             f"print(json.dumps([name for name in {[*names, 'hf_attn.cli']!r} if name in sys.modules]))")
-    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, cwd=REPO)
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def test_importing_the_package_loads_no_optional_module() -> None:
-    assert modules_loaded_by("import hf_attn\nfrom transformers import AutoConfig") == []
-
-
-def test_parsing_a_command_imports_no_other_commands_machinery(tmp_path: Path) -> None:
+def test_importing_the_package_or_parsing_a_command_loads_no_commands_machinery(tmp_path: Path) -> None:
+    """`import hf_attn` loads no optional module, and building the parser and parsing `predict` loads none of
+    another command's machinery (the benchmark's options are read only when `bench` is parsed)."""
     saved = tmp_path / "model"  # what `--model` checks for
     saved.mkdir()
     for name in ("config.json", "tokenizer.json"):
         (saved / name).write_text("{}")
-    code = (f"from hf_attn.cli import build_parser\n"
-            f"args = build_parser().parse_args(['predict', '--model', {str(saved)!r}, 'a review'])\n"
-            "assert args.func.__name__ == '_predict'")
-    assert modules_loaded_by(code, MACHINERY) == ["hf_attn.cli"]
+    code = textwrap.dedent(f"""
+        import json, sys
+        import hf_attn
+        from transformers import AutoConfig
+        after_import = [name for name in {OPTIONAL!r} if name in sys.modules]
+        from hf_attn.cli import build_parser
+        args = build_parser().parse_args(["predict", "--model", {str(saved)!r}, "a review"])
+        after_parse = [name for name in {MACHINERY!r} if name in sys.modules]
+        print(json.dumps([after_import, after_parse, args.func.__name__]))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], [], "_predict"]
 
 
-def test_the_benchmark_options_are_read_when_bench_runs_and_the_benchmark_does_not_import_the_command_line() -> None:
+def test_no_module_of_the_package_imports_the_command_line() -> None:
+    """`hf_attn.cli` imports each command's module when the command runs, never the other way round, so the
+    two cannot import each other in a cycle (argument types live in `hf_attn.arguments`)."""
+    for path in sorted((REPO / "hf_attn").rglob("*.py")):
+        if path.name == "cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or "", *(f"{node.module or ''}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            assert not any(module.split(".")[-1] == "cli" for module in modules), f"{path} imports the cli"
+
+
+def test_the_benchmark_options_are_read_when_bench_is_parsed() -> None:
     args = cli.build_parser().parse_args(["bench", "--sections", "throughput", "--repeats", "2"])
     assert args.sections == ("throughput",) and args.repeats == 2 and args.func.__name__ == "run_from_args"
-    assert "hf_attn.cli" not in modules_loaded_by("import hf_attn.bench")
 
 
 def test_core_dependencies_are_the_models_and_torch_is_not_pinned() -> None:
