@@ -273,7 +273,7 @@ def _checkpoint(args: argparse.Namespace) -> None:
 
     max_bytes = None if args.max_mb is None else round(args.max_mb * 1_000_000)
     size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only,
-                            max_bytes=max_bytes)
+                            max_bytes=max_bytes, max_checkpoints=args.max_checkpoints)
     print(f"wrote {args.output} ({size / 1e6:.1f} MB, float16 weights): from_pretrained({args.output!r}) loads it")
 
 
@@ -458,6 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "what a classifier fine-tunes from, smaller")
     checkpoint.add_argument("--max-mb", type=positive_number,
                             help="refuse a checkpoint over this many megabytes (10^6 bytes), leaving nothing behind")
+    checkpoint.add_argument("--max-checkpoints", type=positive_int, metavar="N",
+                            help="refuse a new checkpoint beside N others in --output's folder (replacing one is fine)")
     checkpoint.set_defaults(func=_checkpoint)
 
     commands.add_parser("bench", help="speed against transformers' BERT, RoFormer, ModernBERT and Llama of the same "

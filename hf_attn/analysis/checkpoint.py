@@ -77,11 +77,23 @@ def load_run_model(run_dir: Path) -> PreTrainedModel:
     return model
 
 
-def check_output(output: Path, overwrite: bool) -> None:
-    """Refuse to write `output` over a non-empty folder without `overwrite`."""
-    if output.is_dir() and any(output.iterdir()) and not overwrite:
-        raise CheckpointError(f"{output} already holds files; pass --overwrite to replace them with this "
-                              "checkpoint, or another --output")
+def check_output(output: Path, overwrite: bool, max_checkpoints: int | None = None) -> None:
+    """Refuse to write `output` over a non-empty folder without `overwrite`, or, where `max_checkpoints` is given,
+    as one checkpoint more than that beside the checkpoints already in its parent folder (replace one instead)."""
+    if output.is_dir() and any(output.iterdir()):
+        if not overwrite:
+            raise CheckpointError(f"{output} already holds files; pass --overwrite to replace them with this "
+                                  "checkpoint, or another --output")
+        return
+    if max_checkpoints is None or not output.parent.is_dir():
+        return
+    others = sorted(path.name for path in output.parent.iterdir()
+                    if path != output and not path.name.startswith(".") and is_checkpoint(path))  # not a staging one
+    if len(others) >= max_checkpoints:
+        raise CheckpointError(
+            f"{output.parent} already holds {len(others)} checkpoints ({', '.join(others)}), the most it keeps; "
+            "replace one (--output with its path and --overwrite), or delete one first"
+        )
 
 
 def is_checkpoint(folder: Path) -> bool:
@@ -149,7 +161,8 @@ def save_checkpoint_files(model: PreTrainedModel, run_dir: Path, folder: Path, r
 
 
 def write_checkpoint(run_dir: str | os.PathLike[str], output: str | os.PathLike[str], overwrite: bool = False,
-                     encoder_only: bool = False, max_bytes: int | None = None) -> int:
+                     encoder_only: bool = False, max_bytes: int | None = None,
+                     max_checkpoints: int | None = None) -> int:
     """Write the checkpoint of the run folder `run_dir` to `output`; returns its size in bytes.
 
     With `encoder_only`, only the encoder is kept (an `HfAttnModel`): what a classifier fine-tunes from, at the
@@ -157,10 +170,10 @@ def write_checkpoint(run_dir: str | os.PathLike[str], output: str | os.PathLike[
 
     It is written beside `output` first and moved into place only once it is whole and, where `max_bytes` is
     given, at most that size, so a refused or failed checkpoint leaves `output` as it was. Its card's loading
-    example names `output`.
+    example names `output`. With `max_checkpoints`, the folder it goes in keeps at most that many.
     """
     run_dir, output = Path(run_dir), Path(output)
-    check_output(output, overwrite)
+    check_output(output, overwrite, max_checkpoints)
     model = load_run_model(run_dir)
     staging = output.parent / f".{output.name}.partial"
     if staging.exists():  # left by an interrupted write
