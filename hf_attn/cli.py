@@ -93,8 +93,11 @@ def _arena(args: argparse.Namespace) -> None:
 
     arena = load_arena(args.config, args.budget, _overrides(args))
     results = args.results or str(Path(args.output_dir) / "results")
-    record = run_arena(arena, args.output_dir, results)
+    record = run_arena(arena, args.output_dir, results, max_time=args.max_time, checkpoints=args.checkpoints)
     print(f"measured {len(record['measured_now'])} new cell(s); table, JSON and plots in {results}/")
+    if record["stopped"]:
+        print(f"stage stopped by --max-time ({record['stopped']}); commit {results}/"
+              + (f" and {args.checkpoints}/" if args.checkpoints else "") + " and run the same command to continue")
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -216,8 +219,8 @@ def _perplexity(args: argparse.Namespace) -> None:
     from .experiments.perplexity import evaluate_perplexity
     from .experiments.run import cli_command
 
-    report = {**evaluate_perplexity(args.model, args.lengths, dataset=args.dataset, max_tokens=args.max_tokens),
-              "command": cli_command()}
+    report = {**evaluate_perplexity(args.model, args.lengths, dataset=args.dataset, max_tokens=args.max_tokens,
+                                    precision=args.precision), "command": cli_command()}
     text = json.dumps(report, indent=2, default=str)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
@@ -279,6 +282,7 @@ def _checkpoint(args: argparse.Namespace) -> None:
 
 MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
                    "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
+PRECISION_HELP = "bf16 autocast where the hardware has bfloat16 units (auto, the default), or as chosen"
 MAX_TIME_HELP = ("stop at the first step past this many minutes, with a checkpoint and stage.json, and print the "
                  "commands that continue (--resume here, --continue-from elsewhere); exits 0")
 WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
@@ -356,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where arena.md, arena.json and the plots go (default: OUTPUT_DIR/results)")
     arena.add_argument("--week3", help="Week 3 folder for both experiments: tokenizer files and the DAN embedding")
     arena.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample', for both experiments")
+    arena.add_argument("--max-time", type=minutes, metavar="MINUTES",
+                       help="end this stage when the time is up (a training at a step boundary, or before a cell "
+                       "there is no time for); the same command continues")
+    arena.add_argument("--checkpoints", type=output_folder, metavar="DIR",
+                       help="commit each scheme's encoder here as float16 (DIR/SCHEME) at the end of every stage, "
+                       "for a stage on another machine to continue or fine-tune from")
     arena.add_argument("overrides", nargs="*", help="key=value overrides of both experiments")
     arena.set_defaults(func=_arena)
 
@@ -376,8 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
     evaluate.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
     evaluate.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
-    evaluate.add_argument("--precision", choices=PRECISIONS, default="auto",
-                          help="bf16 autocast where the hardware has bfloat16 units (auto), or as chosen")
+    evaluate.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     evaluate.set_defaults(func=_evaluate)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")
@@ -422,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     perplexity.add_argument("--max-tokens", type=positive_int, default=65_536,
                             help="tokens of validation text every length reads (rounded down to whole windows)")
     perplexity.add_argument("--output", type=output_file, help="write the JSON here (e.g. results/causal-lm/rope.json)")
+    perplexity.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     perplexity.set_defaults(func=_perplexity)
 
     baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")

@@ -101,12 +101,12 @@ def test_rope_scalings_use_the_length_ratio(arena_runs: dict[str, Any]) -> None:
     """linear and yarn stretch by read length / 128; dynamic keeps factor 1 (its frequencies follow each input)."""
     record = arena_runs["first"]
     for read in (128, 256, "whole"):
-        tokens = record["reading"][f"rope/direct/{read}"]["tokens"]
+        tokens = record["reading"][f"rope/direct/{read}"]["tokens"]["test"]
         for reading in ("linear", "yarn"):
-            parameters = record["reading"][f"rope/{reading}/{read}"]["rope_parameters"]
+            parameters = record["reading"][f"rope/{reading}/{read}"]["by_seed"]["42"]["test"]["rope_parameters"]
             assert parameters["rope_type"] == reading and parameters["factor"] == pytest.approx(tokens / 128)
-        assert record["reading"][f"rope/dynamic/{read}"]["rope_parameters"]["factor"] == 1.0
-    saved = HfAttnConfig.from_pretrained(arena_runs["folder"] / "out" / "runs" / "scaled" / "rope-linear-256")
+        assert record["reading"][f"rope/dynamic/{read}"]["by_seed"]["42"]["test"]["rope_parameters"]["factor"] == 1.0
+    saved = HfAttnConfig.from_pretrained(arena_runs["folder"] / "out" / "runs" / "scaled" / "rope-seed42-linear-256")
     assert saved.rope_parameters["factor"] == 2.0 and saved.position_embedding_type == "rope"
 
 
@@ -118,10 +118,10 @@ def test_an_interrupted_training_is_resumed(tmp_path: Path) -> None:
         return {"test_accuracy": 0.5}
 
     (tmp_path / "checkpoint-3").mkdir()
-    trained(tmp_path, fake_train, SimpleNamespace())
-    assert seen == [{"resume": True, "overwrite": False}]
+    trained(tmp_path, fake_train, SimpleNamespace(name="toy"))
+    assert seen == [{"resume": True, "overwrite": False, "max_time": None}]
     (tmp_path / "metrics.json").write_text(json.dumps({"test_accuracy": 0.7}))
-    assert trained(tmp_path, fake_train, SimpleNamespace()) == {"test_accuracy": 0.7} and len(seen) == 1
+    assert trained(tmp_path, fake_train, SimpleNamespace(name="toy")) == {"test_accuracy": 0.7} and len(seen) == 1
 
 
 class ToyTokenizer:
@@ -164,7 +164,7 @@ def test_mlm_token_budget_refuses_a_stream_shorter_than_the_longest_window() -> 
         mlm_token_budget(100, [64, 128], 1000)
 
 
-@pytest.mark.parametrize("budget", ["tiny", "small", "full"])
+@pytest.mark.parametrize("budget", ["tiny", "small", "study", "full"])
 def test_the_shipped_arena_file_loads_every_budget(budget: str) -> None:
     arena = load_arena(ARENA_FILE, budget)
     assert arena.schemes == ["none", "sinusoidal", "learned", "rope", "alibi"]
@@ -188,10 +188,87 @@ def test_the_command_names_a_missing_budget(tmp_path: Path, capsys: pytest.Captu
     with pytest.raises(SystemExit) as exit_info:
         main(["arena", "--config", str(write_arena(tmp_path)), "--budget", "huge", "--output-dir", str(tmp_path)])
     assert exit_info.value.code == 2
-    assert "no budget 'huge'; choose one of ['full', 'small', 'tiny']" in capsys.readouterr().err
+    assert "no budget 'huge'; choose one of ['full', 'small', 'study', 'tiny']" in capsys.readouterr().err
 
 
 def test_an_output_dir_of_other_settings_is_refused(tmp_path: Path) -> None:
     arena_module.claim_arena_dir(tmp_path, load_arena(write_arena(tmp_path), "tiny"))
     with pytest.raises(ArenaConfigError, match="budget_name"):
         arena_module.claim_arena_dir(tmp_path, load_arena(write_arena(tmp_path), "small"))
+
+
+def test_a_reading_reports_both_splits_with_a_binomial_standard_error(arena_runs: dict[str, Any]) -> None:
+    entry = arena_runs["first"]["reading"]["rope/direct/128"]
+    for split in ("val", "test"):
+        summary = entry[split]
+        assert summary["n_reviews"] == 50 and summary["seeds"] == 1 and summary["spread"] == 0.0
+        assert summary["se"] == pytest.approx((summary["value"] * (1 - summary["value"]) / 50) ** 0.5)
+    assert entry["value"] == entry["test"]["value"]
+
+
+def test_the_ranking_orders_only_gaps_beyond_noise() -> None:
+    def entry(value: float) -> dict[str, Any]:
+        return {"value": value, "se": arena_module.standard_error(value, 5000)}
+
+    record = {"reading": {"rope/direct/128": entry(0.90), "alibi/direct/128": entry(0.895),
+                          "none/direct/128": entry(0.80), "learned/direct/128": {"value": None, "reason": "x"}}}
+    # 0.90 vs 0.895: gap 0.005 < 2 * hypot(0.0042, 0.0043); 0.895 vs 0.80: far beyond it.
+    assert arena_module.ranking(record, "direct", 128) == "rope ~ alibi > none"
+
+
+def test_a_fine_tune_budget_starts_each_seed_from_the_schemes_encoder(tmp_path: Path) -> None:
+    encoder = tmp_path / "encoder"
+    HfAttnForMaskedLM(HfAttnConfig(**tiny_config_kwargs(position_embedding_type="alibi", max_position_embeddings=128,
+                                                        vocab_size=301, pad_token_id=300))).save_pretrained(encoder)
+    arena = load_arena(write_arena(tmp_path), "tiny")
+    experiment = arena_module.experiment_for(arena, "classifier", "alibi", seed=7, init_from=encoder)
+    assert experiment.init_from == str(encoder) and experiment.seed == 7
+    assert experiment.name == "arena-classifier-alibi-seed7"
+    assert set(experiment.model) <= arena_module.FINE_TUNING_SETTINGS  # the encoder's architecture stands
+
+
+def test_an_arena_runs_in_stages_that_continue_on_another_machine(tmp_path: Path) -> None:
+    """Stage 1 stops at its first pretraining step and commits the encoder's checkpoint; stage 2, in a new output
+    folder (another machine) with the same results and checkpoints, continues it and measures the rest."""
+    path = write_arena(tmp_path, schemes=["rope"], read_lengths=[128], mlm_lengths=[128], speed_lengths=[128],
+                       rope_scalings=[])
+    arena = load_arena(path, "tiny", ["limit_train=64"])
+    results, committed = tmp_path / "results", tmp_path / "checkpoints"
+    assert run_arena(arena, tmp_path / "machine-0", results, max_time=1e-6, checkpoints=committed)["stopped"]
+    assert not committed.exists()  # out of time before the first training: nothing trained, nothing committed
+    real_pretrain = pretraining.pretrain
+    with pytest.MonkeyPatch.context() as patch:  # the stage's time runs out at the pretraining's first step
+        patch.setattr(pretraining, "pretrain", lambda *args, **options: real_pretrain(*args, **{
+            **options, "max_time": 1e-6}))
+        first = run_arena(arena, tmp_path / "machine-1", results, checkpoints=committed)
+    assert first["stopped"] and "arena-pretraining-rope stopped at step 1 of 5" in first["stopped"]
+    assert json.loads((committed / "rope" / "stage.json").read_text())["step"] == 1
+    assert "Stage stopped by --max-time" in (results / "arena.md").read_text()
+    second = run_arena(arena, tmp_path / "machine-2", results, checkpoints=committed)
+    assert second["stopped"] is None and second["pretraining"]["rope"]["optimizer_steps"] == 5
+    assert json.loads((tmp_path / "machine-2" / "runs" / "pretraining" / "rope" / "continued_from.json").read_text())[
+        "from_step"] == 1
+    assert (committed / "rope" / "metrics.json").is_file() and not (committed / "rope" / "stage.json").exists()
+    assert 0.0 <= second["reading"]["rope/direct/128"]["value"] <= 1.0
+
+
+def test_cells_of_another_arena_are_refused(tmp_path: Path) -> None:
+    arena = load_arena(write_arena(tmp_path), "tiny")
+    cells = arena_module.Cells(tmp_path / "cells", None, arena_module.arena_stamp(arena), arena_module.StageClock(None))
+    cells.get("mlm/rope/128", lambda: {"value": 1.0})
+    other = {**arena_module.arena_stamp(arena), "measurement_version": 0}
+    with pytest.raises(ArenaConfigError, match="do not mix"):
+        arena_module.Cells(tmp_path / "cells", None, other, arena_module.StageClock(None)).get(
+            "mlm/rope/128", lambda: {"value": 2.0})
+
+
+def test_a_stage_shorter_than_a_cell_measured_before_is_refused_before_it_starts(tmp_path: Path) -> None:
+    arena = load_arena(write_arena(tmp_path), "tiny")
+    stamp = arena_module.arena_stamp(arena)
+    (tmp_path / "results" / "cells" / "read" / "rope").mkdir(parents=True)
+    (tmp_path / "results" / "cells" / "read" / "rope" / "whole.json").write_text(json.dumps(
+        {"value": 0.5, "seconds": 600.0, "stamp": stamp}))
+    arena_module.claim_arena_dir(tmp_path / "results", arena)
+    with pytest.raises(ArenaConfigError, match="a read:whole cell of this arena took 10.0 minutes, more than "
+                                               "--max-time 5: it cannot finish in one stage"):
+        run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=5)

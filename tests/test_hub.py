@@ -98,11 +98,16 @@ def test_card_of_a_whole_review_classifier_says_it_reads_windows(run_dir: Path) 
     assert "first 64 tokens" not in text
 
 
-def test_card_names_the_hardware_a_run_trained_on(run_dir: Path) -> None:
+@pytest.mark.parametrize(("precision", "said"), [
+    ("bf16", "(NVIDIA H200, bfloat16 autocast, float32 weights);"), ("fp32", "(NVIDIA H200, float32);"),
+    (None, "(NVIDIA H200);"),  # a run recorded before precision was
+])
+def test_card_names_the_hardware_and_precision_a_run_trained_in(run_dir: Path, precision: str | None,
+                                                                said: str) -> None:
     metrics = json.loads((run_dir / "metrics.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
-    card = build_model_card({**metrics, "hardware": "NVIDIA H200"}, config, "someone/x")
-    assert "3600 s on 1 process (NVIDIA H200);" in card.text
+    card = build_model_card({**metrics, "hardware": "NVIDIA H200", "precision": precision}, config, "someone/x")
+    assert f"3600 s on 1 process {said}" in card.text
 
 
 def test_half_precision_shards_come_back_as_the_float16_rounded_model(run_dir: Path, tmp_path: Path) -> None:

@@ -129,10 +129,17 @@ def _train_time(metrics: dict[str, Any]) -> str:
             f"first {first_step} steps was not recorded)")
 
 
+PRECISION_WORDS = {"bf16": "bfloat16 autocast, float32 weights", "fp32": "float32"}
+
+
 def _processes(metrics: dict[str, Any]) -> str:
-    """'1 process (NVIDIA H200)': runs recorded before `hardware` existed say only the count."""
+    """'1 process (NVIDIA H200, bfloat16 autocast, float32 weights)': the hardware and the precision the run
+    computed in; runs recorded before `hardware` or `precision` existed say what they recorded."""
     processes = _counted(metrics["world_size"], "process", "es")
-    return f"{processes} ({metrics['hardware']})" if metrics.get("hardware") else processes
+    details = [metrics["hardware"]] if metrics.get("hardware") else []
+    if metrics.get("precision"):
+        details.append(PRECISION_WORDS[metrics["precision"]])
+    return f"{processes} ({', '.join(details)})" if details else processes
 
 
 def _restored_weights_text(restored: dict[str, Any] | None) -> str:

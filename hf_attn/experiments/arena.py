@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import os
@@ -45,17 +46,19 @@ from ..modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassificatio
 from ..positions import POSITION_SCHEMES
 from ..saved import beyond_learned_table, load_saved_classifier, reading_length
 from . import classification, pretraining
-from .config import Experiment, ExperimentConfigError, load_experiment
+from .config import FINE_TUNING_SETTINGS, Experiment, ExperimentConfigError, check_init_from, load_experiment
 from .data import limit_rows, load_imdb
 from .perplexity import token_stream
+from .precision import autocast, resolve_precision
 from .pretraining import IGNORE_INDEX, MaskedLMCollator, masked_once
-from .run import cli_command
+from .run import STAGE_RECORD, check_max_time, cli_command
 
 WHOLE = "whole"  # a read length: each test review whole (read at the longest test review's length)
 READINGS = ("direct", "windows")  # how every scheme reads past its training length; RoPE adds its scalings
 ATTENTION_MODES = ("full", "sliding", "windows")  # how the speed section reads a whole review
 EVAL_BATCH_TOKENS = 8192  # padded tokens per evaluation batch: the batch shrinks as the read length grows
-ARENA_RECORD = "arena.json"  # in --output-dir: the settings its cells were measured with
+ARENA_RECORD = "settings.json"  # in the results folder: the settings its cells were measured with
+SPLITS = ("validation", "test")  # every reading is scored on both: choose on validation, report test
 
 
 class ArenaConfigError(ExperimentConfigError):
@@ -68,7 +71,10 @@ class Budget:
 
     Attributes:
         classifier / pretraining: experiment keys (sections as mappings) set over the two base files.
-        eval_limit: test reviews each reading is scored on (`None`: all).
+        fine_tune: each scheme's classifier is fine-tuned from its pretrained encoder (`init_from`), not
+            trained from scratch.
+        seeds: the classifier of each scheme is trained once per seed; accuracies are the seeds' mean.
+        eval_limit: validation and test reviews each reading is scored on (`None`: all).
         mlm_tokens: validation tokens the masked-LM loss is measured on at every length (the same tokens,
             cut into windows of each length), at most the stream of the pretraining run's `limit_eval` reviews.
         speed_warmup / speed_repeats: untimed and timed forward passes of each model at each speed length.
@@ -76,6 +82,8 @@ class Budget:
 
     classifier: dict[str, Any] = dataclasses.field(default_factory=dict)
     pretraining: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fine_tune: bool = False
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [42])
     eval_limit: int | None = None
     mlm_tokens: int = 65536
     speed_warmup: int = 1
@@ -141,6 +149,10 @@ ARENA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 BUDGET_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "classifier": (lambda value: isinstance(value, dict), "a mapping of classifier experiment keys"),
     "pretraining": (lambda value: isinstance(value, dict), "a mapping of pretraining experiment keys"),
+    "fine_tune": (lambda value: isinstance(value, bool), "true or false"),
+    "seeds": (lambda value: isinstance(value, list) and bool(value) and len(set(value)) == len(value)
+              and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value),
+              "a non-empty list of distinct non-negative integers"),
     "eval_limit": (lambda value: value is None or _is_count(value), "a positive integer or null (all)"),
     "mlm_tokens": (_is_count, "a positive integer"),
     "speed_warmup": (lambda value: isinstance(value, int) and value >= 0, "a non-negative integer"),
@@ -204,49 +216,134 @@ def as_overrides(section: dict[str, Any], prefix: str = "") -> list[str]:
     return overrides
 
 
-def experiment_for(arena: Arena, kind: str, scheme: str) -> Experiment:
-    """The `classifier` or `pretraining` experiment of `scheme`: the base file, the budget's keys, the scheme,
-    then the command line's overrides; a bad key is an `ExperimentConfigError` naming the arena file."""
-    budget_keys = getattr(arena.budget, kind)
-    overrides = [*as_overrides(budget_keys), f"model.position_embedding_type={scheme}",
-                 f"name=arena-{kind}-{scheme}", *arena.overrides]
+def experiment_for(arena: Arena, kind: str, scheme: str, seed: int | None = None,
+                   init_from: Path | None = None) -> Experiment:
+    """The `classifier` or `pretraining` experiment of `scheme`: the base file, the budget's keys, the scheme
+    (and the classifier's `seed` and pretrained encoder `init_from`), then the command line's overrides; a
+    bad key is an `ExperimentConfigError` naming the arena file."""
+    name = f"arena-{kind}-{scheme}" if seed is None else f"arena-{kind}-{scheme}-seed{seed}"
+    overrides = [*as_overrides(getattr(arena.budget, kind)), f"model.position_embedding_type={scheme}",
+                 f"name={name}", *(() if seed is None else [f"seed={seed}"]), *arena.overrides]
     try:
-        return load_experiment(getattr(arena, kind), overrides)
+        experiment = load_experiment(getattr(arena, kind), overrides)
+        if init_from is None:
+            return experiment
+        # The encoder's architecture stands: of the model section only the fine-tuning settings remain.
+        fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
+        experiment = dataclasses.replace(experiment, init_from=str(init_from), model=fine_tuning)
+        check_init_from(experiment)
+        return experiment
     except ExperimentConfigError as error:
         raise ArenaConfigError(f"{arena.path} [{kind} of budget {arena.budget_name}, scheme {scheme}]: "
                                f"{error}") from error
 
 
+MEASUREMENT_VERSION = 2  # raised when a change to the measuring code makes earlier cells incomparable
+
+
+class StageStopped(Exception):
+    """The arena stage's --max-time is up: it ends here, with what it finished kept."""
+
+
+class StageClock:
+    """The minutes left to one arena stage (`--max-time`; unlimited without one)."""
+
+    def __init__(self, max_time: float | None) -> None:
+        check_max_time(max_time)
+        self.deadline = None if max_time is None else time.time() + 60.0 * max_time
+
+    def minutes_left(self) -> float | None:
+        return None if self.deadline is None else (self.deadline - time.time()) / 60.0
+
+    def check(self, needs_minutes: float = 0.0, what: str = "the next piece") -> None:
+        """Raise `StageStopped` when the stage has not `needs_minutes` left for `what`."""
+        left = self.minutes_left()
+        if left is not None and left <= needs_minutes:
+            raise StageStopped(f"{left:.1f} minutes of --max-time left, {what} needs {max(needs_minutes, 0):.1f}")
+
+
 class Cells:
     """The arena's finished measurements, one JSON file each under `root`: read back if there, else measured
-    and written at once (through a temporary file, so an interrupted write leaves no half cell)."""
+    and written at once (through a temporary file, so an interrupted write leaves no half cell).
 
-    def __init__(self, root: Path, command: str | None) -> None:
+    Each cell records the arena's `stamp` (budget, settings, measuring code); a cell with another stamp is
+    refused, so that stages of one arena never mix with cells of another budget or code version. A cell is
+    started only when the stage has time for it: as long as the slowest cell of its kind measured so far.
+    """
+
+    def __init__(self, root: Path, command: str | None, stamp: dict[str, Any], clock: StageClock) -> None:
         self.root = root
         self.command = command
+        self.stamp = stamp
+        self.clock = clock
         self.measured: list[str] = []
+        self.seconds_by_kind: dict[str, float] = {}
+        for path in sorted(root.rglob("*.json")) if root.is_dir() else ():
+            self._note(self.kind(path.relative_to(root).with_suffix("").as_posix()),
+                       json.loads(path.read_text()).get("seconds", 0.0))
+
+    @staticmethod
+    def kind(key: str) -> str:
+        """Cells that take about as long: the measurement and its length (`read/.../whole` -> `read:whole`)."""
+        parts = key.split("/")
+        return f"{parts[0]}:{parts[-1]}"
+
+    def check_fits(self, max_time: float | None) -> None:
+        """Refuse a stage of `max_time` minutes shorter than a cell this arena measured before: such a cell
+        could never finish in one stage, and every stage would end without it."""
+        too_long = {kind: seconds for kind, seconds in self.seconds_by_kind.items()
+                    if max_time is not None and seconds >= 60.0 * max_time}
+        if too_long:
+            kind, seconds = max(too_long.items(), key=lambda item: item[1])
+            raise ArenaConfigError(
+                f"a {kind} cell of this arena took {seconds / 60:.1f} minutes, more than --max-time {max_time:g}: it "
+                "cannot finish in one stage; raise --max-time, or lower the budget's eval_limit or lengths"
+            )
 
     def get(self, key: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         path = self.root / f"{key}.json"
+        kind = self.kind(key)
         if path.is_file():
-            return json.loads(path.read_text())
+            record = json.loads(path.read_text())
+            if record.get("stamp") != self.stamp:
+                raise ArenaConfigError(
+                    f"{path} was measured with {record.get('stamp')}, not this arena's {self.stamp}: cells of other "
+                    "settings, budgets or code do not mix; pass another --results folder, or delete the old cells"
+                )
+            self._note(kind, record["seconds"])
+            return record
+        self.clock.check(self.seconds_by_kind.get(kind, 0.0) / 60.0, f"cell {key}")
         started = time.perf_counter()
-        record = {**measure(), "seconds": time.perf_counter() - started, "command": self.command}
+        record = {**measure(), "seconds": time.perf_counter() - started, "command": self.command, "stamp": self.stamp}
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")
         temporary.write_text(json.dumps(record, indent=2, default=str))
         temporary.replace(path)
         self.measured.append(key)
+        self._note(kind, record["seconds"])
         return record
 
+    def _note(self, kind: str, seconds: float) -> None:
+        self.seconds_by_kind[kind] = max(seconds, self.seconds_by_kind.get(kind, 0.0))
 
-def trained(run_dir: Path, train: Callable[..., dict[str, Any]], experiment: Experiment) -> dict[str, Any]:
-    """A training run's metrics: read from a finished `run_dir`, resumed from its last checkpoint, or run."""
+
+def trained(run_dir: Path, train: Callable[..., dict[str, Any]], experiment: Experiment,
+            clock: StageClock | None = None, continue_from: Path | None = None) -> dict[str, Any]:
+    """A training run's metrics: read from a finished `run_dir`, resumed from its last checkpoint, continued from
+    a committed stage (`continue_from`), or run; within the stage's time (`StageStopped` when it stops first)."""
     metrics = run_dir / "metrics.json"
     if metrics.is_file():
         return json.loads(metrics.read_text())
+    clock = clock or StageClock(None)
+    clock.check(what=f"training {experiment.name}")
     resume = any(run_dir.glob("checkpoint-*"))
-    return train(experiment, run_dir, resume=resume, overwrite=not resume)
+    options: dict[str, Any] = {"resume": resume, "overwrite": not resume, "max_time": clock.minutes_left()}
+    if continue_from is not None and not resume:
+        options["continue_from"] = continue_from
+    result = train(experiment, run_dir, **options)
+    if result.get("stage") == "stopped":
+        raise StageStopped(f"{experiment.name} stopped at step {result['step']} of {result['max_steps']}")
+    return result
 
 
 def na(reason: str) -> dict[str, Any]:
@@ -259,10 +356,10 @@ def readings_of(scheme: str, rope_scalings: Sequence[str]) -> list[str]:
     return [*READINGS, *(rope_scalings if scheme == "rope" else ())]
 
 
-def longest_review(model_dir: Path, dataset: str, limit: int | None) -> int:
-    """Tokens of the longest of the first `limit` test reviews: the length `whole` reads at."""
+def longest_review(model_dir: Path, dataset: str, limit: int | None, split: str = "test") -> int:
+    """Tokens of the longest of the first `limit` reviews of `split`: the length `whole` reads at."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    texts = list(limit_rows(load_imdb(dataset)["test"], limit)["text"])
+    texts = list(limit_rows(load_imdb(dataset)[split], limit)["text"])
     return max(len(ids) for ids in tokenizer(texts, truncation=False, verbose=False)["input_ids"])
 
 
@@ -285,8 +382,8 @@ def rope_scaled_folder(model_dir: Path, target: Path, rope_type: str, length: in
 
 
 def read_accuracy(model_dir: Path, reading: str, length: int, arena: Arena, dataset: str,
-                  scaled_dir: Path) -> dict[str, Any]:
-    """Test accuracy of a classifier reading `length` tokens of each review: `direct`ly, as `windows`, or
+                  scaled_dir: Path, split: str = "test", precision: str = "auto") -> dict[str, Any]:
+    """Accuracy on `split` of a classifier reading `length` tokens of each review: `direct`ly, as `windows`, or
     (RoPE) with a scaling applied at inference. A length the model cannot read directly (learned positions
     past their table) is n/a with the reason the package's length policy (`reading_length`) gives."""
     stride = arena.window_stride if reading == "windows" else None
@@ -302,10 +399,12 @@ def read_accuracy(model_dir: Path, reading: str, length: int, arena: Arena, data
         model_dir = scaled_dir
         if reading == "dynamic":
             batch_size = 1  # its frequencies follow the padded batch length: one review per batch reads its own
-    metrics = classification.evaluate_saved(model_dir, dataset=dataset, split="test", limit=arena.budget.eval_limit,
-                                            batch_size=batch_size, max_length=length, window_stride=stride)
-    return {**record, "value": metrics["test_accuracy"], "test_f1": metrics["test_f1"],
-            "test_loss": metrics["test_loss"], "n_reviews": arena.budget.eval_limit}
+    metrics = classification.evaluate_saved(model_dir, dataset=dataset, split=split, limit=arena.budget.eval_limit,
+                                            batch_size=batch_size, max_length=length, window_stride=stride,
+                                            precision=precision)
+    return {**record, "value": metrics[f"{split}_accuracy"], "f1": metrics[f"{split}_f1"],
+            "loss": metrics[f"{split}_loss"], "n_reviews": metrics[f"{split}_reviews"],
+            "precision": metrics["precision"]}
 
 
 def mlm_token_budget(stream_length: int, lengths: Sequence[int], wanted: int) -> int:
@@ -356,7 +455,10 @@ def mlm_cell(model_dir: Path, length: int, experiment: Experiment, wanted_tokens
     texts = limit_rows(load_imdb(experiment.dataset)["validation"], experiment.limit_eval)["text"]
     stream = token_stream(tokenizer, texts, wanted_tokens).tolist()
     n_tokens = mlm_token_budget(len(stream), lengths, wanted_tokens)
-    return masked_lm_loss(model, MaskedLMCollator(tokenizer, experiment.mlm_probability), stream, length, n_tokens)
+    precision = resolve_precision(experiment.precision, torch.device("cpu"))
+    with autocast(precision, torch.device("cpu")):
+        loss = masked_lm_loss(model, MaskedLMCollator(tokenizer, experiment.mlm_probability), stream, length, n_tokens)
+    return {**loss, "precision": precision}
 
 
 def attention_settings(mode: str, arena: Arena, num_layers: int) -> dict[str, Any]:
@@ -405,72 +507,167 @@ def _forward(model: HfAttnForSequenceClassification, inputs: dict[str, torch.Ten
     model(**inputs)
 
 
-def claim_arena_dir(output_dir: Path, arena: Arena) -> None:
-    """Record the arena's settings in `output_dir`, or refuse a folder whose cells were measured with others."""
-    record = output_dir / ARENA_RECORD
-    settings = json.loads(json.dumps(arena.settings(), default=str))
+def claim_arena_dir(results_dir: Path, arena: Arena) -> None:
+    """Record the arena's settings in `results_dir`, or refuse a folder whose cells were measured with others."""
+    record = results_dir / ARENA_RECORD
+    settings = json.loads(json.dumps({**arena.settings(), "measurement_version": MEASUREMENT_VERSION}, default=str))
     if record.is_file():
         previous = json.loads(record.read_text())
         if previous != settings:
             changed = sorted(key for key in settings.keys() | previous.keys()
                              if settings.get(key) != previous.get(key))
-            raise ArenaConfigError(f"{output_dir} holds an arena measured with other settings ({', '.join(changed)} "
-                                   "differ); pass another --output-dir, or the same file and budget.")
+            raise ArenaConfigError(f"{results_dir} holds an arena measured with other settings ({', '.join(changed)} "
+                                   "differ); pass another --results folder, or the same file, budget and overrides.")
         return
-    output_dir.mkdir(parents=True, exist_ok=True)
+    results_dir.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(settings, indent=2))
 
 
-def run_arena(arena: Arena, output_dir: str | os.PathLike[str],
-              results_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Measure every cell of `arena` not yet in `output_dir`, then write the table and plots to `results_dir`
-    (default `output_dir/results`); returns the table's record."""
+def arena_stamp(arena: Arena) -> dict[str, Any]:
+    """What every cell of `arena` records, to refuse cells of another arena: budget, settings digest, code."""
+    settings = json.dumps(arena.settings(), sort_keys=True, default=str)
+    return {"budget": arena.budget_name, "settings_sha256": hashlib.sha256(settings.encode()).hexdigest()[:16],
+            "measurement_version": MEASUREMENT_VERSION}
+
+
+def pretrained_encoder(arena: Arena, scheme: str, run_dir: Path, clock: StageClock,
+                       committed: Path | None) -> tuple[Path, dict[str, Any]]:
+    """The folder of `scheme`'s pretrained encoder and its metrics: pretrained here (resumed, or continued from a
+    stage committed in `committed`), or the finished encoder committed there by an earlier stage on any machine.
+
+    With `committed`, each stage's end is written there as a float16 checkpoint (`hf-attn checkpoint`): the last
+    checkpoint of a stopped stage (from which the next one continues) or the finished encoder."""
+    experiment = experiment_for(arena, "pretraining", scheme)
+    finished_elsewhere = committed is not None and (committed / "metrics.json").is_file()
+    if finished_elsewhere and not (run_dir / "metrics.json").is_file():
+        return committed, json.loads((committed / "metrics.json").read_text())
+    stopped_elsewhere = committed is not None and (committed / STAGE_RECORD).is_file()
+    try:
+        metrics = trained(run_dir, pretraining.pretrain, experiment, clock,
+                          continue_from=committed if stopped_elsewhere else None)
+    except StageStopped:
+        if committed is not None and (run_dir / STAGE_RECORD).is_file():  # it trained, and stopped at a step
+            stage = json.loads((run_dir / STAGE_RECORD).read_text())
+            commit_encoder(Path(stage["checkpoint"]), committed, len(arena.schemes))
+        raise
+    if committed is not None and not finished_elsewhere:
+        commit_encoder(run_dir, committed, len(arena.schemes))
+    return run_dir, metrics
+
+
+def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
+    """`source` (a run folder or one of its checkpoints) as the float16 checkpoint `committed`, replacing it; the
+    folder beside it holds one per scheme."""
+    from ..analysis.checkpoint import write_checkpoint  # the model card's machinery: only when writing one
+
+    write_checkpoint(source, committed, overwrite=True, max_checkpoints=schemes)
+
+
+def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str | os.PathLike[str] | None = None,
+              max_time: float | None = None, checkpoints: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Measure every cell of `arena` not yet in `results_dir`, then write the table and plots there (default
+    `output_dir/results`); returns the table's record.
+
+    Pretraining comes first (the classifiers of a `fine_tune` budget start from it), then the classifiers of
+    every scheme and seed with their readings of validation and test, then speed. With `max_time` (minutes)
+    the stage ends when it is up, at a step boundary of a training or before a cell it has no time for; what
+    it finished is kept (cells in `results_dir/cells`, encoders in `checkpoints`), the record says `stopped`,
+    and the same command continues. `checkpoints` is where each scheme's encoder is committed as float16
+    (`checkpoints/SCHEME`), for a stage on another machine to continue from or fine-tune from.
+    """
     output_dir = Path(output_dir)
-    claim_arena_dir(output_dir, arena)
-    cells = Cells(output_dir / "cells", cli_command())
+    results = Path(results_dir) if results_dir is not None else output_dir / "results"
+    clock = StageClock(max_time)
+    claim_arena_dir(results, arena)
+    cells = Cells(results / "cells", cli_command(), arena_stamp(arena), clock)
+    cells.check_fits(max_time)
     runs = output_dir / "runs"
-    classifiers = {scheme: runs / "classifier" / scheme for scheme in arena.schemes}
-    encoders = {scheme: runs / "pretraining" / scheme for scheme in arena.schemes}
     record: dict[str, Any] = {"budget": arena.budget_name, "settings": arena.settings(), "command": cli_command(),
                               "training_length": experiment_for(arena, "classifier", arena.schemes[0]).max_length,
-                              "classifiers": {}, "pretraining": {}, "reading": {}, "mlm": {}, "speed": {}}
-    for scheme in arena.schemes:
-        experiment = experiment_for(arena, "classifier", scheme)
-        record["classifiers"][scheme] = _run_summary(trained(classifiers[scheme], classification.train, experiment))
-        record["reading"].update(_readings(arena, scheme, classifiers[scheme], experiment, cells, output_dir))
-    for scheme in arena.schemes:
-        experiment = experiment_for(arena, "pretraining", scheme)
-        record["pretraining"][scheme] = _run_summary(trained(encoders[scheme], pretraining.pretrain, experiment))
-        for length in arena.mlm_lengths:
-            record["mlm"][f"{scheme}/{length}"] = cells.get(f"mlm/{scheme}/{length}", functools.partial(
-                mlm_cell, encoders[scheme], length, experiment, arena.budget.mlm_tokens, arena.mlm_lengths))
-    for length in arena.speed_lengths:
-        for batch in arena.speed_batch_sizes:
-            record["speed"][f"{length}/{batch}"] = cells.get(f"speed/{length}-batch{batch}", functools.partial(
-                speed_cell, classifiers, arena, length, batch))
+                              "seeds": arena.budget.seeds, "classifiers": {}, "pretraining": {}, "reading": {},
+                              "mlm": {}, "speed": {}, "stopped": None}
+    classifiers: dict[str, Path] = {}
+    try:
+        encoders = {}
+        for scheme in arena.schemes:
+            committed = Path(checkpoints) / scheme if checkpoints is not None else None
+            encoders[scheme], metrics = pretrained_encoder(arena, scheme, runs / "pretraining" / scheme, clock,
+                                                           committed)
+            record["pretraining"][scheme] = _run_summary(metrics)
+            experiment = experiment_for(arena, "pretraining", scheme)
+            for length in arena.mlm_lengths:
+                record["mlm"][f"{scheme}/{length}"] = cells.get(f"mlm/{scheme}/{length}", functools.partial(
+                    mlm_cell, encoders[scheme], length, experiment, arena.budget.mlm_tokens, arena.mlm_lengths))
+        for scheme in arena.schemes:
+            for seed in arena.budget.seeds:
+                experiment = experiment_for(arena, "classifier", scheme, seed,
+                                            encoders[scheme] if arena.budget.fine_tune else None)
+                run_dir = runs / "classifier" / f"{scheme}-seed{seed}"
+                record["classifiers"][f"{scheme}/{seed}"] = _run_summary(
+                    trained(run_dir, classification.train, experiment, clock))
+                classifiers.setdefault(scheme, run_dir)
+                _readings(arena, scheme, seed, run_dir, experiment, cells, output_dir, record["reading"])
+        for length in arena.speed_lengths:
+            for batch in arena.speed_batch_sizes:
+                record["speed"][f"{length}/{batch}"] = cells.get(f"speed/{length}-batch{batch}", functools.partial(
+                    speed_cell, classifiers, arena, length, batch))
+    except StageStopped as stop:
+        record["stopped"] = str(stop)
     record["measured_now"] = cells.measured
-    write_report(record, Path(results_dir) if results_dir is not None else output_dir / "results")
+    summarize_readings(record)
+    write_report(record, results)
     return record
 
 
-def _readings(arena: Arena, scheme: str, model_dir: Path, experiment: Experiment, cells: Cells,
-              output_dir: Path) -> dict[str, Any]:
-    """Every reading cell of one scheme's classifier: each read length, directly, as windows past the
-    training length, and (RoPE) with each scaling."""
+def _readings(arena: Arena, scheme: str, seed: int, model_dir: Path, experiment: Experiment, cells: Cells,
+              output_dir: Path, found: dict[str, Any]) -> None:
+    """Every reading cell of one classifier (a scheme and seed) into `found`: validation and test at each read
+    length, directly, as windows past the training length, and (RoPE) with each scaling."""
     readings = readings_of(scheme, arena.rope_scalings)
-    whole = cells.get(f"whole-length/{scheme}", lambda: {"value": longest_review(
-        model_dir, experiment.dataset, arena.budget.eval_limit)})["value"]
-    found = {}
-    for read in arena.read_lengths:
-        length = whole if read == WHOLE else read
-        for reading in readings:
-            if reading == "windows" and length <= experiment.max_length:
-                continue  # one window: the direct reading
-            key = f"{scheme}/{reading}/{read}"
-            found[key] = {"tokens": length, **cells.get(f"read/{key}", functools.partial(
-                read_accuracy, model_dir, reading, length, arena, experiment.dataset,
-                output_dir / "runs" / "scaled" / f"{scheme}-{reading}-{read}"))}
-    return found
+    for split in SPLITS:
+        whole = cells.get(f"whole-length/{split}", lambda split=split: {"value": longest_review(
+            model_dir, experiment.dataset, arena.budget.eval_limit, split)})["value"]
+        for read in arena.read_lengths:
+            length = whole if read == WHOLE else read
+            for reading in readings:
+                if reading == "windows" and length <= experiment.max_length:
+                    continue  # one window: the direct reading
+                key = f"{scheme}/{reading}/{read}"
+                cell = cells.get(f"read/{scheme}/seed{seed}/{split}/{reading}/{read}", functools.partial(
+                    read_accuracy, model_dir, reading, length, arena, experiment.dataset,
+                    output_dir / "runs" / "scaled" / f"{scheme}-seed{seed}-{reading}-{read}", split,
+                    experiment.precision))
+                entry = found.setdefault(key, {"tokens": {}, "by_seed": {}})
+                entry["tokens"][split] = length
+                entry["by_seed"].setdefault(str(seed), {})[split] = cell
+
+
+def standard_error(accuracy: float, reviews: int) -> float:
+    """The standard error of an accuracy measured on `reviews` reviews (binomial): the test set's own noise."""
+    return math.sqrt(accuracy * (1.0 - accuracy) / reviews)
+
+
+def summarize_readings(record: dict[str, Any]) -> None:
+    """Each reading's seeds in one number per split: the mean accuracy (`value` is the test one), its standard
+    error on the reviews read (the seeds read the same reviews, so it does not shrink with them), and the
+    seeds' spread; n/a with the reason where a seed's cell is n/a."""
+    for entry in record["reading"].values():
+        for split in SPLITS:
+            seeds = [cells[split] for cells in entry["by_seed"].values() if split in cells]
+            if not seeds:
+                continue
+            if any(cell["value"] is None for cell in seeds):
+                summary = na(next(cell["reason"] for cell in seeds if cell["value"] is None))
+            else:
+                values = [cell["value"] for cell in seeds]
+                mean = sum(values) / len(values)
+                reviews = seeds[0]["n_reviews"]
+                summary = {"value": mean, "se": standard_error(mean, reviews),
+                           "spread": max(values) - min(values), "seeds": len(values), "n_reviews": reviews}
+            entry["val" if split == "validation" else "test"] = summary
+        test = entry.get("test") or entry.get("val")
+        entry["value"], entry["reason"] = test["value"], test.get("reason")
+        entry["se"] = test.get("se")
 
 
 def _run_summary(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -499,36 +696,60 @@ class _Notes:
         return ["", *(f"[{number}] {reason}" for number, reason in enumerate(self.reasons, 1))] if self.reasons else []
 
 
+def ranking(record: dict[str, Any], reading: str, read: int | str) -> str:
+    """The schemes read `reading` at `read`, by mean test accuracy, `>` where the gap to the next exceeds twice the
+    standard error of a difference (both accuracies' errors combined) and `~` where it does not."""
+    scored = sorted(((entry["value"], entry["se"], key.split("/")[0]) for key, entry in record["reading"].items()
+                     if key.endswith(f"/{reading}/{read}") and entry.get("value") is not None), reverse=True)
+    if not scored:
+        return ""
+    words = [scored[0][2]]
+    for (value, se, _), (next_value, next_se, name) in zip(scored, scored[1:]):
+        words += [">" if value - next_value > 2 * math.hypot(se, next_se) else "~", name]
+    return " ".join(words)
+
+
 def markdown_report(record: dict[str, Any]) -> str:
-    """The arena table in markdown: accuracy by read length, masked-LM loss by length, speed and memory."""
+    """The arena table in markdown: accuracy by read length with standard errors and a ranking, masked-LM loss
+    by length, speed and memory."""
     settings = record["settings"]
     notes = _Notes()
     reads = settings["read_lengths"]
-    tokens = {read: next((cell["tokens"] for key, cell in record["reading"].items() if key.endswith(f"/{read}")), read)
-              for read in reads}
+    tokens = {read: next((entry["tokens"].get("test") for key, entry in record["reading"].items()
+                          if key.endswith(f"/{read}")), read) for read in reads}
     header = [f"{read} (longest: {tokens[read]})" if read == WHOLE else str(read) for read in reads]
+    seeds = record["seeds"]
+    eval_limit = settings["budget"]["eval_limit"] or "all"
     lines = [
         f"# Position-scheme arena, budget `{record['budget']}`",
         "",
-        f"Every scheme trained and pretrained on the same data with the same seed and budget; arena file "
-        f"`{settings['path']}`; command: `{record['command']}`. Cells measured by this command are in "
-        "`--output-dir/cells/`, one JSON each, with the command that measured them.",
+        f"Every scheme on the same data, budget and seeds ({', '.join(map(str, seeds))}); arena file "
+        f"`{settings['path']}`; command: `{record['command']}`. Each cell is a JSON file in `cells/` with the "
+        "command that measured it.",
+    ]
+    if record.get("stopped"):
+        lines += ["", f"**Stage stopped by --max-time** ({record['stopped']}): the table holds what is measured "
+                  "so far; the same command continues."]
+    lines += [
         "",
-        f"## Test accuracy by read length (trained at {record['training_length']} tokens; "
-        f"{settings['budget']['eval_limit'] or 'all'} test reviews)",
+        f"## Test accuracy by read length (trained at {record['training_length']} tokens; {eval_limit} test "
+        f"reviews; mean of {len(seeds)} seed(s) ± one standard error)",
         "",
         "`direct`: the whole read length at once; `windows`: windows of the training length every "
-        f"{settings['window_stride']} tokens, pooled; `linear` / `dynamic` / `yarn`: RoPE scaled at inference.",
+        f"{settings['window_stride']} tokens, pooled; `linear` / `dynamic` / `yarn`: RoPE scaled at inference. "
+        "Validation accuracies are in arena.json (`val`).",
         "",
-        "| scheme | reading | " + " | ".join(header) + " | run's test accuracy |",
-        "|---|---|" + "---|" * (len(reads) + 1),
+        "| scheme | reading | " + " | ".join(header) + " |",
+        "|---|---|" + "---|" * len(reads),
     ]
-    for scheme, run in record["classifiers"].items():
+    for scheme in settings["schemes"]:
         for reading in readings_of(scheme, settings["rope_scalings"]):
-            row = [notes.cell(record["reading"].get(f"{scheme}/{reading}/{read}"), lambda cell: f"{cell['value']:.3f}")
-                   for read in reads]
-            own = f"{run['test_accuracy']:.3f}" if reading == "direct" else ""
-            lines.append(f"| {scheme} | {reading} | " + " | ".join(row) + f" | {own} |")
+            row = [notes.cell(record["reading"].get(f"{scheme}/{reading}/{read}"),
+                              lambda entry: f"{entry['value']:.3f} ± {entry['se']:.3f}") for read in reads]
+            lines.append(f"| {scheme} | {reading} | " + " | ".join(row) + " |")
+    lines += ["", "Ranking of the direct readings (`>`: ahead by more than twice the standard error of the "
+              "difference; `~`: within it, no ranking):", ""]
+    lines += [f"- {read}: {ranking(record, 'direct', read)}" for read in reads if ranking(record, "direct", read)]
     lengths = settings["mlm_lengths"]
     lines += ["", f"## Masked-LM loss by evaluation length (pretrained at {record['training_length']} tokens)", "",
               "Validation reviews as one token stream, masked once with a fixed seed, cut into windows of each "
@@ -547,7 +768,10 @@ def _speed_lines(record: dict[str, Any], notes: _Notes) -> list[str]:
     settings = record["settings"]
     lines = []
     for batch in settings["speed_batch_sizes"]:
-        cells = {length: record["speed"][f"{length}/{batch}"] for length in settings["speed_lengths"]}
+        cells = {length: record["speed"][f"{length}/{batch}"] for length in settings["speed_lengths"]
+                 if f"{length}/{batch}" in record["speed"]}
+        if not cells:
+            continue
         device = next(iter(cells.values()))["device"]
         lines += ["", f"## Whole-review inference, batch {batch}: median ms per forward / peak MiB ({device}, fp32, "
                   "no grad)", "",
@@ -556,7 +780,7 @@ def _speed_lines(record: dict[str, Any], notes: _Notes) -> list[str]:
                   "tokens.", "",
                   "| scheme | attention | " + " | ".join(map(str, cells)) + " |",
                   "|---|---|" + "---|" * len(cells)]
-        for scheme in record["classifiers"]:
+        for scheme in settings["schemes"]:
             for mode in ATTENTION_MODES:
                 row = [notes.cell(cell["candidates"].get(f"{scheme}/{mode}"),
                                   lambda found: f"{found['value']:.1f} / {found['peak_mib']:.1f}")
@@ -580,7 +804,8 @@ def arena_plots(record: dict[str, Any], results_dir: Path) -> list[Path]:
                 ys.append(y_of(cell))
         return lines
 
-    accuracy = series(record["reading"], lambda key: key.rsplit("/", 1)[0], lambda key, cell: cell["tokens"],
+    accuracy = series(record["reading"], lambda key: key.rsplit("/", 1)[0],
+                      lambda key, cell: cell["tokens"].get("test", cell["tokens"].get("validation")),
                       lambda cell: cell["value"])
     mlm = series(record["mlm"], lambda key: key.split("/")[0], lambda key, cell: int(key.split("/")[1]),
                  lambda cell: cell["value"])

@@ -104,7 +104,8 @@ def evaluate_saved(
     ValueError, not an accuracy of random weights. `precision` is an experiment's (`auto`, `bf16`, `fp32`);
     the scores say which one they were computed in.
     """
-    computed_in = resolve_precision(precision, default_device())
+    device = default_device()
+    computed_in = resolve_precision(precision, device)
     model, tokenizer = load_saved_classifier(model_dir, window_stride)
     length = reading_length(model, tokenizer, max_length)
     raw = load_imdb(dataset)
@@ -112,7 +113,9 @@ def evaluate_saved(
         raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
     tokenized = tokenize_splits(DatasetDict({split: limit_rows(raw[split], limit)}), tokenizer, length)
     args = TrainingArguments(output_dir=str(Path(model_dir) / "eval"), report_to="none",
-                             per_device_eval_batch_size=batch_size, bf16=computed_in == "bf16")
+                             per_device_eval_batch_size=batch_size, bf16=computed_in == "bf16",
+                             use_cpu=device.type == "cpu")
     trainer = Trainer(model=model, args=args, data_collator=DataCollatorWithPadding(tokenizer),
                       compute_metrics=compute_metrics)
-    return {**trainer.evaluate(tokenized[split], metric_key_prefix=split), "precision": computed_in}
+    return {**trainer.evaluate(tokenized[split], metric_key_prefix=split), f"{split}_reviews": len(tokenized[split]),
+            "precision": computed_in}

@@ -27,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from ..saved import beyond_learned_table, check_loaded_weights
 from .data import load_imdb
+from .precision import autocast, default_device, resolve_precision
 
 NOT_APPLICABLE = "n/a (learned table)"
 TOKENS_PER_BATCH = 16_384  # windows are batched up to this many tokens: the memory of one forward pass
@@ -92,10 +93,13 @@ def evaluate_perplexity(
     lengths: Sequence[int],
     dataset: str = "stanfordnlp/imdb",
     max_tokens: int = 65_536,
+    precision: str = "auto",
 ) -> dict[str, Any]:
     """`extrapolation_perplexity` of a saved causal LM (strictly loaded, with its tokenizer) on the seed split's
-    validation reviews, with what it was measured on; the training run's `metrics.json`, when the folder has
-    one, goes under `training`."""
+    validation reviews, computed in `precision` (an experiment's: `auto`, `bf16`, `fp32`), with what it was
+    measured on; the training run's `metrics.json`, when the folder has one, goes under `training`."""
+    device = default_device()
+    computed_in = resolve_precision(precision, device)
     model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
     check_loaded_weights(model_dir, model, info)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -104,6 +108,8 @@ def evaluate_perplexity(
         raise ValueError(f"the validation text has {len(stream)} tokens, fewer than one window of {max(lengths)}; "
                          "lower --lengths or raise --max-tokens.")
     metrics_file = Path(model_dir) / "metrics.json"
+    with autocast(computed_in, model.device):
+        by_length = extrapolation_perplexity(model, stream, lengths)
     return {
         "model": str(model_dir),
         "position_embedding_type": model.config.position_embedding_type,
@@ -111,7 +117,8 @@ def evaluate_perplexity(
         "evaluation": "nonoverlapping windows (Press et al. 2022) of the seed split's validation reviews, "
                       "concatenated into one token stream",
         "evaluated_tokens": len(stream) // max(lengths) * max(lengths),
-        "perplexity_by_length": extrapolation_perplexity(model, stream, lengths),
+        "precision": computed_in,
+        "perplexity_by_length": by_length,
         "training": json.loads(metrics_file.read_text()) if metrics_file.is_file() else None,
     }
 

@@ -177,6 +177,7 @@ def run(
         train_output = trainer.train(resume_from_checkpoint=checkpoint)
         if stage_limit.stopped:
             return write_stage(trainer, experiment, output_dir, max_time, started)
+        (output_dir / STAGE_RECORD).unlink(missing_ok=True)  # an earlier stage's: this run has ended
         trainer.save_model(str(output_dir))
         metrics = {
             "name": experiment.name,

@@ -35,6 +35,7 @@ from transformers import (
 from ..configuration_hf_attn import HfAttnConfig
 from .config import Experiment
 from .dates import DateGeneratorSettings, DatePair, generate_date_pairs
+from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, load_tokenizer, run
 
@@ -135,7 +136,8 @@ def seq2seq_scores(
     for split, prefix in (("validation", "val"), ("test", "test")):
         sources = [pair.source for pair in pairs[split]]
         for decoding, beams in zip(DECODINGS, (1, num_beams)):
-            predictions = decode(model, tokenizer, sources, num_beams=beams)
+            with autocast("bf16" if trainer.args.bf16 else "fp32", model.device):  # the run's precision
+                predictions = decode(model, tokenizer, sources, num_beams=beams)
             result = exact_match_scores(predictions, pairs[split])
             scores[f"{prefix}_exact_match_{decoding}"] = result["overall"]
             scores[f"{prefix}_exact_match_{decoding}_by_locale"] = result["by_locale"]
