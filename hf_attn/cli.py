@@ -5,16 +5,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
-import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from safetensors import SafetensorError
 
+from .arguments import (
+    input_file,
+    lengths_list,
+    minutes,
+    model_folder,
+    model_with_tokenizer,
+    output_file,
+    output_folder,
+    positive_int,
+    positive_number,
+    run_folder,
+)
 from .experiments.precision import PRECISIONS
 
 # Modules of the optional extras (pyproject.toml), for a clear error where one is missing.
@@ -328,7 +338,9 @@ def _push(args: argparse.Namespace) -> None:
 def _checkpoint(args: argparse.Namespace) -> None:
     from .analysis.checkpoint import write_checkpoint
 
-    size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only)
+    max_bytes = None if args.max_mb is None else round(args.max_mb * 1_000_000)
+    size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only,
+                            max_bytes=max_bytes, max_checkpoints=args.max_checkpoints)
     print(f"wrote {args.output} ({size / 1e6:.1f} MB, float16 weights): from_pretrained({args.output!r}) loads it")
 
 
@@ -339,125 +351,43 @@ MAX_TIME_HELP = ("stop at the first step past this many minutes, with a checkpoi
                  "commands that continue (--resume here, --continue-from elsewhere); exits 0")
 WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
                       "tokens, pooled (any scheme, any length; default: the saved classifier_window_stride)")
-HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
-def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
-    """A `--model`: a folder holding the files `needs`, or a Hub repo id; anything else is a usage error
-    that names the problem (transformers would report a missing folder as a malformed repo id, and a
-    folder without a tokenizer as a missing sentencepiece)."""
-    path = Path(value)
-    if not path.exists():
-        if not HUB_REPO_ID.fullmatch(value):
-            raise argparse.ArgumentTypeError(f"model folder {value} does not exist")
-        if not hub_repo_reachable(value):
-            raise argparse.ArgumentTypeError(f"model folder {value} does not exist, and no Hub repo of that name is in "
-                                             "the local cache (HF_HUB_OFFLINE is set, so the Hub is not asked)")
-        return value
-    missing = [name for name in needs if not (path / name).is_file()]
-    if missing:
-        raise argparse.ArgumentTypeError(
-            f"{value} holds no {' or '.join(missing)}; pass a folder written by `hf-attn train` (model and tokenizer)"
-        )
-    return value
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser that may take its options from `add_options`, called only when that subcommand is
+    parsed or its help shown: building `hf-attn`'s parser then imports no command's machinery (`hf-attn predict`
+    never loads the benchmark, whose options are generated from its settings)."""
+
+    def __init__(self, *args: Any, add_options: Callable[[argparse.ArgumentParser], None] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._add_options = add_options
+
+    def _ensure_options(self) -> None:
+        if self._add_options is not None:
+            add_options, self._add_options = self._add_options, None
+            add_options(self)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self._ensure_options()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._ensure_options()
+        return super().format_help()
 
 
-def hub_repo_reachable(repo_id: str) -> bool:
-    """Whether `from_pretrained(repo_id)` can look for it: online, or offline with its config.json in the cache."""
-    import huggingface_hub
-    from huggingface_hub.errors import HFValidationError
+def _bench_options(parser: argparse.ArgumentParser) -> None:
+    from .bench.runner import add_arguments, run_from_args
 
-    if not huggingface_hub.is_offline_mode():
-        return True
-    try:
-        return isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str)
-    except HFValidationError:
-        return False
-
-
-def model_with_tokenizer(value: str) -> str:
-    """A `--model` that reads text (classifies or generates it): a saved model with its tokenizer."""
-    return model_folder(value, needs=("config.json", "tokenizer.json"))
-
-
-def run_folder(value: str) -> str:
-    """`checkpoint --model`: a run folder on this machine (not a Hub repo id) holding a saved model and tokenizer."""
-    if not Path(value).is_dir():
-        raise argparse.ArgumentTypeError(f"run folder {value} does not exist; pass the --output-dir of a finished "
-                                         "`hf-attn train` or `hf-attn pretrain`")
-    return model_with_tokenizer(value)
-
-
-def positive_int(value: str) -> int:
-    """A count such as `--max-length`: a whole number above 0."""
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
-    return int(value)
-
-
-def minutes(value: str) -> float:
-    """`--max-time`: a number of minutes above 0."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not (math.isfinite(number) and number > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of minutes above 0, got {value!r}")
-    return number
-
-
-def lengths_list(value: str) -> list[int]:
-    """`perplexity --lengths`: comma-separated whole numbers of at least 2 (a window of 1 predicts nothing)."""
-    parts = value.split(",")
-    if not all(part.strip().isdigit() and int(part) >= 2 for part in parts):
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers of at least 2 (e.g. 64,128,256), "
-                                         f"got {value!r}")
-    return sorted({int(part) for part in parts})
-
-
-def input_file(value: str) -> str:
-    """`predict --input`: an existing file, or `-` for standard input."""
-    if value != "-" and not Path(value).is_file():
-        raise argparse.ArgumentTypeError(f"{value} is not a file; pass a text or JSONL file, or - for standard input")
-    return value
-
-
-def _writable(path: Path, value: str) -> None:
-    """`path` exists and this process may write it, or it can be made: its nearest existing ancestor is a
-    folder this process may write. A pure check: nothing is created."""
-    if path.exists():
-        if not os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0)):
-            raise argparse.ArgumentTypeError(f"{value} is not writable")
-        return
-    ancestor = next(parent for parent in path.absolute().parents if parent.exists())
-    if not ancestor.is_dir():
-        raise argparse.ArgumentTypeError(f"{value} cannot be created: {ancestor} is a file, not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{value} cannot be created: {ancestor} is not writable")
-
-
-def output_file(value: str) -> str:
-    """A file a command writes after its work (`--results`, `--output`): checked when the arguments are read, so
-    that a wrong path fails in a second and not after a run."""
-    path = Path(value)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value} is a folder; pass a file path, e.g. {path / 'metrics.json'}")
-    _writable(path, value)
-    return value
-
-
-def output_folder(value: str) -> str:
-    """A folder a command writes into (`--output-dir`): an existing writable folder or one that can be made."""
-    path = Path(value)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value} is a file; pass a folder path")
-    _writable(path, value)
-    return value
+    add_arguments(parser)
+    parser.set_defaults(func=run_from_args)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     for name, func, help_text in (
         ("train", _train, "train a classifier from a YAML experiment file"),
@@ -601,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     push.set_defaults(func=_push)
 
     checkpoint = commands.add_parser("checkpoint", help="write a run's model as a small float16 from_pretrained "
-                                     "folder with its tokenizer, code and card, to commit in checkpoints/")
+                                     "folder with its tokenizer, code and card (this repository commits its own with "
+                                     "tools/commit_checkpoint.py)")
     checkpoint.add_argument("--model", required=True, type=run_folder,
                             help="a finished `hf-attn train` or `hf-attn pretrain` --output-dir")
     checkpoint.add_argument("--output", required=True, type=output_folder, help="e.g. checkpoints/rope-mlm")
@@ -609,14 +540,14 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("--encoder-only", action="store_true",
                             help="keep the encoder without the run's heads (ELECTRA's generator, the masked-LM head): "
                             "what a classifier fine-tunes from, smaller")
+    checkpoint.add_argument("--max-mb", type=positive_number,
+                            help="refuse a checkpoint over this many megabytes (10^6 bytes), leaving nothing behind")
+    checkpoint.add_argument("--max-checkpoints", type=positive_int, metavar="N",
+                            help="refuse a new checkpoint beside N others in --output's folder (replacing one is fine)")
     checkpoint.set_defaults(func=_checkpoint)
 
-    from .bench import runner as bench_module
-
-    bench = commands.add_parser("bench", help="speed against transformers' BERT, RoFormer, ModernBERT and Llama of the "
-                                "same shape")
-    bench_module.add_arguments(bench)
-    bench.set_defaults(func=bench_module.run_from_args)
+    commands.add_parser("bench", help="speed against transformers' BERT, RoFormer, ModernBERT and Llama of the same "
+                        "shape", add_options=_bench_options)
     return parser
 
 

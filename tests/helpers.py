@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -40,6 +42,14 @@ def require(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent; it holds the Week 3 sample files and IMDb these tests compare against")
     return path
+
+
+def load_tool(name: str) -> ModuleType:
+    """The repository's script tools/NAME.py as a module (tools/ is this repository's, not part of the package)."""
+    spec = importlib.util.spec_from_file_location(f"tools.{name}", REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_on_two_processes(cli_args: list[str], cwd: Path) -> None:

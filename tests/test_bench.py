@@ -12,17 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from hf_attn import HfAttnForCausalLM, HfAttnForSequenceClassification
+from hf_attn import HfAttnForSequenceClassification
 from hf_attn.bench import BenchSettings, add_arguments, format_markdown, run_benchmark, run_from_args
-from hf_attn.bench.generation import (
-    build_decoders,
-    build_llama,
-    copy_to_llama,
-    decode_steps,
-    decoder_config,
-    greedy,
-    prefill,
-)
+from hf_attn.bench.generation import build_decoders, decode_steps, prefill
 from hf_attn.bench.models import build_candidates, build_modernbert, hf_attn_config
 from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import _faster_repeats
@@ -338,32 +330,3 @@ def test_generation_is_not_a_default_section_and_needs_two_new_tokens() -> None:
     assert "generation" not in BenchSettings().sections
     with pytest.raises(ValueError, match="generation_new_tokens must be at least 2"):
         run_benchmark(**{**GENERATION_TOY, "generation_new_tokens": 1})
-
-
-@pytest.mark.parametrize("kv_heads", [4, 2, 1])
-def test_llama_with_copied_weights_computes_the_hf_attn_decoder(kv_heads: int) -> None:
-    """The like-for-like check of the generation section: transformers' Llama, given hf-attn RoPE's weights,
-    returns the same logits (its own causal attention, RoPE and SwiGLU code) and the same greedy tokens."""
-    settings = BenchSettings(**{**GENERATION_TOY, "generation_kv_heads": (kv_heads,)})
-    torch.manual_seed(0)
-    hf_attn = HfAttnForCausalLM(decoder_config(settings, "rope", kv_heads, 64))
-    with torch.no_grad():  # random norm gains and FFN biases, so that a weight left out of the copy shows
-        for name, parameter in hf_attn.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                parameter.uniform_(0.5, 1.5)
-    llama = build_llama(hf_attn.config)
-    copy_to_llama(hf_attn, llama)
-    input_ids = torch.randint(0, 63, (2, 20), generator=torch.Generator().manual_seed(0))
-    for model in (hf_attn, llama):
-        model.eval()
-    with torch.no_grad():
-        expected, actual = hf_attn(input_ids=input_ids).logits, llama(input_ids=input_ids).logits
-    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
-    assert torch.equal(greedy(llama, input_ids, 12, use_cache=True), greedy(hf_attn, input_ids, 12, use_cache=True))
-
-
-def test_copy_to_llama_refuses_a_model_llama_cannot_compute() -> None:
-    settings = BenchSettings(**GENERATION_TOY)
-    alibi = HfAttnForCausalLM(decoder_config(settings, "alibi", 4, 64))
-    with pytest.raises(ValueError, match="RoPE on halves"):
-        copy_to_llama(alibi, build_llama(decoder_config(settings, "rope", 4, 64)))

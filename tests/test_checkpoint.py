@@ -1,6 +1,7 @@
-"""`hf-attn checkpoint`: a run folder as a small committed `from_pretrained` folder (float16 on disk, float32 on
-load), loadable with remote code, refused with one clear line when too large or in the way; the committed
-checkpoints keep the repository's rules; `make demo` shows a committed classifier next to the smoke model."""
+"""`hf-attn checkpoint`: a run folder as a small `from_pretrained` folder (float16 on disk, float32 on load),
+loadable with remote code, refused with one clear line when too large or in the way; tools/commit_checkpoint.py
+and the committed checkpoints keep the repository's rules; `make demo` shows a committed classifier next to the
+smoke model."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, SMOKE, SMOKE_TINY_MODEL, tiny_config_kwargs
+from helpers import REPO, SMOKE, SMOKE_TINY_MODEL, load_tool, tiny_config_kwargs
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
@@ -31,6 +32,8 @@ from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.data import LABEL_NAMES, load_sample
 from hf_attn.experiments.run import build_model, init_from_metrics, load_tokenizer
 from hf_attn.week3 import train_week3_tokenizer
+
+commit_checkpoint = load_tool("commit_checkpoint")
 
 TEXTS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 CLASSIFIER_METRICS = {
@@ -219,14 +222,15 @@ def checkpoint_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str
 
 
 def test_a_checkpoint_over_the_size_limit_is_refused_naming_its_size(
-    classifier_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    classifier_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(checkpoint, "MAX_CHECKPOINT_BYTES", 50_000)
     output = tmp_path / "checkpoints" / "classifier"
-    error = checkpoint_error(["--model", str(classifier_run), "--output", str(output)], capsys)
+    error = checkpoint_error(["--model", str(classifier_run), "--output", str(output), "--max-mb", "0.05"], capsys)
+    written = checkpoint.write_checkpoint(classifier_run, tmp_path / "unlimited")
+    assert written > 50_000 and f"would take {written / 1e6:.2f} MB, over the limit of 0.05 MB" in error
+    assert "--encoder-only" in error and "smaller model" in error
     size = sum(path.stat().st_size for path in (tmp_path / "checkpoints").rglob("*") if path.is_file())
     assert size == 0 and not output.exists()  # nothing left behind
-    assert "MB, over the limit of 0.05 MB" in error and "--encoder-only" in error and "smaller model" in error
 
 
 def test_an_existing_checkpoint_is_replaced_only_with_overwrite(
@@ -241,19 +245,25 @@ def test_an_existing_checkpoint_is_replaced_only_with_overwrite(
     assert not (output / "old-notes.txt").exists() and (output / "model.safetensors").is_file()
 
 
-def test_a_fourth_checkpoint_is_refused_and_a_replacement_or_an_interrupted_write_is_not(
+def test_the_repositorys_tool_refuses_a_fourth_checkpoint_but_not_a_replacement_or_an_interrupted_write(
     classifier_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name in ("a", "b", "c"):
         checkpoint.write_checkpoint(classifier_run, tmp_path / name)
     (tmp_path / "not-a-checkpoint").mkdir()
     shutil.copytree(tmp_path / "a", tmp_path / ".d.partial")  # as an interrupted write of d leaves it
-    error = checkpoint_error(["--model", str(classifier_run), "--output", str(tmp_path / "d")], capsys)
-    assert "already holds 3 checkpoints (a, b, c)" in error and "replace one" in error
-    cli.main(["checkpoint", "--model", str(classifier_run), "--output", str(tmp_path / "b"), "--overwrite"])
+    with pytest.raises(SystemExit) as exit_info:
+        commit_checkpoint.main(["--model", str(classifier_run), "--output", str(tmp_path / "d")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "already holds 3 checkpoints (a, b, c)" in error and "replace one" in error and "Traceback" not in error
+    assert not (tmp_path / "d").exists()
+    commit_checkpoint.main(["--model", str(classifier_run), "--output", str(tmp_path / "b"), "--overwrite"])
     shutil.rmtree(tmp_path / "c")
-    cli.main(["checkpoint", "--model", str(classifier_run), "--output", str(tmp_path / "d")])
+    commit_checkpoint.main(["--model", str(classifier_run), "--output", str(tmp_path / "d")])
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a", "b", "d", "not-a-checkpoint"]
+    cli.main(["checkpoint", "--model", str(classifier_run), "--output", str(tmp_path / "e")])  # the package: no rule
+    assert checkpoint.is_checkpoint(tmp_path / "e")
 
 
 @pytest.mark.parametrize(("damage", "message"), [
@@ -270,16 +280,31 @@ def test_a_run_folder_that_is_not_a_saved_model_is_refused(
     assert message in error and not (tmp_path / "out").exists()
 
 
+COMMITTED = sorted(path for path in (REPO / "checkpoints").iterdir() if path.is_dir())
+
+
 def test_the_committed_checkpoints_keep_the_rules() -> None:
-    """checkpoints/ (checkpoints/README.md): at most 3 models, each a folder of at most 30 MB whose weights are
-    float16 on disk and float32 by the config, with its card and tokenizer."""
-    folders = [path for path in (REPO / "checkpoints").iterdir() if path.is_dir()]
-    assert len(folders) <= 3, folders
-    for folder in folders:
-        assert sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) <= 30_000_000, folder
+    """checkpoints/ (checkpoints/README.md, tools/commit_checkpoint.py): at most 3 models, each a folder of at most
+    30 MB whose weights are float16 on disk and float32 by the config, with its card and tokenizer."""
+    assert len(COMMITTED) <= commit_checkpoint.MAX_CHECKPOINTS, COMMITTED
+    for folder in COMMITTED:
+        assert checkpoint.folder_bytes(folder) <= commit_checkpoint.MAX_CHECKPOINT_MB * 1_000_000, folder
         assert {tensor.dtype for tensor in load_file(folder / "model.safetensors").values()} == {torch.float16}
         assert json.loads((folder / "config.json").read_text())["dtype"] == "float32"
         assert (folder / "README.md").is_file() and (folder / "tokenizer.json").is_file()
+
+
+@pytest.mark.parametrize("folder", COMMITTED, ids=lambda folder: folder.name)
+def test_a_committed_checkpoint_ships_the_packages_current_model_code(folder: Path, tmp_path: Path) -> None:
+    """What `trust_remote_code=True` runs where hf_attn is not installed is the package's code of today: the files
+    the model's `save_pretrained` writes (and the tokenizer's), each equal to hf_attn's (refresh a drifted one by
+    copying, docs/checkpoints.md)."""
+    HfAttnForSequenceClassification(HfAttnConfig(**tiny_config_kwargs())).save_pretrained(tmp_path)
+    shipped = sorted(path.name for path in folder.glob("*.py"))
+    assert {path.name for path in tmp_path.glob("*.py")} <= set(shipped)
+    for name in shipped:
+        assert (folder / name).read_text() == (REPO / "hf_attn" / name).read_text(), (
+            f"{folder.name}/{name} is not hf_attn/{name}: cp hf_attn/{name} {folder.relative_to(REPO)}/")
 
 
 def demo(checkpoints: Path, smoke: Path, texts: list[str]) -> list[str]:
@@ -292,6 +317,7 @@ def demo(checkpoints: Path, smoke: Path, texts: list[str]) -> list[str]:
     return result.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_the_demo_skips_in_one_line_without_a_committed_classifier(classifier_run: Path, tmp_path: Path) -> None:
     save_run(tmp_path / "mlm", HfAttnForMaskedLM, None)
     checkpoint.write_checkpoint(tmp_path / "mlm", tmp_path / "checkpoints" / "encoder")  # an encoder is no classifier
@@ -354,7 +380,9 @@ def test_at_the_reference_size_electra_fits_only_as_its_encoder(tmp_path: Path,
     config = HfAttnConfig(vocab_size=8001, pad_token_id=tokenizer.pad_token_id)
     HfAttnForReplacedTokenDetection(config).save_pretrained(tmp_path / "run")
     tokenizer.save_pretrained(tmp_path / "run")
-    error = checkpoint_error(["--model", str(tmp_path / "run"), "--output", str(tmp_path / "electra")], capsys)
+    with pytest.raises(SystemExit):
+        commit_checkpoint.main(["--model", str(tmp_path / "run"), "--output", str(tmp_path / "electra")])
+    error = capsys.readouterr().err
     assert "would take 30." in error and "pass --encoder-only" in error
     size = checkpoint.write_checkpoint(tmp_path / "run", tmp_path / "encoder", encoder_only=True)
     assert 20_000_000 < size < 21_000_000

@@ -3,6 +3,10 @@
 The forward pass must read no tensor value back to the host while a graph is captured (a graph break
 under `fullgraph=True`, an export failure), and the captured graph must serve batch sizes, lengths and
 padding other than the example it was captured with. The reference is the same model run eagerly.
+
+Compiling with inductor and exporting to ONNX take tens of seconds each, so those tests are `slow`; the
+default suite keeps the capture itself (dynamo's trace with the `eager` backend, and `torch.export`) for the
+schemes whose positions act inside attention.
 """
 
 from __future__ import annotations
@@ -55,6 +59,37 @@ def shapes(scheme: str) -> tuple[tuple[int, int, bool], ...]:
     return OTHERS if scheme == "learned" else (*OTHERS, LONG)
 
 
+@pytest.mark.parametrize("scheme", ["rope", "alibi"])
+def test_the_forward_pass_captures_as_one_graph_that_serves_other_shapes(scheme: str) -> None:
+    """The graph-capture rule without inductor's code generation: dynamo traces the whole forward pass
+    (`fullgraph=True`, no host sync) and the traced graph, run by the `eager` backend, serves other shapes."""
+    torch._dynamo.reset()
+    model = classifier(scheme)
+    traced = torch.compile(model, fullgraph=True, dynamic=True, backend="eager")
+    with torch.no_grad():
+        for shape in (EXAMPLE, *OTHERS):
+            inputs = batch(*shape)
+            torch.testing.assert_close(traced(**inputs).logits, model(**inputs).logits, atol=1e-5, rtol=1e-5)
+
+
+def dynamic_batch_and_length() -> dict[str, dict[int, torch.export.Dim]]:
+    """The dynamic shapes of docs/export.md: batch and sequence length of both inputs."""
+    batch_size, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    return {"input_ids": {0: batch_size, 1: sequence}, "attention_mask": {0: batch_size, 1: sequence}}
+
+
+def test_torch_export_with_dynamic_batch_and_length_serves_other_shapes() -> None:
+    """What the ONNX exporter captures first (`torch.export`), for RoPE: one program for any batch and length."""
+    model = classifier("rope")
+    exported = torch.export.export(model, (), kwargs=batch(*EXAMPLE), dynamic_shapes=dynamic_batch_and_length())
+    with torch.no_grad():
+        for shape in OTHERS:
+            inputs = batch(*shape)
+            torch.testing.assert_close(exported.module()(**inputs).logits, model(**inputs).logits,
+                                       atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("scheme", "attn_implementation"), [(scheme, "sdpa") for scheme in POSITION_SCHEMES] + [("rope", "eager")]
 )
@@ -68,6 +103,7 @@ def test_compile_fullgraph_matches_eager_for_other_shapes(scheme: str, attn_impl
             torch.testing.assert_close(compiled(**inputs).logits, model(**inputs).logits, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_compiled_training_step_matches_eager_gradients() -> None:
     """A training step (no dropout, so both runs see the same function) under `fullgraph=True`."""
     torch._dynamo.reset()
@@ -84,9 +120,7 @@ def test_compiled_training_step_matches_eager_gradients() -> None:
 
 def export_onnx(model: HfAttnForSequenceClassification, path: Path, example: tuple[int, int, bool] = EXAMPLE) -> None:
     """The recipe of docs/export.md: the default exporter, batch and sequence length dynamic."""
-    batch_size, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-    dynamic = {"input_ids": {0: batch_size, 1: sequence}, "attention_mask": {0: batch_size, 1: sequence}}
-    torch.onnx.export(model, (), str(path), kwargs=batch(*example), dynamic_shapes=dynamic,
+    torch.onnx.export(model, (), str(path), kwargs=batch(*example), dynamic_shapes=dynamic_batch_and_length(),
                       input_names=["input_ids", "attention_mask"], output_names=["logits"], dynamo=True)
 
 
@@ -110,6 +144,7 @@ needs_onnx = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @needs_onnx
 @pytest.mark.parametrize("scheme", list(POSITION_SCHEMES))
 def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path) -> None:
@@ -121,15 +156,11 @@ def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path)
 WINDOW = 16  # the windowed classifiers' positions: the example and the other shapes fall on both sides of it
 
 
+@pytest.mark.slow
 @needs_onnx
 @pytest.mark.parametrize(
     ("scheme", "example"),
-    [
-        ("rope", EXAMPLE),
-        ("learned", (2, 2 * WINDOW + 3, True)),
-        pytest.param("learned", EXAMPLE, marks=pytest.mark.slow),
-        pytest.param("alibi", (2, WINDOW, False), marks=pytest.mark.slow),
-    ],
+    [("rope", EXAMPLE), ("learned", (2, 2 * WINDOW + 3, True)), ("learned", EXAMPLE), ("alibi", (2, WINDOW, False))],
 )
 def test_windowed_classifier_exports_and_matches_eager_at_every_length(
     scheme: str, example: tuple[int, int, bool], tmp_path: Path
@@ -146,6 +177,7 @@ def test_windowed_classifier_exports_and_matches_eager_at_every_length(
     assert_onnxruntime_matches_eager(model, tmp_path / "model.onnx", lengths)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("model_class", "settings"),
     [

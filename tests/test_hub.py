@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny_config_kwargs
+from helpers import load_tool, tiny_config_kwargs
 from huggingface_hub import HfApi, ModelCard
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
@@ -19,9 +19,9 @@ from transformers import AutoTokenizer
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification
 from hf_attn.analysis.hub import build_model_card, push
 from hf_attn.experiments.data import load_sample
-from hf_attn.experiments.transfer import main as transfer_main
-from hf_attn.experiments.transfer import restore_half_precision, save_half_precision
 from hf_attn.week3 import train_week3_tokenizer
+
+transfer = load_tool("transfer")
 
 REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 
@@ -113,14 +113,14 @@ def test_card_names_the_hardware_and_precision_a_run_trained_in(run_dir: Path, p
 def test_half_precision_shards_come_back_as_the_float16_rounded_model(run_dir: Path, tmp_path: Path) -> None:
     """The way a classifier returns from the GPU machine: float16 shards under a size limit, restored
     to float32 and scored again; the card then states the restored weights' own test scores."""
-    shards = save_half_precision(run_dir, tmp_path / "shards", max_shard_size="40KB")
+    shards = transfer.save_half_precision(run_dir, tmp_path / "shards", max_shard_size="40KB")
     assert len(shards) > 1 and all(path.stat().st_size < 45_000 for path in shards)
     restored_dir = tmp_path / "restored"
     restored_dir.mkdir()
     for path in run_dir.iterdir():
         if path.suffix in (".json", ".py"):
             (restored_dir / path.name).write_bytes(path.read_bytes())
-    restored = restore_half_precision(tmp_path / "shards", restored_dir, dataset="sample", limit=32)
+    restored = transfer.restore_half_precision(tmp_path / "shards", restored_dir, dataset="sample", limit=32)
 
     trained = load_file(run_dir / "model.safetensors")
     back = load_file(restored_dir / "model.safetensors")
@@ -142,7 +142,7 @@ def test_half_precision_shards_come_back_as_the_float16_rounded_model(run_dir: P
 
     card = build_model_card(json.loads((restored_dir / "metrics.json").read_text()),
                             json.loads((restored_dir / "config.json").read_text()), "someone/x")
-    assert (f"restored to float32 (`hf_attn.experiments.transfer`). These weights, as published, score test accuracy "
+    assert (f"restored to float32 (`tools/transfer.py`). These weights, as published, score test accuracy "
             f"{accuracy:.4f}") in card.text
     assert f"`hf-attn evaluate --model {restored_dir} --dataset sample --split test --limit 32`" in card.text
 
@@ -155,9 +155,9 @@ def test_a_pretrained_encoder_travels_the_same_way_unscored(tmp_path: Path) -> N
     run = tmp_path / "pretrain-rope-whole"
     encoder.save_pretrained(run)
     (run / "metrics.json").write_text(json.dumps({"eval_mlm_loss": 2.5}))
-    transfer_main(["save", str(run), str(tmp_path / "half")])
+    transfer.main(["save", str(run), str(tmp_path / "half")])
     (run / "model.safetensors").unlink()  # as after the trip: the run folder comes back without weights
-    transfer_main(["restore", str(tmp_path / "half"), str(run), "--dataset", "sample"])
+    transfer.main(["restore", str(tmp_path / "half"), str(run), "--dataset", "sample"])
 
     back = HfAttnForMaskedLM.from_pretrained(run)
     assert back.dtype == torch.float32 and not back.config.tie_word_embeddings
@@ -183,6 +183,7 @@ LOAD_AND_PREDICT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_uploaded_files_load_and_predict_without_hf_attn(run_dir: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     committed: dict[str, bytes] = {}

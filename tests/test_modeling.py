@@ -18,11 +18,15 @@ from helpers import tiny_config_kwargs
 from hf_attn import (
     POSITION_SCHEMES,
     HfAttnConfig,
+    HfAttnForCausalLM,
     HfAttnForMaskedLM,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
     HfAttnModel,
 )
+from hf_attn.bench.generation import build_llama, copy_to_llama, decoder_config, greedy
+from hf_attn.bench.models import build_bert_or_roformer, hf_attn_config
+from hf_attn.bench.settings import BenchSettings
 from hf_attn.modeling_hf_attn import sample_categorical
 
 SCHEMES = list(POSITION_SCHEMES)
@@ -114,16 +118,31 @@ def test_fully_masked_rows_are_exactly_zero_never_nan() -> None:
                                    output.last_hidden_state, atol=1e-5, rtol=1e-5)
 
 
-def test_output_attentions_works_with_sdpa_model_too() -> None:
+def test_an_sdpa_model_runs_sdpa_and_returns_eager_weights_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without `output_attentions` an SDPA model runs torch's SDPA kernel and computes what eager computes; with
+    it, the weights (which SDPA does not return) come from the eager path, equal to an eager model's."""
     eager, sdpa = build(attn="eager"), build(attn="sdpa")
     input_ids, attention_mask = random_batch(pad_rows={2: 4})
+    kernel_calls = []
+    kernel = F.scaled_dot_product_attention
+
+    def counted_kernel(*args: object, **kwargs: object) -> torch.Tensor:
+        kernel_calls.append(1)
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counted_kernel)
     with torch.no_grad():
-        expected = eager(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True).attentions
-        actual = sdpa(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True).attentions
-    assert len(actual) == 2 and actual[0].shape == (3, 4, 12, 12)
-    for a, e in zip(actual, expected):
+        expected = eager(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+        assert not kernel_calls  # the reference is eager's own arithmetic
+        actual = sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        assert len(kernel_calls) == 2  # one per layer
+        with_weights = sdpa(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+    torch.testing.assert_close(actual, expected.last_hidden_state, atol=1e-5, rtol=1e-5)
+    assert len(with_weights.attentions) == 2 and with_weights.attentions[0].shape == (3, 4, 12, 12)
+    for a, e in zip(with_weights.attentions, expected.attentions, strict=True):
         torch.testing.assert_close(a, e)
-    assert torch.all(actual[0][2, :, :, 4:] == 0)  # padded keys get no weight
+    torch.testing.assert_close(with_weights.last_hidden_state, actual, atol=1e-5, rtol=1e-5)
+    assert torch.all(with_weights.attentions[0][2, :, :, 4:] == 0)  # padded keys get no weight
 
 
 # ---------------------------------------------------------------- invariances
@@ -307,6 +326,97 @@ def test_a_model_offloaded_by_accelerate_runs_inference_with_the_same_logits() -
         assert torch.equal(model(input_ids=input_ids, attention_mask=attention_mask).logits, expected)
 
 
+# ---------------------------------------------------------------- against transformers' models, same weights
+
+# The bench's shape builders give hf-attn and each transformers model the same width, depth, vocabulary and
+# padding id; a tiny size and no dropout make each comparison instant.
+TINY_BENCH_SHAPE = BenchSettings(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                 vocab_size=64, dropout=0.0, attention_dropout=0.0, generation_vocab_size=64)
+
+
+def randomize_norms_and_biases(model: torch.nn.Module) -> None:
+    """Norm gains and biases start at 1 and 0; random ones make a weight left out of a copy show."""
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                parameter.uniform_(0.5, 1.5)
+
+
+def copy_to_bert_or_roformer(source: HfAttnModel, target: torch.nn.Module) -> None:
+    """Write a post-norm hf-attn encoder's weights into transformers' `BertModel` or `RoFormerModel` of its shape.
+
+    Their layers name the same pieces (`attention.self.query`, `attention.output.LayerNorm`, `intermediate.dense`,
+    ...), and hf-attn fuses query, key and value into `qkv_proj`. hf-attn has no embedding norm and no token
+    types: the target's embedding LayerNorm becomes the identity and its token-type row zero, so that the rest,
+    their attention, positions (BERT's learned table, RoFormer's rotation) and blocks, is their own code.
+    """
+    embeddings = target.embeddings
+    embeddings.LayerNorm = torch.nn.Identity()
+    embeddings.token_type_embeddings.weight.zero_()
+    embeddings.word_embeddings.weight.copy_(source.embed_tokens.weight)
+    if hasattr(embeddings, "position_embeddings"):  # BERT's learned absolute positions
+        embeddings.position_embeddings.weight.copy_(source.positions.embeddings.weight)
+    for mine, theirs in zip(source.layers, target.encoder.layer, strict=True):
+        attention = mine.self_attn
+        fused = zip(attention.qkv_proj.weight.split(attention.split_sizes),
+                    attention.qkv_proj.bias.split(attention.split_sizes), strict=True)
+        for name, (weight, bias) in zip(("query", "key", "value"), fused, strict=True):
+            getattr(theirs.attention.self, name).load_state_dict({"weight": weight, "bias": bias})
+        for their_module, my_module in ((theirs.attention.output.dense, attention.o_proj),
+                                        (theirs.attention.output.LayerNorm, mine.self_attn_norm),
+                                        (theirs.intermediate.dense, mine.mlp.up_proj),
+                                        (theirs.output.dense, mine.mlp.down_proj),
+                                        (theirs.output.LayerNorm, mine.mlp_norm)):
+            their_module.load_state_dict(my_module.state_dict())
+
+
+@pytest.mark.parametrize(("family", "scheme", "overrides"), [
+    ("BERT", "learned", {}),
+    ("RoFormer", "rope", {"rope_layout": "interleaved"}),  # RoFormer rotates adjacent channel pairs
+])
+def test_a_post_norm_encoder_computes_what_transformers_bert_and_roformer_compute_with_its_weights(
+    family: str, scheme: str, overrides: dict
+) -> None:
+    torch.manual_seed(0)
+    config = hf_attn_config(TINY_BENCH_SHAPE, scheme, 32, norm_position="post", norm_eps=1e-12, **overrides)
+    hf_attn = HfAttnModel(config)
+    randomize_norms_and_biases(hf_attn)
+    theirs = getattr(build_bert_or_roformer(TINY_BENCH_SHAPE, 32, family), family.lower())
+    with torch.no_grad():
+        copy_to_bert_or_roformer(hf_attn, theirs)
+    input_ids, attention_mask = random_batch(pad_rows={1: 7, 2: 3})
+    real = attention_mask.bool()
+    with torch.no_grad():
+        expected = theirs.eval()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        actual = hf_attn.eval()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    torch.testing.assert_close(actual[real], expected[real], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2, 1])
+def test_llama_with_copied_weights_computes_the_hf_attn_decoder(kv_heads: int) -> None:
+    """transformers' Llama, given hf-attn RoPE's weights (`copy_to_llama`, the bench's like-for-like decoder),
+    returns the same logits (its own causal attention, RoPE, RMSNorm and SwiGLU code) and the same greedy tokens."""
+    torch.manual_seed(0)
+    hf_attn = HfAttnForCausalLM(decoder_config(TINY_BENCH_SHAPE, "rope", kv_heads, 64))
+    randomize_norms_and_biases(hf_attn)
+    llama = build_llama(hf_attn.config)
+    with torch.no_grad():
+        copy_to_llama(hf_attn, llama)
+    input_ids = torch.randint(0, 63, (2, 20), generator=torch.Generator().manual_seed(0))
+    for model in (hf_attn, llama):
+        model.eval()
+    with torch.no_grad():
+        expected, actual = hf_attn(input_ids=input_ids).logits, llama(input_ids=input_ids).logits
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+    assert torch.equal(greedy(llama, input_ids, 12, use_cache=True), greedy(hf_attn, input_ids, 12, use_cache=True))
+
+
+def test_copy_to_llama_refuses_a_model_llama_cannot_compute() -> None:
+    alibi = HfAttnForCausalLM(decoder_config(TINY_BENCH_SHAPE, "alibi", 4, 64))
+    with pytest.raises(ValueError, match="RoPE on halves"):
+        copy_to_llama(alibi, build_llama(decoder_config(TINY_BENCH_SHAPE, "rope", 4, 64)))
+
+
 # ---------------------------------------------------------------- cross-attention
 
 
@@ -416,6 +526,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     torch.testing.assert_close(grads[1], grads[0])
 
 
+@pytest.mark.slow
 def test_torch_compile_matches_eager_forward() -> None:
     model = build(HfAttnForSequenceClassification, attn="sdpa", position_embedding_type="rope")
     input_ids, attention_mask = random_batch(pad_rows={0: 6})

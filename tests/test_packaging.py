@@ -4,8 +4,11 @@ is installed.)"""
 
 from __future__ import annotations
 
+import ast
+import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,16 +19,52 @@ from hf_attn import cli
 
 OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "gradio", "hf_attn.experiments", "hf_attn.bench",
             "hf_attn.analysis", "hf_attn.week3", "hf_attn.explore"]
+# What a command's machinery loads: the optional modules but `hf_attn.experiments` itself, which the command line
+# reads `PRECISIONS` (a constant of `hf_attn.experiments.precision`) from while it builds its parser.
+MACHINERY = [*(name for name in OPTIONAL if name != "hf_attn.experiments"), "hf_attn.experiments.run",
+             "hf_attn.experiments.data", "hf_attn.saved"]
 
 
-def test_importing_the_package_loads_no_optional_module() -> None:
-    code = (
-        "import sys, hf_attn\n"
-        "from transformers import AutoConfig\n"
-        f"print([name for name in {OPTIONAL!r} if name in sys.modules])\n"
-    )
+def test_importing_the_package_or_parsing_a_command_loads_no_commands_machinery(tmp_path: Path) -> None:
+    """`import hf_attn` loads no optional module, and building the parser and parsing `predict` loads none of
+    another command's machinery (the benchmark's options are read only when `bench` is parsed)."""
+    saved = tmp_path / "model"  # what `--model` checks for
+    saved.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (saved / name).write_text("{}")
+    code = textwrap.dedent(f"""
+        import json, sys
+        import hf_attn
+        from transformers import AutoConfig
+        after_import = [name for name in {OPTIONAL!r} if name in sys.modules]
+        from hf_attn.cli import build_parser
+        args = build_parser().parse_args(["predict", "--model", {str(saved)!r}, "a review"])
+        after_parse = [name for name in {MACHINERY!r} if name in sys.modules]
+        print(json.dumps([after_import, after_parse, args.func.__name__]))
+    """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert result.stdout.strip() == "[]"
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], [], "_predict"]
+
+
+def test_no_module_of_the_package_imports_the_command_line() -> None:
+    """`hf_attn.cli` imports each command's module when the command runs, never the other way round, so the
+    two cannot import each other in a cycle (argument types live in `hf_attn.arguments`)."""
+    for path in sorted((REPO / "hf_attn").rglob("*.py")):
+        if path.name == "cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or "", *(f"{node.module or ''}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            assert not any(module.split(".")[-1] == "cli" for module in modules), f"{path} imports the cli"
+
+
+def test_the_benchmark_options_are_read_when_bench_is_parsed() -> None:
+    args = cli.build_parser().parse_args(["bench", "--sections", "throughput", "--repeats", "2"])
+    assert args.sections == ("throughput",) and args.repeats == 2 and args.func.__name__ == "run_from_args"
 
 
 def test_core_dependencies_are_the_models_and_torch_is_not_pinned() -> None:

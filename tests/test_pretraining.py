@@ -129,6 +129,7 @@ def test_corpus_adds_unlabelled_reviews_and_never_evaluation_text(tmp_path: Path
     assert set(validation_texts["text"]) == set(load_imdb(str(full))["validation"]["text"])
 
 
+@pytest.mark.slow
 def test_pretrained_encoder_starts_the_classifier(tmp_path: Path) -> None:
     pretrained = tmp_path / "pretrained"
     experiment = load_experiment(SMOKE, [*TINY, "training.max_steps=4", "training.eval_steps=2"])
@@ -197,6 +198,7 @@ def test_replaced_token_detection_pretrains_an_encoder_a_classifier_starts_from(
     assert "replaced-token detection" in text and f"detection accuracy {metrics['eval_detection_accuracy']:.3f}" in text
 
 
+@pytest.mark.slow
 def test_replaced_token_detection_training_does_not_depend_on_how_often_it_is_evaluated(tmp_path: Path) -> None:
     """Evaluating samples the generator's replacements; those draws must not come out of the random
     stream that masks training batches, or a run evaluated every step would train on other masks than
@@ -209,6 +211,7 @@ def test_replaced_token_detection_training_does_not_depend_on_how_often_it_is_ev
     assert all(torch.equal(weights[1][name], weights[4][name]) for name in weights[4])
 
 
+@pytest.mark.slow
 def test_replaced_token_detection_metrics_cover_the_whole_evaluation_set_on_two_processes(tmp_path: Path) -> None:
     """Under `accelerate launch` each process holds a shard of Trainer's evaluation dataloader; the
     recorded detection metrics are still those of the saved model on every evaluation chunk."""

@@ -59,3 +59,18 @@ def test_the_index_lists_every_json_with_the_numbers_it_holds(tmp_path: Path) ->
     assert "[report](bench/bench.md)" in rows["bench/bench.json"][1]
     assert "[report](probes/probe-rope.md)" in rows["probes/probe-rope/probe.json"][1]
 
+
+
+def test_a_command_that_runs_a_script_the_repository_no_longer_has_is_marked(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "kept.py").write_text("")
+    for name, command in (("kept", "python scripts/kept.py --output x.json"),
+                          ("gone", "python scripts/gone.py --threads 2"),
+                          ("cli", "hf-attn bench --output results/bench/cli.json")):
+        (results / "bench").mkdir(parents=True, exist_ok=True)
+        (results / "bench" / f"{name}.json").write_text(json.dumps({"command": command}))
+    commands = {row[1].split("]")[0].lstrip("["): row[5] for row in table_rows(build_index(results))}
+    assert commands == {"kept": "`python scripts/kept.py --output x.json`",
+                        "gone": "`python scripts/gone.py --threads 2` (script removed)",
+                        "cli": "`hf-attn bench --output results/bench/cli.json`"}

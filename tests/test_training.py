@@ -90,6 +90,7 @@ class SessionTimer(TrainerCallback):
         self.seconds = time.perf_counter() - self.started
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
     experiment = load_experiment(SMOKE, [*FAST, "evals_per_epoch=2"])
     straight = train(experiment, tmp_path / "straight")
@@ -109,6 +110,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
         train(experiment, tmp_path / "never-started", resume=True)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_the_architecture_its_checkpoint_was_trained_with(tmp_path: Path) -> None:
     """Resuming builds the model from the checkpoint's config, not from the experiment as it reads now: a run
     interrupted with the RoPE channel layout that is not the default (say, under an older default) and
@@ -126,6 +128,7 @@ def test_a_resumed_run_keeps_the_architecture_its_checkpoint_was_trained_with(tm
         torch.testing.assert_close(actual[name], value, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_random_windows_resume_to_the_same_result(tmp_path: Path) -> None:
     """Random training windows come from the generator Trainer checkpoints, so an interrupted run
     draws the same windows after resuming; and they change what the model learns (other result than
@@ -142,6 +145,7 @@ def test_random_windows_resume_to_the_same_result(tmp_path: Path) -> None:
     assert from_start["test_loss"] != pytest.approx(straight["test_loss"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_accelerate_launch_on_two_processes(tmp_path: Path) -> None:
     output = tmp_path / "ddp"
     run_on_two_processes(["train", "--config", str(SMOKE), "--output-dir", str(output), *FAST], tmp_path)

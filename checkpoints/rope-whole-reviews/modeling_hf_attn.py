@@ -393,6 +393,8 @@ class GrowingCacheLayer(DynamicLayer):
 
     growth = 0.25
     min_room = 64
+    key_buffer: torch.Tensor | None = None
+    value_buffer: torch.Tensor | None = None
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -403,8 +405,8 @@ class GrowingCacheLayer(DynamicLayer):
             self.lazy_initialization(key_states, value_states)
         past = self.get_seq_length()
         length = past + key_states.shape[-2]
-        if not (self._is_view_of_buffer(self.keys, "key_buffer", length, key_states)
-                and self._is_view_of_buffer(self.values, "value_buffer", length, value_states)):
+        if not (self._fills_start_of(self.key_buffer, self.keys, length, key_states)
+                and self._fills_start_of(self.value_buffer, self.values, length, value_states)):
             room = max(self.min_room, int(length * self.growth))
             self.key_buffer = self._new_buffer(self.keys, past, length + room, key_states)
             self.value_buffer = self._new_buffer(self.values, past, length + room, value_states)
@@ -413,11 +415,13 @@ class GrowingCacheLayer(DynamicLayer):
         self.keys, self.values = self.key_buffer[..., :length, :], self.value_buffer[..., :length, :]
         return self.keys, self.values
 
-    def _is_view_of_buffer(self, cached: torch.Tensor, name: str, length: int, new: torch.Tensor) -> bool:
-        """Whether `cached` is still the filled start of buffer `name`, which has room for `length` tokens of `new`."""
-        buffer = getattr(self, name, None)
+    @staticmethod
+    def _fills_start_of(buffer: torch.Tensor | None, cached: torch.Tensor, length: int, new: torch.Tensor) -> bool:
+        """Whether `cached` is still the filled start of `buffer`, which has room for `length` tokens of `new` and
+        can be written here (a buffer made under `torch.inference_mode` cannot be written outside it)."""
         return (
             buffer is not None
+            and (torch.is_inference_mode_enabled() or not buffer.is_inference())
             and cached.data_ptr() == buffer.data_ptr()
             and cached.stride() == buffer.stride()
             and buffer.shape[-2] >= length

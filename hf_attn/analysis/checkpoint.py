@@ -1,8 +1,9 @@
-"""Checkpoints kept in the repository (`checkpoints/`): a run's model as a small `from_pretrained` folder.
+"""A run's model as a small `from_pretrained` folder to keep (`hf-attn checkpoint`).
 
 Run folders are not kept from one machine to the next, and pretraining is the expensive part of a run, so
-the pretrained encoders and the best classifier are committed. `write_checkpoint` turns a run folder into
-such a folder: the weights as float16 safetensors (half the bytes of float32; float16 keeps 11
+pretrained encoders and the best classifiers are kept as checkpoints (this repository commits them in
+`checkpoints/`, under the size and count rules of `tools/commit_checkpoint.py`). `write_checkpoint` turns a run
+folder into such a folder: the weights as float16 safetensors (half the bytes of float32; float16 keeps 11
 significant bits), a config.json whose `dtype` stays float32, the tokenizer, the modelling code (so that
 `trust_remote_code=True` loads it where this package is not installed), the run's `metrics.json` (so that
 a run fine-tuned from it with `init_from` records the pretraining) and a model card. Written from the last
@@ -33,8 +34,6 @@ from ..modeling_hf_attn import AUTO_CLASSES
 from ..saved import check_loaded_weights
 from .hub import build_description_card, build_model_card
 
-MAX_CHECKPOINT_BYTES = 30_000_000  # per checkpoint folder: the repository stays cheap to clone
-MAX_CHECKPOINTS = 3  # folders in checkpoints/ at a time: a better one replaces an old one
 STORED_DTYPE = torch.float16
 WEIGHTS_NAME = "model.safetensors"  # a checkpoint's one weights file (a run's may be split, with an index)
 # A run's records a checkpoint keeps: its scores (for `init_from` runs and cards), and where a stage stopped by
@@ -78,15 +77,15 @@ def load_run_model(run_dir: Path) -> PreTrainedModel:
     return model
 
 
-def check_output(output: Path, overwrite: bool, max_checkpoints: int = MAX_CHECKPOINTS) -> None:
-    """Refuse to write `output` over a non-empty folder without `overwrite`, or as one checkpoint more than
-    `max_checkpoints` beside the checkpoints already in its parent folder (replace one instead)."""
+def check_output(output: Path, overwrite: bool, max_checkpoints: int | None = None) -> None:
+    """Refuse to write `output` over a non-empty folder without `overwrite`, or, where `max_checkpoints` is given,
+    as one checkpoint more than that beside the checkpoints already in its parent folder (replace one instead)."""
     if output.is_dir() and any(output.iterdir()):
         if not overwrite:
             raise CheckpointError(f"{output} already holds files; pass --overwrite to replace them with this "
                                   "checkpoint, or another --output")
         return
-    if not output.parent.is_dir():
+    if max_checkpoints is None or not output.parent.is_dir():
         return
     others = sorted(path.name for path in output.parent.iterdir()
                     if path != output and not path.name.startswith(".") and is_checkpoint(path))  # not a staging one
@@ -162,15 +161,16 @@ def save_checkpoint_files(model: PreTrainedModel, run_dir: Path, folder: Path, r
 
 
 def write_checkpoint(run_dir: str | os.PathLike[str], output: str | os.PathLike[str], overwrite: bool = False,
-                     encoder_only: bool = False, max_checkpoints: int = MAX_CHECKPOINTS) -> int:
+                     encoder_only: bool = False, max_bytes: int | None = None,
+                     max_checkpoints: int | None = None) -> int:
     """Write the checkpoint of the run folder `run_dir` to `output`; returns its size in bytes.
 
     With `encoder_only`, only the encoder is kept (an `HfAttnModel`): what a classifier fine-tunes from, at the
     size of the encoder alone where a run's heads would not fit (ELECTRA's generator at the reference size).
 
-    It is written beside `output` first and moved into place only once it is whole and at most
-    `MAX_CHECKPOINT_BYTES`, so a refused or failed checkpoint leaves `output` as it was. Its card's loading
-    example names `output`. The folder it goes in keeps at most `max_checkpoints`.
+    It is written beside `output` first and moved into place only once it is whole and, where `max_bytes` is
+    given, at most that size, so a refused or failed checkpoint leaves `output` as it was. Its card's loading
+    example names `output`. With `max_checkpoints`, the folder it goes in keeps at most that many.
     """
     run_dir, output = Path(run_dir), Path(output)
     check_output(output, overwrite, max_checkpoints)
@@ -182,11 +182,11 @@ def write_checkpoint(run_dir: str | os.PathLike[str], output: str | os.PathLike[
     try:
         save_checkpoint_files(model, run_dir, staging, str(output), encoder_only)
         size = folder_bytes(staging)
-        if size > MAX_CHECKPOINT_BYTES:
+        if max_bytes is not None and size > max_bytes:
             heads = model.base_model is not model and not encoder_only
             raise CheckpointError(
                 f"the checkpoint of {run_dir} would take {size / 1e6:.2f} MB, over the limit of "
-                f"{MAX_CHECKPOINT_BYTES / 1e6:g} MB a checkpoint may take; "
+                f"{max_bytes / 1e6:g} MB a checkpoint may take; "
                 + ("pass --encoder-only to keep the encoder without its heads, or " if heads else "")
                 + "checkpoint a smaller model (fewer layers, a smaller vocabulary or width)"
             )

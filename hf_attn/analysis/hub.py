@@ -143,11 +143,11 @@ def _processes(metrics: dict[str, Any]) -> str:
 
 
 def _restored_weights_text(restored: dict[str, Any] | None) -> str:
-    """For weights that came back from the training machine in float16 (`hf_attn.experiments.transfer`)."""
+    """For weights that came back from the training machine in float16 (this repository's `tools/transfer.py`)."""
     if not restored:
         return ""
     return (f"\nThe weights were trained in float32, brought back from the training machine as {restored['from']} "
-            f"and restored to float32 (`hf_attn.experiments.transfer`). These weights, as published, score test "
+            f"and restored to float32 (`tools/transfer.py`). These weights, as published, score test "
             f"accuracy "
             f"{restored['test_accuracy']:.4f} and F1 {restored['test_f1']:.4f}: `{restored['command']}`.\n")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ..cli import output_file
+from ..arguments import output_file
 from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
 from .realistic import bench_realistic

@@ -11,6 +11,5 @@
   concern: ``schema``, ``cells``, ``measure``, ``run``, ``report``;
 * ``precision``: what an experiment computes in (bf16 autocast where the hardware has it, else fp32);
 * ``baseline``: ``hf-attn baseline`` (TF-IDF + logistic regression on the same tokens);
-* ``transfer``: float16 shards for bringing a classifier or encoder back from a machine that returns small files;
 * ``results_index``: ``results/README.md``, the index of the results JSON files.
 """

@@ -6,7 +6,9 @@ One table row per JSON file under RESULTS_DIR (default `results`): its study (th
 its name linked to the file (and to the markdown report beside it named after the file or its folder, if
 any), its key metric on test and validation, and the command recorded in it. The key metric is the first
 entry of `KEY_METRICS` whose keys the file holds; a file with none (a benchmark) is listed with its link
-and command only. Regenerate the index after adding or changing results rather than editing it by hand.
+and command only. A recorded command that runs a script the repository no longer has (`python scripts/X.py`)
+is marked as such, since it cannot be rerun. Regenerate the index after adding or changing results rather
+than editing it by hand.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 INDEX_NAME = "README.md"
+# A script a recorded command runs, relative to the repository (the folder above the results folder).
+SCRIPT_IN_COMMAND = re.compile(r"(?:^|\s)((?:scripts|tools)/[\w./-]+\.(?:py|sh))")
 
 # (metric, its test key, its validation key) by kind of result; dotted keys reach into sections.
 KEY_METRICS: tuple[tuple[str, str | None, str | None], ...] = (
@@ -36,7 +41,8 @@ HEADER = """# Results
 Every results JSON in this folder, one row each, grouped by study (the subfolder). Generated from the
 files by `python -m hf_attn.experiments.results_index`; do not edit by hand. `test` and `validation`
 are the file's key metric on the seed split's test and validation parts; `command` is the command the
-file records (empty where the file records none).
+file records (empty where the file records none; "script removed" where it runs a script the repository
+no longer has).
 
 | study | result | metric | test | validation | command |
 |---|---|---|---|---|---|
@@ -71,6 +77,11 @@ def format_value(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
+def missing_scripts(command: str, repository: Path) -> list[str]:
+    """The scripts `command` runs (`scripts/X.py`, `tools/X.sh`) that `repository` does not hold."""
+    return [script for script in SCRIPT_IN_COMMAND.findall(command) if not (repository / script).is_file()]
+
+
 def index_row(results_dir: Path, path: Path) -> str:
     """The table row of one results JSON."""
     relative = path.relative_to(results_dir)
@@ -84,6 +95,8 @@ def index_row(results_dir: Path, path: Path) -> str:
     metric, test, validation = key_metric(record)
     command = lookup(record, "command")
     command_cell = f"`{command}`".replace("|", "\\|") if command else ""
+    if command and missing_scripts(command, results_dir.parent):
+        command_cell += " (script removed)"
     return f"| {study} | {link} | {metric} | {format_value(test)} | {format_value(validation)} | {command_cell} |"
 
 

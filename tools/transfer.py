@@ -1,6 +1,6 @@
 """Bringing trained models back from a machine that returns only small files.
 
-The lent GPU machine (scripts/device_runs.sh) hands back at most 8 files of 16 MiB, 64 MiB in all: a
+The lent GPU machine (tools/device_runs.sh) hands back at most 8 files of 16 MiB, 64 MiB in all: a
 float32 classifier of the reference size is 41 MB, its masked-LM encoder (untied output layer) 54 MB.
 They travel as float16 safetensors shards (half the bytes) and are restored to float32 here. float16
 keeps 11 significant bits, so the restored weights are not the trained ones to the last digit:
@@ -8,10 +8,12 @@ keeps 11 significant bits, so the restored weights are not the trained ones to t
 the run's own scores, so a card states the accuracy of the weights it ships with. Any hf_attn model
 travels this way (the class is read from the folder's config.json); only classifiers are scored.
 
-From the shell (what scripts/device_runs.sh runs)::
+From the shell (what tools/device_runs.sh runs)::
 
-    python -m hf_attn.experiments.transfer save RUN_DIR SHARD_DIR
-    python -m hf_attn.experiments.transfer restore SHARD_DIR RUN_DIR --dataset DATASET [--limit N]
+    python tools/transfer.py save RUN_DIR SHARD_DIR
+    python tools/transfer.py restore SHARD_DIR RUN_DIR --dataset DATASET [--limit N]
+
+A tool of this repository's machines, not part of the package (which it imports).
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from typing import Any
 
 import torch
 
-from .. import modeling_hf_attn
-from ..configuration_hf_attn import HfAttnConfig
-from ..modeling_hf_attn import HfAttnForSequenceClassification, HfAttnPreTrainedModel
-from .classification import evaluate_saved
+from hf_attn import modeling_hf_attn
+from hf_attn.configuration_hf_attn import HfAttnConfig
+from hf_attn.experiments.classification import evaluate_saved
+from hf_attn.modeling_hf_attn import HfAttnForSequenceClassification, HfAttnPreTrainedModel
 
 # Under the 16 MB a returned file may be, with room for the shard's header.
 SHARD_SIZE = "15MB"
@@ -76,7 +78,7 @@ def restore_half_precision(shard_dir: str | os.PathLike[str], run_dir: str | os.
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m hf_attn.experiments.transfer", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools/transfer.py", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     save = commands.add_parser("save", help="a run's model as float16 shards")
     save.add_argument("run_dir")

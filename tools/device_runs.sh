@@ -12,27 +12,27 @@
 # the machine lacks. `run` (there) installs those and trains; it writes each scheme's log and the calibration
 # log to $OUT as they go and, at the end, one archive with every new results/gpu/*-NAME.json and each run
 # folder without its weights and checkpoints (metrics.json, config.json, tokenizer: enough for `hf-attn card`).
-#   here:  scripts/device_runs.sh pack runs/week3-8k
-#   there: the device tool's run with carry [".devcarry"], command "bash scripts/device_runs.sh run NAME",
-#          timeout_s 590; then unpack here: scripts/device_runs.sh unpack <files_at>
-#          right after (the machine stays warm 30 s): the same with "bash scripts/device_runs.sh bench"
+#   here:  tools/device_runs.sh pack runs/week3-8k
+#   there: the device tool's run with carry [".devcarry"], command "bash tools/device_runs.sh run NAME",
+#          timeout_s 590; then unpack here: tools/device_runs.sh unpack <files_at>
+#          right after (the machine stays warm 30 s): the same with "bash tools/device_runs.sh bench"
 # `run` alone is `run long`. CALIBRATE=0 keeps the config's pretraining steps instead of timing what fits in
 # PRETRAIN_BUDGET_S (220 s). Each fine-tuned classifier comes back in float16 shards (a returned file may be
 # 16 MiB at most, 8 files and 64 MiB in all), and so does the encoder where the flow has one scheme (two
 # schemes' encoders and classifiers would be 90 MiB); `unpack` turns each back into a float32 run folder here,
-# runs/RUN, and scores a classifier's restored weights on the test split again (hf_attn/experiments/transfer.py;
+# runs/RUN, and scores a classifier's restored weights on the test split again (tools/transfer.py;
 # ~3 min per 128-token model on 2 cores, an estimated 4-5x that for a whole-review one, ~5 windows a review).
 #
 # Dry run, here on the CPU before spending GPU time (after `pack`; 40 s for whole, 75 s for long on one thread):
 # the same steps at a toy size (48 training rows, 16 validation and test rows, 4 steps, 2 calibration steps) in a
 # new folder, whose runs/, results/gpu/ and out/ (as $OUT) it writes instead of the repository's; then unpack
 # into another new folder:
-#   OMP_NUM_THREADS=1 DRY_RUN=/tmp/dry scripts/device_runs.sh run whole
-#   DRY_RUN=/tmp/dry-back scripts/device_runs.sh unpack /tmp/dry/out      # scores 16 test reviews
+#   OMP_NUM_THREADS=1 DRY_RUN=/tmp/dry tools/device_runs.sh run whole
+#   DRY_RUN=/tmp/dry-back tools/device_runs.sh unpack /tmp/dry/out      # scores 16 test reviews
 # PYTHON names the interpreter with hf_attn's dependencies here (default .venv/bin/python); the repository's
 # hf_attn is imported first either way.
 set -euo pipefail
-mode=${1:?usage: scripts/device_runs.sh pack WEEK3_DIR | run [NAME] | bench | unpack FILES_AT}
+mode=${1:?usage: tools/device_runs.sh pack WEEK3_DIR | run [NAME] | bench | unpack FILES_AT}
 repo=$PWD
 carry=.devcarry
 python=${PYTHON:-.venv/bin/python}
@@ -49,7 +49,7 @@ new_folder() {  # DIR: a dry run writes only into a folder of its own, never ove
 }
 
 if [ "$mode" = pack ]; then
-  week3=${2:?usage: scripts/device_runs.sh pack WEEK3_DIR}
+  week3=${2:?usage: tools/device_runs.sh pack WEEK3_DIR}
   exclude=$(git rev-parse --git-path info/exclude)
   grep -qx "/$carry/" "$exclude" 2>/dev/null || echo "/$carry/" >> "$exclude"
   rm -rf "$carry" && mkdir -p "$carry/imdb" "$carry/week3/datasets" "$carry/week3/models" "$carry/whl"
@@ -67,7 +67,7 @@ if [ "$mode" = pack ]; then
 fi
 
 if [ "$mode" = unpack ]; then  # here, after a run: results, run folders, and the models in float32
-  files_at=$(cd "${2:?usage: scripts/device_runs.sh unpack FILES_AT}" && pwd)
+  files_at=$(cd "${2:?usage: tools/device_runs.sh unpack FILES_AT}" && pwd)
   dataset=$repo/../shared/data/imdb limit=()
   if [ -n "$dry" ]; then
     new_folder "$dry" && cd "$dry"
@@ -79,7 +79,7 @@ if [ "$mode" = unpack ]; then  # here, after a run: results, run folders, and th
     [ -d "$shards" ] || continue
     run=$(basename "$shards") && run=${run#half-}
     cp "$shards"*.safetensors "runs/half/$run/"
-    "$python" -m hf_attn.experiments.transfer restore "runs/half/$run" "runs/$run" --dataset "$dataset" "${limit[@]}"
+    "$python" "$repo/tools/transfer.py" restore "runs/half/$run" "runs/$run" --dataset "$dataset" "${limit[@]}"
   done
   exit 0
 fi
@@ -87,7 +87,7 @@ fi
 
 if [ -n "$dry" ]; then  # here, at a toy size: everything the GPU call does but the install and the GPU
   [ "$mode" = run ] || { echo "DRY_RUN is for run and unpack" >&2; exit 2; }
-  [ -d "$carry/imdb" ] || { echo "no $carry/: run scripts/device_runs.sh pack WEEK3_DIR first" >&2; exit 2; }
+  [ -d "$carry/imdb" ] || { echo "no $carry/: run tools/device_runs.sh pack WEEK3_DIR first" >&2; exit 2; }
   new_folder "$dry"
   export OUT=${OUT:-$dry/out}
   mkdir -p "$OUT"
@@ -174,7 +174,7 @@ print(f'{per_step:.3f} s per step;', min(most, int(float(budget_s) / per_step) /
 fi
 
 send_back() {  # RUN: its model as float16 shards under the 16 MiB a returned file may be, in $OUT/half-RUN/
-  "$python" -m hf_attn.experiments.transfer save "runs/$1" "runs/half/$1"
+  "$python" "$repo/tools/transfer.py" save "runs/$1" "runs/half/$1"
   mkdir -p "$OUT/half-$1" && mv "runs/half/$1"/*.safetensors "$OUT/half-$1/"
 }
 

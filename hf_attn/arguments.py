@@ -1,0 +1,134 @@
+"""Argument types of the command line: each checks one value when the arguments are read, so that a wrong
+path or number fails in a second with a usage error that names it, not after minutes of work.
+
+Kept apart from `cli` so that a command's own module (the benchmark's options) can use them without
+importing the command line that imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from pathlib import Path
+
+HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
+    """A `--model`: a folder holding the files `needs`, or a Hub repo id; anything else is a usage error
+    that names the problem (transformers would report a missing folder as a malformed repo id, and a
+    folder without a tokenizer as a missing sentencepiece)."""
+    path = Path(value)
+    if not path.exists():
+        if not HUB_REPO_ID.fullmatch(value):
+            raise argparse.ArgumentTypeError(f"model folder {value} does not exist")
+        if not hub_repo_reachable(value):
+            raise argparse.ArgumentTypeError(f"model folder {value} does not exist, and no Hub repo of that name is in "
+                                             "the local cache (HF_HUB_OFFLINE is set, so the Hub is not asked)")
+        return value
+    missing = [name for name in needs if not (path / name).is_file()]
+    if missing:
+        raise argparse.ArgumentTypeError(
+            f"{value} holds no {' or '.join(missing)}; pass a folder written by `hf-attn train` (model and tokenizer)"
+        )
+    return value
+
+
+def hub_repo_reachable(repo_id: str) -> bool:
+    """Whether `from_pretrained(repo_id)` can look for it: online, or offline with its config.json in the cache."""
+    import huggingface_hub
+    from huggingface_hub.errors import HFValidationError
+
+    if not huggingface_hub.is_offline_mode():
+        return True
+    try:
+        return isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str)
+    except HFValidationError:
+        return False
+
+
+def model_with_tokenizer(value: str) -> str:
+    """A `--model` that reads text (classifies or generates it): a saved model with its tokenizer."""
+    return model_folder(value, needs=("config.json", "tokenizer.json"))
+
+
+def run_folder(value: str) -> str:
+    """`checkpoint --model`: a run folder on this machine (not a Hub repo id) holding a saved model and tokenizer."""
+    if not Path(value).is_dir():
+        raise argparse.ArgumentTypeError(f"run folder {value} does not exist; pass the --output-dir of a finished "
+                                         "`hf-attn train` or `hf-attn pretrain`")
+    return model_with_tokenizer(value)
+
+
+def positive_int(value: str) -> int:
+    """A count such as `--max-length`: a whole number above 0."""
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
+    return int(value)
+
+
+def positive_number(value: str, unit: str = "") -> float:
+    """A size such as `checkpoint --max-mb`: a finite number above 0 (of `unit`, which the error names)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"expected a number{f' of {unit}' if unit else ''} above 0, got {value!r}")
+    return number
+
+
+def minutes(value: str) -> float:
+    """`--max-time`: a number of minutes above 0."""
+    return positive_number(value, "minutes")
+
+
+def lengths_list(value: str) -> list[int]:
+    """`perplexity --lengths`: comma-separated whole numbers of at least 2 (a window of 1 predicts nothing)."""
+    parts = value.split(",")
+    if not all(part.strip().isdigit() and int(part) >= 2 for part in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers of at least 2 (e.g. 64,128,256), "
+                                         f"got {value!r}")
+    return sorted({int(part) for part in parts})
+
+
+def input_file(value: str) -> str:
+    """`predict --input`: an existing file, or `-` for standard input."""
+    if value != "-" and not Path(value).is_file():
+        raise argparse.ArgumentTypeError(f"{value} is not a file; pass a text or JSONL file, or - for standard input")
+    return value
+
+
+def _writable(path: Path, value: str) -> None:
+    """`path` exists and this process may write it, or it can be made: its nearest existing ancestor is a
+    folder this process may write. A pure check: nothing is created."""
+    if path.exists():
+        if not os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0)):
+            raise argparse.ArgumentTypeError(f"{value} is not writable")
+        return
+    ancestor = next(parent for parent in path.absolute().parents if parent.exists())
+    if not ancestor.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} cannot be created: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{value} cannot be created: {ancestor} is not writable")
+
+
+def output_file(value: str) -> str:
+    """A file a command writes after its work (`--results`, `--output`): checked when the arguments are read, so
+    that a wrong path fails in a second and not after a run."""
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a folder; pass a file path, e.g. {path / 'metrics.json'}")
+    _writable(path, value)
+    return value
+
+
+def output_folder(value: str) -> str:
+    """A folder a command writes into (`--output-dir`): an existing writable folder or one that can be made."""
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a file; pass a folder path")
+    _writable(path, value)
+    return value
