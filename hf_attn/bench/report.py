@@ -291,7 +291,9 @@ def format_markdown(results: dict[str, Any]) -> str:
            f"torch {env['torch']}, transformers {env['transformers']}, device {env.get('gpu', env['device'])}, "
            f"{env['threads']} threads of {env['cpu_count']} CPUs, 1-minute load average "
            f"{env['load_average_start'][0]:.1f} at start, {env['load_average_end'][0]:.1f} at end; "
-           f"started {env['started']}. "
+           f"started {env['started']}"
+           + (f"; bfloat16 units: {env['bf16_units'] or 'none (bf16 is emulated)'}" if "bf16_units" in env else "")
+           + ". "
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
     formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
                   "generation": _format_generation, "tokenizer": _format_tokenizer, "profile": _format_profile}
