@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import runpy
 from pathlib import Path
 
@@ -14,12 +15,17 @@ from torch import nn
 
 from hf_attn import HfAttnForSequenceClassification
 from hf_attn.bench import BenchSettings, add_arguments, format_markdown, run_benchmark, run_from_args
-from hf_attn.bench.generation import build_decoders, decode_steps, prefill
-from hf_attn.bench.models import build_candidates, build_modernbert, hf_attn_config
+from hf_attn.bench.flops import step_flops
+from hf_attn.bench.generation import (
+    build_decoders,
+    decode_steps,
+    prefill,
+)
+from hf_attn.bench.models import ANCHOR_BUILDERS, build_candidates, build_modernbert, encoder_layers, hf_attn_config
 from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import _faster_repeats
 from hf_attn.bench.settings import ANCHORS
-from hf_attn.bench.timing import peak_memory_bytes
+from hf_attn.bench.timing import infer_step, make_batch, peak_memory_bytes, train_step
 from hf_attn.modeling_hf_attn import GrowingCacheLayer
 from hf_attn.positions import POSITION_SCHEMES
 
@@ -59,20 +65,45 @@ def test_every_model_and_scheme_has_a_row(toy_run: tuple[dict, str, Path]) -> No
                  ("ModernBERT", "rope", "sdpa"), ("ModernBERT-defaults", "rope", "sdpa")}
     for mode in ("train", "infer"):
         for seq in (8, 16):
-            case = {(r["family"], r["scheme"], r["backend"]) for r in rows if (r["mode"], r["seq"]) == (mode, seq)}
-            assert case == expected
+            for precision in ("fp32", "bf16"):
+                case = {(r["family"], r["scheme"], r["backend"]) for r in rows
+                        if (r["mode"], r["seq"], r["precision"]) == (mode, seq, precision)}
+                assert case == expected
     assert all(r["median_ms"] > 0 and r["peak_mib"] >= 0 for r in rows)
     assert all(f"speedup_vs_{anchor}" in r for r in rows for anchor in ANCHORS)
-    for r in rows:  # the goal's reference: the fastest anchor with the bench's dropout, not ModernBERT-defaults
-        case = {x["family"]: x["median_ms"] for x in rows if (x["mode"], x["seq"]) == (r["mode"], r["seq"])}
-        fastest = min(case["BERT"], case["RoFormer"], case["ModernBERT"])
-        assert r["speedup_vs_best"] == pytest.approx(fastest / r["median_ms"])
-    assert "| vs BERT | vs RoFormer | vs ModernBERT | vs ModernBERT-defaults |" in markdown
+    for r in rows:  # the yardstick: the fastest peer of the same precision (RoPE: the rotary models only)
+        case = {x["family"]: x["median_ms"] for x in rows
+                if (x["mode"], x["seq"], x["precision"]) == (r["mode"], r["seq"], r["precision"])}
+        peers = ("RoFormer", "ModernBERT") if r["scheme"] == "rope" else ("BERT", "RoFormer", "ModernBERT")
+        if r["family"] in ANCHORS:
+            assert "speedup_vs_peer" not in r
+        else:
+            assert r["speedup_vs_peer"] == pytest.approx(min(case[p] for p in peers) / r["median_ms"])
+            assert r["fastest_peer"] == min(peers, key=case.__getitem__)
+    assert "| vs BERT | vs RoFormer | vs ModernBERT | vs ModernBERT-defaults | vs fastest peer |" in markdown
     for family, scheme, backend in expected:
         assert f"| {family} | {scheme} | {backend} |" in markdown
-    for heading in ("## Throughput", "## Attention cost scaling", "## Realistic batches", "## Profile",
-                    "## Tokenizer speed", "| fast | 0.1 | 400 |", "reviews 40."):
+    for heading in ("## Throughput", "### Matrix-multiply peak", "### hf-attn against its fastest peer",
+                    "### Model-FLOPs utilisation",
+                    "### Training (forward + backward + AdamW, bf16), batch 2, sequence 8",
+                    "## Attention cost scaling", "## Realistic batches", "## Profile (hf-attn rope sdpa training, bf16",
+                    "## Profile (ModernBERT rope sdpa training, bf16", "## Tokenizer speed", "| fast | 0.1 | 400 |",
+                    "reviews 40."):
         assert heading in markdown
+
+
+def test_goals_summarise_hf_attn_sdpa_against_its_fastest_peer(toy_run: tuple[dict, str, Path]) -> None:
+    """The summary counts, per precision, hf-attn + sdpa's cells at 0.95x of the fastest peer or better and
+    their geometric mean, recomputed here from the rows."""
+    section = toy_run[0]["throughput"]
+    for precision in ("fp32", "bf16", "all"):
+        ratios = [r["speedup_vs_peer"] for r in section["rows"] if r["family"] == "hf-attn" and r["backend"] == "sdpa"
+                  and precision in ("all", r["precision"])]
+        goal = section["goals"][precision]
+        assert goal["cells"] == len(ratios) == 5 * 2 * 2 * (2 if precision == "all" else 1)
+        assert goal["met"] == sum(ratio >= 0.95 for ratio in ratios)
+        assert goal["geomean"] == pytest.approx(math.prod(ratios) ** (1 / len(ratios)))
+    assert section["goals"]["all"]["training_mfu"] is None  # peaks of two precisions are not one yardstick
 
 
 def test_baselines_have_the_same_shape(toy_run: tuple[dict, str, Path]) -> None:
@@ -102,9 +133,91 @@ def test_other_sections_and_outputs(toy_run: tuple[dict, str, Path]) -> None:
         assert len({r["real_tokens"] for r in realistic.values()}) == 1
     # Truncating shorter can only cut tokens, never add them.
     assert runs[0]["rows"][0]["real_tokens"] <= runs[1]["rows"][0]["real_tokens"]
-    assert results["profile"]["top_ops"]
+    profiles = results["profile"]["models"]
+    assert list(profiles) == ["hf-attn rope sdpa", "ModernBERT rope sdpa"]  # the default anchor beside hf-attn
+    assert all(profile["top_ops"] and profile["step_ms"] > 0 for profile in profiles.values())
     assert results["tokenizer"]["rows"][0]["method"] == "fast"
     assert results["settings"]["seq_lengths"] == [8, 16]
+
+
+def test_rows_carry_model_flops_and_mfu_against_the_peak_of_their_precision(toy_run: tuple[dict, str, Path]) -> None:
+    """hf-attn's FLOPs per token by hand from the toy shape (d 32, FFN 64, 2 layers, 2 labels): per layer
+    Q/K/V + output 4 d^2 and FFN 2 d I multiply-adds per token, attention 4 T d, the classifier 2 d per
+    sequence; training 3 x. MFU = FLOPs x tokens/s over the peak of the row's precision."""
+    section = toy_run[0]["throughput"]
+    d, ffn, layers = 32, 64, 2
+    assert set(section["matmul_peak"]) == {"fp32", "bf16"}
+    for peak in section["matmul_peak"].values():
+        assert peak["gflops"] == max(shape["gflops"] for shape in peak["shapes"]) > 0
+        rows = 2 * 8  # a training batch at the shortest length
+        assert [shape["shape"] for shape in peak["shapes"]] == [[rows, d, 3 * d], [rows, d, d], [rows, d, ffn],
+                                                                 [rows, ffn, d]]
+    for r in section["rows"]:
+        if r["family"] != "hf-attn":
+            continue
+        seq = r["seq"]
+        forward = seq * (2 * layers * (4 * d * d + 2 * d * ffn) + layers * 4 * seq * d) + 2 * d * 2
+        assert r["flops_per_token"] == pytest.approx({"train": 3, "infer": 1}[r["mode"]] * forward / seq)
+        peak = section["matmul_peak"][r["precision"]]["gflops"] * 1e9
+        assert r["mfu"] == pytest.approx(r["flops_per_token"] * r["tokens_per_s"] / peak)
+        assert r["tokens_per_s"] == pytest.approx(r["batch"] * seq / (r["median_ms"] / 1e3))
+
+
+@pytest.mark.parametrize("family", ["hf-attn", "BERT", "RoFormer", "ModernBERT"])
+def test_closed_form_flops_match_torch_flop_counter(family: str) -> None:
+    """The module doc's formula against torch.utils.flop_counter, which counts the matrix products actually
+    dispatched (eager attention: the counter does not see CPU SDPA's fused kernel); a training step (forward
+    + backward) is 3 x the forward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    settings = BenchSettings(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
+                             vocab_size=64, dropout=0.0, attention_dropout=0.0)
+    batch, seq = 2, 16
+    if family == "hf-attn":
+        model = HfAttnForSequenceClassification(hf_attn_config(settings, "rope", seq))
+    else:
+        model = ANCHOR_BUILDERS[family][1](settings, seq)
+    model.set_attn_implementation("eager")
+    layers = encoder_layers(model)
+    inputs = make_batch(batch, [seq] * batch, seq, 64, torch.Generator().manual_seed(0), torch.device("cpu"))
+    with FlopCounterMode(display=False) as forward_only, torch.no_grad():
+        model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+    assert forward_only.get_total_flops() == step_flops(model, layers, "infer", batch, seq)
+    with FlopCounterMode(display=False) as training:
+        model(**inputs).loss.backward()
+    assert training.get_total_flops() == step_flops(model, layers, "train", batch, seq)
+
+
+def test_bf16_steps_compute_in_bfloat16_and_keep_float32_parameters() -> None:
+    """Under `precision="bf16"` the linear layers' outputs are bfloat16 (autocast), training and inference;
+    the parameters, their AdamW state and the gradients stay float32, as with `Trainer(bf16=True)`."""
+    settings = BenchSettings(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+                             vocab_size=64, schemes=("rope",), backends=("sdpa",), variants=(), anchors=())
+    candidate = build_candidates(settings, 16, torch.device("cpu"))[0]
+    batch = make_batch(2, [16, 16], 16, 64, torch.Generator().manual_seed(0), torch.device("cpu"))
+    seen: list[torch.dtype] = []
+    candidate.model.classifier.register_forward_hook(lambda module, args, output: seen.append(output.dtype))
+    for step, precision in ((train_step, "bf16"), (infer_step, "bf16"), (infer_step, "fp32")):
+        candidate.prepare(step is train_step)
+        step(candidate, batch, precision)
+    assert seen == [torch.bfloat16, torch.bfloat16, torch.float32]
+    assert {p.dtype for p in candidate.model.parameters()} == {torch.float32}
+    state = candidate.optimizer.state[candidate.model.classifier.weight]
+    assert state["exp_avg"].dtype == torch.float32
+
+
+def test_bad_precision_and_flag_values_are_rejected_before_timing() -> None:
+    for bad in (dict(precision=("fp32", "fp16")), dict(profile_precision="half")):
+        with pytest.raises(ValueError, match="unknown benchmark precision"):
+            run_benchmark(BenchSettings(sections=("throughput",)), **bad)
+    with pytest.raises(ValueError, match="unknown benchmark profile anchor"):
+        run_benchmark(BenchSettings(sections=("throughput",)), profile_anchor="GPT")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args(["--peak-memory", "false"]).peak_memory is False
+    assert parser.parse_args(["--precision", "bf16"]).precision == ("bf16",)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--peak-memory", "no"])
 
 
 def test_epoch_batches_cover_every_review_once() -> None:
@@ -230,9 +343,9 @@ def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> No
 
 
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
-    """The 'faster in' column pairs each repeat with the same repeat of the transformers model with the
-    lowest median among those with the bench's dropout (here BERT; ModernBERT-defaults, without dropout,
-    is faster but not like-for-like), counted by hand."""
+    """The 'faster in' column pairs each repeat with the same repeat of the row's fastest peer, or in records
+    from before peers, of the transformers model with the lowest median among those with the bench's dropout
+    (here BERT; ModernBERT-defaults, without dropout, is faster but not like-for-like), counted by hand."""
     def row(family: str, times: list[float]) -> dict:
         return {"family": family, "times_ms": times, "median_ms": sorted(times)[len(times) // 2]}
 
@@ -243,6 +356,8 @@ def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_eac
     assert _faster_repeats(tied, case) == "2/3"  # a tie is not a win
     assert _faster_repeats(bert, case) == ""
     assert _faster_repeats({"family": "hf-attn", "median_ms": 1.0}, case) == ""  # a record without times
+    # Records with peers count against the row's fastest peer: RoPE's is RoFormer here, whatever BERT did.
+    assert _faster_repeats({**faster, "scheme": "rope", "fastest_peer": "RoFormer"}, case) == "2/3"
 
 
 def test_results_written_before_modernbert_still_format() -> None:

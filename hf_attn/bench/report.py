@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .settings import ANCHORS, OWN_DROPOUT_ANCHORS
+from .settings import ANCHORS, CELL_GOAL, DEFAULT_PEERS, OWN_DROPOUT_ANCHORS, PEERS
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -26,11 +26,15 @@ def _ratio(value: float | None) -> str:
 
 
 def _faster_repeats(row: dict[str, Any], case: list[dict[str, Any]]) -> str:
-    """In how many repeats this row's step beat the fastest like-for-like anchor's step of the same repeat
-    ("k/n"): interleaving puts the two side by side in time, so this count is not moved by the drift
+    """In how many repeats this row's step beat its yardstick's step of the same repeat ("k/n"): the fastest
+    of its scheme's peers (`fastest_peer`), or in records from before peers, the fastest anchor with the
+    bench's dropout. Interleaving puts the two side by side in time, so this count is not moved by the drift
     between repeats that moves medians. Empty for the anchors and for records without per-repeat times."""
-    anchors = [r for r in case
-               if r["family"] in ANCHORS and r["family"] not in OWN_DROPOUT_ANCHORS and "times_ms" in r]
+    if "fastest_peer" in row:
+        anchors = [r for r in case if r["family"] == row["fastest_peer"] and "times_ms" in r]
+    else:
+        anchors = [r for r in case
+                   if r["family"] in ANCHORS and r["family"] not in OWN_DROPOUT_ANCHORS and "times_ms" in r]
     if row["family"] in ANCHORS or not anchors or "times_ms" not in row:
         return ""
     fastest = min(anchors, key=lambda r: r["median_ms"])["times_ms"]
@@ -38,49 +42,125 @@ def _faster_repeats(row: dict[str, Any], case: list[dict[str, Any]]) -> str:
 
 
 def _goal(row: dict[str, Any], shortest: int) -> str:
-    """The issue's target for hf-attn + sdpa: at least as fast as the fastest like-for-like anchor at the
-    shortest length, strictly faster at longer ones."""
-    if row["family"] != "hf-attn" or row["backend"] != "sdpa" or "speedup_vs_best" not in row:
+    """The issue's target for hf-attn + sdpa: at least `CELL_GOAL` of its fastest peer's speed. Records from
+    before peers: at least as fast as the fastest like-for-like anchor at the shortest length, strictly
+    faster at longer ones."""
+    if row["family"] != "hf-attn" or row["backend"] != "sdpa":
         return ""
-    met = row["speedup_vs_best"] >= 1.0 if row["seq"] <= shortest else row["speedup_vs_best"] > 1.0
+    if "speedup_vs_peer" in row:
+        met = row["speedup_vs_peer"] >= CELL_GOAL
+    elif "speedup_vs_best" in row:
+        met = row["speedup_vs_best"] >= 1.0 if row["seq"] <= shortest else row["speedup_vs_best"] > 1.0
+    else:
+        return ""
     return "yes" if met else "NO"
+
+
+def _precision(row: dict[str, Any]) -> str:
+    return row.get("precision", "fp32")  # records from before precisions were all fp32
+
+
+def _cells(rows: list[dict[str, Any]]) -> list[tuple[str, int, int, str]]:
+    """(mode, batch, length, precision) of every case, in the order they were measured."""
+    return list(dict.fromkeys((r["mode"], r["batch"], r["seq"], _precision(r)) for r in rows))
+
+
+def _format_peaks(peaks: dict[str, Any]) -> list[str]:
+    return ["### Matrix-multiply peak", "",
+            "Best GFLOP/s of `torch.mm` over the model's GEMM shapes (rows = tokens of a training batch), in each "
+            "precision; MFU below is achieved model FLOP/s over this.", "",
+            _table(["precision", "best GFLOP/s", *(f"{'x'.join(map(str, s['shape']))}" for s in
+                                                  next(iter(peaks.values()))["shapes"])],
+                   [[p["precision"], f"{p['gflops']:.0f}", *(f"{s['gflops']:.0f}" for s in p["shapes"])]
+                    for p in peaks.values()]), ""]
+
+
+def _format_goals(section: dict[str, Any]) -> list[str]:
+    """hf-attn (sdpa) against its fastest peer in every cell, side by side, and the goal summary."""
+    rows = [r for r in section["rows"] if r["family"] == "hf-attn" and r["backend"] == "sdpa"
+            and "speedup_vs_peer" in r]
+    cells = _cells(rows)
+    by_cell = {(r["scheme"], r["mode"], r["seq"], _precision(r)): r for r in rows}
+    body = [[scheme, ", ".join(PEERS.get(scheme, DEFAULT_PEERS)),
+             *(f"{by_cell[(scheme, mode, seq, precision)]['speedup_vs_peer']:.2f}x "
+               f"({by_cell[(scheme, mode, seq, precision)]['fastest_peer']})" for mode, _, seq, precision in cells)]
+            for scheme in dict.fromkeys(r["scheme"] for r in rows)]
+    out = ["### hf-attn against its fastest peer", "",
+           f"hf-attn (sdpa) median step time's speed-up over the fastest of its peers in each cell (which peer in "
+           f"brackets). Goals: at least {CELL_GOAL:.2f}x in every cell, at least 1.0x in the geometric mean, and "
+           "bf16 training MFU of 40% or more.", "",
+           _table(["positions", "peers", *(f"{mode} {seq} {precision}" for mode, _, seq, precision in cells)], body),
+           ""]
+    summary = [[precision, f"{g['met']}/{g['cells']}", f"{g['worst']:.2f}x", f"{g['geomean']:.2f}x",
+                "" if not g["training_mfu"] else f"{g['training_mfu'][0]:.0%}-{g['training_mfu'][1]:.0%}"]
+               for precision, g in section["goals"].items()]
+    return out + [_table(["precision", f"cells at {CELL_GOAL:.2f}x or more", "worst", "geometric mean",
+                          "hf-attn training MFU"], summary), ""]
+
+
+def _format_mfu(rows: list[dict[str, Any]]) -> list[str]:
+    cells = _cells(rows)
+    by_model: dict[tuple[str, str, str], dict[tuple[str, int, str], dict[str, Any]]] = {}
+    for r in rows:
+        by_model.setdefault((r["family"], r["scheme"], r["backend"]), {})[(r["mode"], r["seq"], _precision(r))] = r
+    body = [[*model, *(f"{found[(mode, seq, precision)]['mfu']:.0%}" if (mode, seq, precision) in found else ""
+                       for mode, _, seq, precision in cells)] for model, found in by_model.items()]
+    return ["### Model-FLOPs utilisation", "",
+            "Model FLOPs of a step (matrix products only; training = 3 x forward; docs/benchmarks.md) per median "
+            "second, over the matmul peak of the same precision.", "",
+            _table(["model", "positions", "attention", *(f"{mode} {seq} {precision}" for mode, _, seq, precision
+                                                          in cells)], body), ""]
 
 
 def _format_throughput(section: dict[str, Any]) -> list[str]:
     rows = section["rows"]
     shortest = min(r["seq"] for r in rows)
     anchors = [family for family in ANCHORS if any(r["family"] == family for r in rows)]
+    has_flops, has_peers = "mfu" in rows[0], any("speedup_vs_peer" in r for r in rows)
     out = ["## Throughput", "",
-           "Speed-up = the transformers model's median step time / this row's (above 1: this row is faster); "
-           "seq/s from the median; the minimum is the least disturbed repeat, for judging noise, and 'faster "
-           "in' counts the repeats in which this row beat the fastest transformers model with the same dropout in "
-           "that repeat. Peak MiB: allocator high-water mark above what was held before the step (activations, "
-           "gradients, temporaries).", ""]
+           "Speed-up = the transformers model's median step time / this row's (above 1: this row is faster), "
+           "within one precision; seq/s" + (" and tokens/s" if has_flops else "") + " from the median; the minimum "
+           "is the least disturbed repeat, for judging noise, and 'faster in' counts the repeats in which this row "
+           + ("beat its fastest peer (RoPE: RoFormer, ModernBERT; other schemes: BERT, RoFormer, ModernBERT) in "
+              if has_peers else "beat the fastest transformers model with the same dropout in ")
+           + "that repeat. Peak MiB: allocator high-water mark above what was held before the step (activations, "
+           "gradients, temporaries). bf16: forward under bfloat16 autocast, parameters and optimizer float32.", ""]
+    if "matmul_peak" in section:
+        out += _format_peaks(section["matmul_peak"])
+    if section.get("goals"):
+        out += _format_goals(section)
     own_dropout = [family for family in OWN_DROPOUT_ANCHORS if family in anchors]
     if own_dropout:
         out += [f"{', '.join(own_dropout)}: built with its library's own dropout defaults (ModernBERT's: none), as "
-                "it is usually trained; it has a ratio column but counts neither in 'faster in' nor in the goal.", ""]
-    labels = {"train": "Training (forward + backward + AdamW, fp32)", "infer": "Inference (no grad, fp32)"}
+                "it is usually trained; it has a ratio column but is nobody's peer and counts neither in 'faster "
+                "in' nor in the goal.", ""]
+    labels = {"train": "Training (forward + backward + AdamW", "infer": "Inference (no grad"}
     goals = []
-    for mode, batch, seq in dict.fromkeys((r["mode"], r["batch"], r["seq"]) for r in rows):
-        case = [r for r in rows if (r["mode"], r["seq"]) == (mode, seq)]
-        out += [f"### {labels[mode]}, batch {batch}, sequence {seq}", ""]
+    for mode, batch, seq, precision in _cells(rows):
+        case = [r for r in rows if (r["mode"], r["seq"], _precision(r)) == (mode, seq, precision)]
+        out += [f"### {labels[mode]}, {precision}), batch {batch}, sequence {seq}", ""]
         table_rows = []
         for r in case:
             goal = _goal(r, shortest)
             if goal:
-                goals.append((goal, f"{mode} {seq} {r['scheme']}"))
+                goals.append((goal, f"{mode} {seq} {precision} {r['scheme']}"))
+            flops = [f"{r['tokens_per_s']:,.0f}", f"{r['mfu']:.1%}"] if has_flops else []
+            peer = [_ratio(r.get("speedup_vs_peer"))] if has_peers else []
             table_rows.append([r["family"], r["scheme"], r["backend"], f"{r['median_ms']:.1f}", f"{r['min_ms']:.1f}",
-                               f"{r['sequences_per_s']:.1f}", *(_ratio(r.get(f"speedup_vs_{a}")) for a in anchors),
-                               _faster_repeats(r, case), f"{r['peak_mib']:.1f}", goal])
+                               f"{r['sequences_per_s']:.1f}", *flops,
+                               *(_ratio(r.get(f"speedup_vs_{a}")) for a in anchors), *peer,
+                               _faster_repeats(r, case), f"{r['peak_mib']:.1f}" if "peak_mib" in r else "", goal])
         out += [_table(["model", "positions", "attention", "median ms", "min ms", "seq/s",
-                        *(f"vs {a}" for a in anchors), "faster in", "peak MiB", "goal"], table_rows), ""]
-    if goals:
+                        *(["tokens/s", "MFU"] if has_flops else []), *(f"vs {a}" for a in anchors),
+                        *(["vs fastest peer"] if has_peers else []), "faster in", "peak MiB", "goal"], table_rows), ""]
+    if goals and not has_peers:
         misses = [case for goal, case in goals if goal == "NO"]
         out += [f"Goal (hf-attn + sdpa at least as fast as the fastest transformers model with the same dropout "
                 f"at {shortest} tokens, "
                 f"faster beyond): met in {len(goals) - len(misses)}/{len(goals)} cases"
                 + (f"; missed: {', '.join(misses)}." if misses else "."), ""]
+    if has_flops:
+        out += _format_mfu(rows)
     out += ["### Parameters", "",
             _table(["model", "positions", "hidden", "layers", "parameters", "encoder-layer parameters"],
                    [[m["family"], m["scheme"], m["hidden_size"], m["num_layers"], f"{m['params']:,}",
@@ -130,9 +210,15 @@ def _operators_table(top_ops: list[dict[str, Any]]) -> str:
 
 
 def _format_profile(section: dict[str, Any]) -> list[str]:
-    return [f"## Profile (hf-attn {section['scheme']} {section['backend']} training, batch {section['batch']}, "
-            f"sequence {section['seq']}, {section['steps']} profiled step(s))", "",
-            _operators_table(section["top_ops"]), ""]
+    """One operators table per profiled model (records from before the anchor: hf-attn's `top_ops` alone)."""
+    models = section.get("models") or {f"hf-attn {section['scheme']} {section['backend']}": section}
+    precision = section.get("precision", "fp32")
+    out = []
+    for name, profile in models.items():
+        step = f", {profile['step_ms']:.0f} ms per step under the profiler" if "step_ms" in profile else ""
+        out += [f"## Profile ({name} training, {precision}, batch {section['batch']}, sequence {section['seq']}, "
+                f"{section['steps']} profiled step(s){step})", "", _operators_table(profile["top_ops"]), ""]
+    return out
 
 
 def _format_generation(section: dict[str, Any]) -> list[str]:
@@ -205,7 +291,9 @@ def format_markdown(results: dict[str, Any]) -> str:
            f"torch {env['torch']}, transformers {env['transformers']}, device {env.get('gpu', env['device'])}, "
            f"{env['threads']} threads of {env['cpu_count']} CPUs, 1-minute load average "
            f"{env['load_average_start'][0]:.1f} at start, {env['load_average_end'][0]:.1f} at end; "
-           f"started {env['started']}. "
+           f"started {env['started']}"
+           + (f"; bfloat16 units: {env['bf16_units'] or 'none (bf16 is emulated)'}" if "bf16_units" in env else "")
+           + ". "
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
     formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
                   "generation": _format_generation, "tokenizer": _format_tokenizer, "profile": _format_profile}

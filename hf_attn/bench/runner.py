@@ -22,18 +22,22 @@ from typing import Any
 import torch
 
 from ..arguments import output_file
+from ..experiments.precision import bf16_units
 from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
 from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling
 from .sections import bench_scaling, bench_throughput, profile_training
-from .settings import SECTIONS, BenchSettings
+from .settings import PRECISIONS, SECTIONS, BenchSettings
 
 
 def _check(settings: BenchSettings) -> None:
-    """Fail on a misspelt section, anchor or variant before minutes of timing, not at its turn."""
-    for kind, chosen, allowed in (("section", settings.sections, SECTIONS),
-                                  ("anchor", settings.anchors, tuple(ANCHOR_BUILDERS))):
+    """Fail on a misspelt section, anchor, precision or variant before minutes of timing, not at its turn."""
+    anchors = tuple(ANCHOR_BUILDERS)
+    for kind, chosen, allowed in (("section", settings.sections, SECTIONS), ("anchor", settings.anchors, anchors),
+                                  ("precision", (*settings.precision, settings.profile_precision), PRECISIONS),
+                                  ("profile anchor", (settings.profile_anchor,) if settings.profile_anchor else (),
+                                   anchors)):
         unknown = set(chosen) - set(allowed)
         if unknown:
             raise ValueError(f"unknown benchmark {kind}(s) {sorted(unknown)}; allowed: {', '.join(allowed)}")
@@ -64,6 +68,7 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     }
     if device.type == "cuda":
         results["environment"]["gpu"] = torch.cuda.get_device_name(device)
+    results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
     sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
                 "generation": bench_generation}
     for name in settings.sections:
@@ -84,6 +89,12 @@ def _str_tuple(text: str) -> tuple[str, ...]:
     return tuple(part for part in text.split(",") if part)
 
 
+def _bool(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `hf-attn bench`: one per `BenchSettings` field (dashes for underscores), plus outputs.
 
@@ -97,6 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if typing.get_origin(hint) is tuple:
             parse: Callable[[str], Any] = _int_tuple if typing.get_args(hint)[0] is int else _str_tuple
             shown = ",".join(map(str, default))
+        elif hint is bool:
+            parse, shown = _bool, str(default).lower()
         else:  # a plain type, or `X | None`: parse as X
             parse = next(arg for arg in (typing.get_args(hint) or (hint,)) if arg is not type(None))
             shown = default

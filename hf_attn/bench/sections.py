@@ -1,23 +1,36 @@
 """The fixed-shape sections: throughput against the anchors, attention scaling, and a training profile.
 
-* `throughput`: training steps (forward + backward + AdamW, fp32) and inference (no grad) at fixed
-  shapes, for hf-attn with every position scheme x backend and every variant, and for each anchor
-  (transformers' BERT, RoFormer, ModernBERT) built with the identical shape; the median over
-  interleaved repeats is reported, with each model's speed-up against every anchor.
+* `throughput`: training steps (forward + backward + AdamW) and inference (no grad) at fixed shapes, in
+  each precision (fp32, and bf16 autocast), for hf-attn with every position scheme x backend and every
+  variant, and for each anchor (transformers' BERT, RoFormer, ModernBERT) built with the identical shape;
+  the median over interleaved repeats is reported, with tokens/s, model-FLOPs utilisation against the
+  measured matmul peak of the precision (`flops`), each model's speed-up against every anchor and
+  hf-attn's against the fastest of its peers (`settings.PEERS`), the issue's yardstick.
 * `scaling`: inference time and memory of hf-attn, eager vs SDPA, as the sequence grows: eager
   materialises the (batch, heads, T, T) score matrix, SDPA's fused kernels need not.
-* `profile`: the top operators by self CPU time over a few hf-attn training steps.
-"""
+* `profile`: the top operators by self CPU time over a few training steps of hf-attn and of one anchor."""
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
-from .models import Candidate, build_candidates, count_parameters, encoder_layers, hf_attn_config
-from .settings import ANCHORS, OWN_DROPOUT_ANCHORS, BenchSettings
+from .flops import linear_weights, matmul_peak, step_flops
+from .models import (
+    ANCHOR_BUILDERS,
+    Candidate,
+    best_backend,
+    build_candidates,
+    count_parameters,
+    encoder_layers,
+    hf_attn_config,
+)
+from .settings import ANCHORS, CELL_GOAL, DEFAULT_PEERS, PEERS, BenchSettings
 from .timing import (
     MIB,
     infer_step,
@@ -31,7 +44,8 @@ from .timing import (
 
 
 def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """Training and inference at fixed shapes for every candidate, plus their parameter counts."""
+    """Training and inference at fixed shapes for every candidate in every precision, with each row's model
+    FLOPs and MFU against the matmul peak of its precision; plus parameter counts, the peaks and the goals."""
     candidates = build_candidates(settings, max(settings.seq_lengths), device)
     generator = torch.Generator().manual_seed(settings.seed)
     models = []
@@ -41,41 +55,76 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
             "name": candidate.name, "family": candidate.family, "scheme": candidate.scheme,
             "backend": candidate.backend, "hidden_size": candidate.model.config.hidden_size,
             "num_layers": len(layers), "params": count_parameters(candidate.model),
-            "encoder_layer_params": count_parameters(layers),
+            "encoder_layer_params": count_parameters(layers), "encoder_matmul_weights": linear_weights(layers),
         })
+    peaks = {precision: matmul_peak(settings, precision, device) for precision in settings.precision}
     rows = []
     cases = {"train": (settings.train_batch, train_step), "infer": (settings.infer_batch, infer_step)}
     for mode in settings.modes:
         batch_size, step_fn = cases[mode]
         for seq in settings.seq_lengths:
             batch = make_batch(batch_size, [seq] * batch_size, seq, settings.vocab_size, generator, device)
-            steps = {c.name: (lambda c=c: step_fn(c, batch)) for c in candidates}
             prepare = {c.name: (lambda c=c: c.prepare(mode == "train")) for c in candidates}
-            times = interleaved_times(steps, prepare, settings.warmup, settings.repeats, device)
-            case = []
-            for candidate in candidates:
-                candidate.prepare(mode == "train")
-                row = {"mode": mode, "batch": batch_size, "seq": seq, "name": candidate.name,
-                       "family": candidate.family, "scheme": candidate.scheme, "backend": candidate.backend,
-                       **summarize(times[candidate.name]),
-                       "peak_mib": peak_memory_bytes(steps[candidate.name], device) / MIB}
-                row["sequences_per_s"] = batch_size / (row["median_ms"] / 1e3)
-                case.append(row)
-            add_speedups(case)
-            rows += case
-    return {"models": models, "rows": rows}
+            for precision in settings.precision:  # innermost: both precisions of a case are neighbours in time
+                steps = {c.name: (lambda c=c: step_fn(c, batch, precision)) for c in candidates}
+                times = interleaved_times(steps, prepare, settings.warmup, settings.repeats, device)
+                case = []
+                for candidate in candidates:
+                    candidate.prepare(mode == "train")
+                    row = {"mode": mode, "precision": precision, "batch": batch_size, "seq": seq,
+                           "name": candidate.name, "family": candidate.family, "scheme": candidate.scheme,
+                           "backend": candidate.backend, **summarize(times[candidate.name])}
+                    seconds, tokens = row["median_ms"] / 1e3, batch_size * seq
+                    flops = step_flops(candidate.model, encoder_layers(candidate.model), mode, batch_size, seq)
+                    row.update(sequences_per_s=batch_size / seconds, tokens_per_s=tokens / seconds,
+                               flops_per_token=flops / tokens, mfu=flops / seconds / (peaks[precision]["gflops"] * 1e9))
+                    if settings.peak_memory:
+                        row["peak_mib"] = peak_memory_bytes(steps[candidate.name], device) / MIB
+                    case.append(row)
+                add_speedups(case)
+                rows += case
+    return {"models": models, "matmul_peak": peaks, "rows": rows, "goals": goal_summary(rows)}
+
+
+def peer_families(scheme: str) -> tuple[str, ...]:
+    """The transformers models an hf-attn scheme is judged against (`settings.PEERS`)."""
+    return PEERS.get(scheme, DEFAULT_PEERS)
 
 
 def add_speedups(case: list[dict[str, Any]]) -> None:
-    """Speed-ups (anchor time / this time) of every row of one (mode, length) case against each anchor,
-    and against the fastest anchor built with the bench's dropout (`speedup_vs_best`)."""
+    """Speed-ups (anchor time / this time) of every row of one (mode, length, precision) case against each
+    anchor, and of every hf-attn row against the fastest of its scheme's peers (`speedup_vs_peer`)."""
     anchor_ms = {r["family"]: r["median_ms"] for r in case if r["family"] in ANCHORS}
-    comparable_ms = [ms for family, ms in anchor_ms.items() if family not in OWN_DROPOUT_ANCHORS]
     for row in case:
         for family, ms in anchor_ms.items():
             row[f"speedup_vs_{family}"] = ms / row["median_ms"]
-        if comparable_ms:
-            row["speedup_vs_best"] = min(comparable_ms) / row["median_ms"]
+        peers = [family for family in peer_families(row["scheme"]) if family in anchor_ms]
+        if row["family"] not in ANCHORS and peers:
+            row["fastest_peer"] = min(peers, key=anchor_ms.__getitem__)
+            row["speedup_vs_peer"] = anchor_ms[row["fastest_peer"]] / row["median_ms"]
+
+
+def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows the issue's goals are about: hf-attn's defaults with SDPA, one per scheme and cell."""
+    return [r for r in rows if r["family"] == "hf-attn" and r["backend"] == "sdpa" and "speedup_vs_peer" in r]
+
+
+def goal_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per precision and over all: the cells (scheme x mode x length) at `CELL_GOAL` of the fastest peer or
+    better, the geometric mean of the ratios, and hf-attn's training MFU range (per precision only: the
+    peaks differ)."""
+    summary: dict[str, Any] = {}
+    cells = goal_rows(rows)
+    for precision in [*dict.fromkeys(r["precision"] for r in cells), "all"]:
+        chosen = [r for r in cells if precision in ("all", r["precision"])]
+        training_mfu = [r["mfu"] for r in chosen if r["mode"] == "train" and precision != "all"]
+        summary[precision] = {
+            "cells": len(chosen), "met": sum(r["speedup_vs_peer"] >= CELL_GOAL for r in chosen),
+            "geomean": statistics.geometric_mean(r["speedup_vs_peer"] for r in chosen),
+            "worst": min(r["speedup_vs_peer"] for r in chosen),
+            "training_mfu": [min(training_mfu), max(training_mfu)] if training_mfu else None,
+        }
+    return summary if cells else {}
 
 
 def bench_scaling(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
@@ -101,28 +150,43 @@ def bench_scaling(settings: BenchSettings, device: torch.device) -> dict[str, An
 
 
 def profile_training(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """Top operators by self CPU time over a few hf-attn training steps (after one warm-up step)."""
+    """Top operators by self CPU time over a few training steps (after one warm-up step) of hf-attn and,
+    with `profile_anchor`, of that transformers model on the same batch, in `profile_precision`."""
+    seq, size, precision = settings.profile_seq, settings.train_batch, settings.profile_precision
+    torch.manual_seed(settings.seed)
+    model = HfAttnForSequenceClassification(hf_attn_config(settings, settings.profile_scheme, seq))
+    candidates = [Candidate("hf-attn", settings.profile_scheme, settings.profile_backend, model, None)]
+    if settings.profile_anchor:
+        scheme, build = ANCHOR_BUILDERS[settings.profile_anchor]
+        torch.manual_seed(settings.seed)
+        anchor = build(settings, seq)
+        candidates.append(Candidate(settings.profile_anchor, scheme, best_backend(anchor), anchor, None))
+    generator = torch.Generator().manual_seed(settings.seed)
+    batch = make_batch(size, [seq] * size, seq, settings.vocab_size, generator, device)
+    profiles = {}
+    for candidate in candidates:
+        candidate.model.to(device)
+        candidate.optimizer = torch.optim.AdamW(candidate.model.parameters(), lr=settings.learning_rate)
+        candidate.prepare(True)
+        train_step(candidate, batch, precision)
+        profiles[candidate.name] = profile_steps(lambda c=candidate: train_step(c, batch, precision),
+                                                 settings.profile_steps, settings.profile_rows, device)
+    return {"scheme": settings.profile_scheme, "backend": settings.profile_backend, "batch": size, "seq": seq,
+            "steps": settings.profile_steps, "precision": precision, "models": profiles}
+
+
+def profile_steps(step: Callable[[], None], steps: int, rows: int, device: torch.device) -> dict[str, Any]:
+    """`top_operators` of `steps` runs of `step`, and the wall-clock milliseconds per step under the profiler."""
     from torch.profiler import ProfilerActivity, profile
 
-    torch.manual_seed(settings.seed)
-    model = HfAttnForSequenceClassification(hf_attn_config(settings, settings.profile_scheme, settings.profile_seq))
-    model.to(device)
-    candidate = Candidate("hf-attn", settings.profile_scheme, settings.profile_backend, model,
-                          torch.optim.AdamW(model.parameters(), lr=settings.learning_rate))
-    generator = torch.Generator().manual_seed(settings.seed)
-    seq, size = settings.profile_seq, settings.train_batch
-    batch = make_batch(size, [seq] * size, seq, settings.vocab_size, generator, device)
-    candidate.prepare(True)
-    train_step(candidate, batch)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
-        for _ in range(settings.profile_steps):
-            train_step(candidate, batch)
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
         synchronize(device)
-    return {
-        "scheme": settings.profile_scheme, "backend": settings.profile_backend, "batch": size, "seq": seq,
-        "steps": settings.profile_steps, "top_ops": top_operators(prof, settings.profile_rows),
-    }
+        seconds = time.perf_counter() - start
+    return {"step_ms": 1e3 * seconds / steps, "top_ops": top_operators(prof, rows)}
 
 
 def top_operators(prof: Any, rows: int) -> list[dict[str, Any]]:

@@ -11,13 +11,22 @@ from typing import Any
 
 from ..positions import POSITION_SCHEMES
 
+# bf16: the forward pass under torch.autocast(dtype=bfloat16), parameters and AdamW state float32 (as
+# transformers' `Trainer(bf16=True)`); see `timing.train_step`.
+PRECISIONS = ("fp32", "bf16")
+# The transformers models each hf-attn scheme is judged against (its "peers"): RoPE against the rotary
+# models, which do the same rotation work; every other scheme against all three.
+PEERS = {"rope": ("RoFormer", "ModernBERT")}
+DEFAULT_PEERS = ("BERT", "RoFormer", "ModernBERT")
+# The goal per (precision, mode, length) cell: at least this fraction of the fastest peer's speed.
+CELL_GOAL = 0.95
 SECTIONS = ("throughput", "scaling", "realistic", "generation")
 # Run by default: `generation` is asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
 ANCHORS = ("BERT", "RoFormer", "ModernBERT", "ModernBERT-defaults")
 # Anchors built with their library's own dropout rather than the bench's: not like-for-like, so they
-# get a ratio column but are not the "fastest transformers model" that hf-attn's goal is judged against.
+# get a ratio column but are nobody's peer (below).
 OWN_DROPOUT_ANCHORS = ("ModernBERT-defaults",)
 # Written by scripts/bench_tokenizer.py; merged into the report when present.
 DEFAULT_TOKENIZER_JSON = "results/bench/bench_tokenizer.json"
@@ -63,6 +72,11 @@ class BenchSettings:
         ("rope:dropout_implementation=torch", "rope:rope_layout=interleaved"),
         "hf-attn models measured beside the defaults, each SCHEME:FIELD=VALUE (one HfAttnConfig field set), "
         "e.g. torch's dropout instead of packed, or RoPE on interleaved pairs instead of halves")
+    precision: tuple[str, ...] = _setting(
+        PRECISIONS, "precisions of every throughput case, of fp32, bf16 (bf16: forward under bfloat16 autocast, "
+        "parameters float32, as Trainer(bf16=True)); speed-ups compare models of one precision")
+    peak_repeats: int = _setting(10, "timed products per GEMM shape of the matmul-peak measurement (the best counts)")
+    peak_memory: bool = _setting(True, "measure each model's peak memory per case (one more step under the profiler)")
     modes: tuple[str, ...] = _setting(("train", "infer"), "train: forward + backward + AdamW; infer: no grad")
     train_batch: int = _setting(32, "training batch size")
     infer_batch: int = _setting(64, "inference batch size")
@@ -106,6 +120,9 @@ class BenchSettings:
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
     profile_backend: str = _setting("sdpa", "attention implementation of the profile")
     profile_seq: int = _setting(128, "sequence length of the profile (batch: --train-batch)")
+    profile_precision: str = _setting("bf16", "precision of the profiled training steps (fp32 or bf16)")
+    profile_anchor: str = _setting(
+        "ModernBERT", "transformers model profiled beside hf-attn with the same steps ('' for none)")
     profile_rows: int = _setting(15, "operators listed, by self CPU time")
     tokenizer_json: str | None = _setting(
         DEFAULT_TOKENIZER_JSON, "scripts/bench_tokenizer.py's JSON, merged into the report if it exists ('' to skip)")

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..experiments.precision import autocast
 from .models import Candidate
 
 MIB = 2**20
@@ -41,16 +42,20 @@ def make_batch(
     return {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device), "labels": labels.to(device)}
 
 
-def train_step(candidate: Candidate, batch: dict[str, torch.Tensor]) -> None:
-    loss = candidate.model(**batch).loss
+def train_step(candidate: Candidate, batch: dict[str, torch.Tensor], precision: str = "fp32") -> None:
+    """Forward (under bfloat16 autocast for `bf16`), backward and AdamW, as transformers' `Trainer`: the
+    backward pass runs outside autocast, in the dtypes the forward chose, and parameters, gradients and
+    optimizer state stay float32."""
+    with autocast(precision, batch["input_ids"].device):
+        loss = candidate.model(**batch).loss
     loss.backward()
     candidate.optimizer.step()
     candidate.optimizer.zero_grad(set_to_none=True)
 
 
-def infer_step(candidate: Candidate, batch: dict[str, torch.Tensor]) -> None:
+def infer_step(candidate: Candidate, batch: dict[str, torch.Tensor], precision: str = "fp32") -> None:
     # no_grad, not inference_mode: a RoPE/sinusoidal cache grown here must stay usable for training.
-    with torch.no_grad():
+    with torch.no_grad(), autocast(precision, batch["input_ids"].device):
         candidate.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
 
 
