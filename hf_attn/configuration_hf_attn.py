@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from transformers import PreTrainedConfig
 
-from .dropout import DROPOUT_IMPLEMENTATIONS
 from .positions import POSITION_SCHEMES, ROPE_LAYOUTS
 
 HIDDEN_ACTIVATIONS = ("gelu", "relu", "silu", "swiglu", "geglu")
@@ -33,13 +32,12 @@ def _invalid(field: str, value: Any, allowed: str) -> ValueError:
 class HfAttnConfig(PreTrainedConfig):
     r"""Configuration of an hf_attn encoder (or decoder-style) Transformer classifier.
 
-    Defaults reproduce the reference setup of the IMDb tutorial series: 4 pre-norm layers, 4 heads,
-    hidden size 384, FFN 1536, GELU, dropout 0.1, 128 tokens, the 501-token Week 3 vocabulary with
-    `[PAD]` = 500.
+    Defaults describe a small classifier: 4 pre-norm layers, 4 heads, hidden size 384, FFN 1536, GELU,
+    dropout 0.1, 128 tokens, a 501-token vocabulary with `[PAD]` = 500.
 
     Args:
         vocab_size: rows of the token embedding; take it from the tokenizer (`len(tokenizer)`).
-        hidden_size: model width d; the Week 3 DAN embedding is 384 wide.
+        hidden_size: model width d.
         num_hidden_layers: number of Transformer blocks.
         num_attention_heads: query heads; `hidden_size` must divide evenly.
         num_key_value_heads: key/value heads for grouped-query attention (1 = multi-query); `None`
@@ -67,13 +65,8 @@ class HfAttnConfig(PreTrainedConfig):
         attention_dropout: dropout on attention weights.
         hidden_dropout: dropout on embeddings and on every residual branch.
         classifier_dropout: dropout before the classification layer; `None` means `hidden_dropout`.
-        dropout_implementation: `packed` (one CPU random draw decides four elements, the drop
-            probability rounded to a multiple of 2**-16; see `hf_attn.dropout`) or `torch`
-            (`nn.functional.dropout`). Other devices always use torch's. On CPU, training with
-            `packed` and `attention_dropout` > 0 computes attention eagerly (the packed mask needs the
-            weights materialised, as CPU SDPA with dropout does anyway); `torch` keeps SDPA.
-        classifier_pooling: `mean` over real tokens (the default: Week 3 vocabularies have no CLS
-            token), `max` over real tokens, or `cls` (the first token).
+        classifier_pooling: `mean` over real tokens (the default: it needs no CLS token), `max` over real
+            tokens, or `cls` (the first token).
         classifier_window_stride: sequence classification only. `None` (the default): the model reads its
             input whole, so schemes that extrapolate read past `max_position_embeddings`. A number: an input
             longer than `max_position_embeddings` is read as windows of that many tokens starting every
@@ -128,7 +121,6 @@ class HfAttnConfig(PreTrainedConfig):
     attention_dropout: float = 0.1
     hidden_dropout: float = 0.1
     classifier_dropout: float | None = None
-    dropout_implementation: Literal["packed", "torch"] = "packed"
     classifier_pooling: Literal["cls", "mean", "max"] = "mean"
     classifier_window_stride: int | None = None
     scale_embeddings: bool = False
@@ -143,6 +135,9 @@ class HfAttnConfig(PreTrainedConfig):
     rtd_loss_weight: float = 50.0
 
     def __post_init__(self, **kwargs: Any) -> None:
+        # Configs saved by hf_attn 1.0 name a dropout implementation; dropout is torch's now, and inactive at
+        # inference, so such a checkpoint computes the same logits.
+        kwargs.pop("dropout_implementation", None)
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         if self.layer_types is None:
@@ -192,7 +187,6 @@ class HfAttnConfig(PreTrainedConfig):
             "norm_type": NORM_TYPES,
             "norm_position": NORM_POSITIONS,
             "classifier_pooling": POOLING_MODES,
-            "dropout_implementation": DROPOUT_IMPLEMENTATIONS,
             "position_embedding_type": tuple(POSITION_SCHEMES),
             "rope_layout": ROPE_LAYOUTS,
         }

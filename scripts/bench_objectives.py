@@ -6,8 +6,6 @@ steps interleaved (as in `hf-attn bench`) so that machine drift hits them alike:
 
     python scripts/bench_objectives.py --config configs/pretraining/pretrain-rope-rtd.yaml --threads 2
 
-It also times drawing the generator's replacements, one per masked position over the vocabulary, with
-`torch.multinomial` and with the inverse-CDF sampler the model uses (`sample_categorical`).
 Writes a JSON record (`--output`) and prints the medians and their ratios.
 """
 
@@ -25,7 +23,6 @@ from hf_attn import HfAttnConfig
 from hf_attn.bench.timing import interleaved_times
 from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.pretraining import IGNORE_INDEX, PRETRAINING_MODELS, mask_tokens
-from hf_attn.modeling_hf_attn import sample_categorical
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -68,26 +65,14 @@ def main(argv: list[str] | None = None) -> dict:
     times = interleaved_times(steps, prepare, args.warmup, args.repeats, torch.device("cpu"))
     medians = {objective: 1e3 * statistics.median(seconds) for objective, seconds in times.items()}
 
-    predictions = torch.randn(int(labels.ne(IGNORE_INDEX).sum()), args.vocab_size, generator=generator).softmax(dim=-1)
-    samplers = {
-        "multinomial": lambda: torch.multinomial(predictions, 1),
-        "inverse_cdf": lambda: sample_categorical(predictions),
-    }
-    sampling = interleaved_times(samplers, {name: lambda: None for name in samplers}, args.warmup, 5 * args.repeats,
-                                 torch.device("cpu"))
-    sampling_ms = {name: 1e3 * statistics.median(seconds) for name, seconds in sampling.items()}
     record = {
         "config": args.config, "batch": args.batch, "length": args.length, "repeats": args.repeats,
         "threads": torch.get_num_threads(), "median_ms": medians, "rtd_over_mlm": medians["rtd"] / medians["mlm"],
-        "sampling_rows": predictions.shape[0], "sampling_median_ms": sampling_ms,
-        "multinomial_over_inverse_cdf": sampling_ms["multinomial"] / sampling_ms["inverse_cdf"],
     }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(record, indent=2) + "\n")
     print(f"masked LM {medians['mlm']:.0f} ms, replaced-token detection {medians['rtd']:.0f} ms per step: "
           f"{record['rtd_over_mlm']:.2f}x")
-    print(f"drawing {predictions.shape[0]} replacements: torch.multinomial {sampling_ms['multinomial']:.1f} ms, "
-          f"inverse CDF {sampling_ms['inverse_cdf']:.1f} ms: {record['multinomial_over_inverse_cdf']:.1f}x")
     return record
 
 

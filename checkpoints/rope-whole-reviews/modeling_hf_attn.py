@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import CONFIG_MAPPING, AutoConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, EncoderDecoderCache
@@ -40,9 +40,9 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.utils import is_tracing
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_hf_attn import HfAttnConfig
-from .dropout import Dropout, apply_dropout
 from .masking import key_padding_mask, self_attention_mask
 from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
 
@@ -75,7 +75,7 @@ def eager_attention_forward(
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     if attention_mask is not None:
         weights = weights.masked_fill(~attention_mask, 0.0)
-    weights = apply_dropout(weights, dropout, module.training, module.dropout_implementation)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Q, H, D)
     return output, weights
 
@@ -103,8 +103,6 @@ class HfAttnAttention(nn.Module):
         self.scaling = self.head_dim**-0.5
         self.rope_layout = config.rope_layout
         self.attention_dropout = config.attention_dropout
-        # Fixed at construction, like every dropout module's probability and implementation.
-        self.dropout_implementation = config.dropout_implementation
         self.is_cross_attention = is_cross_attention
         # transformers' SDPA treats a module without this flag as causal when the mask is None.
         self.is_causal = False
@@ -159,18 +157,6 @@ class HfAttnAttention(nn.Module):
             value.view(batch, key_length, self.num_key_value_heads, self.head_dim),
         )
 
-    def _packs_weight_dropout(self, query: torch.Tensor) -> bool:
-        """Whether this step drops attention weights with `packed` dropout, which needs them materialised:
-        the eager attention then runs whatever the backend. (SDPA on CPU has no fused kernel with dropout
-        either: it materialises the weights too, but draws one random number per weight.)
-        `dropout_implementation="torch"` keeps the configured backend in every case."""
-        return (
-            self.training
-            and self.attention_dropout > 0.0
-            and self.dropout_implementation == "packed"
-            and query.device.type == "cpu"
-        )
-
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -203,7 +189,6 @@ class HfAttnAttention(nn.Module):
         is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
         eager = (
             output_attentions
-            or self._packs_weight_dropout(query)
             or self.config._attn_implementation == "eager"
             or query_length == 0  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
         )
@@ -277,7 +262,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
             self.cross_attn_norm = build_norm(config)
         self.mlp = HfAttnMLP(config)
         self.mlp_norm = build_norm(config)
-        self.dropout = Dropout(config.hidden_dropout, config.dropout_implementation)
+        self.dropout = nn.Dropout(config.hidden_dropout)
 
     def _sublayer_input(self, hidden_states: torch.Tensor, norm: nn.Module) -> torch.Tensor:
         return norm(hidden_states) if self.pre_norm else hidden_states
@@ -331,6 +316,7 @@ class HfAttnPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["HfAttnLayer"]
     _supports_sdpa = True
+    _can_compile_fullgraph = True
 
     def save_pretrained(self, save_directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> None:
         """`PreTrainedModel.save_pretrained`, with every head of `AUTO_CLASSES` in the config's `auto_map`."""
@@ -388,7 +374,9 @@ class GrowingCacheLayer(DynamicLayer):
     `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
     reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
     the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
-    writing in place would change tensors the backward pass needs.
+    writing in place would change tensors the backward pass needs. While a graph is captured (`torch.export`,
+    `torch.compile`) it is `DynamicLayer`'s too: whether a buffer still has room is a question about memory
+    (data pointers), which a traced tensor does not have, and a graph's output is a new tensor anyway.
     """
 
     growth = 0.25
@@ -399,7 +387,8 @@ class GrowingCacheLayer(DynamicLayer):
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad):
+        records_grad = torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad)
+        if records_grad or is_tracing(key_states):
             return super().update(key_states, value_states, *args, **kwargs)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
@@ -480,7 +469,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.embedding_scale = config.embedding_scale
         self.positions = build_position_scheme(config)
-        self.dropout = Dropout(config.hidden_dropout, config.dropout_implementation)
+        self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))
         # Post-norm blocks already end in a norm; a second one would only rescale.
         self.norm = build_norm(config) if config.norm_position == "pre" else nn.Identity()
@@ -509,6 +498,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
             for kind in set(self.config.layer_types)
         }
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -613,7 +603,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
     """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real (unpadded) tokens.
 
-    A text with no tokens (an empty review) pools to zeros, so its logits are the classifier's bias.
+    A text with no tokens (an empty text) pools to zeros, so its logits are the classifier's bias.
     """
     if hidden_states.shape[1] == 0:
         return hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[2])
@@ -629,14 +619,15 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
 
 
 def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
-    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions
-    until one reaches the end, the last one filled up with `fill`."""
-    total = tensor.shape[1]
-    count = -(-max(total - length, 0) // stride) + 1
-    missing = (count - 1) * stride + length - total
-    if missing > 0:
-        tensor = torch.cat([tensor, tensor.new_full((tensor.shape[0], missing, *tensor.shape[2:]), fill)], dim=1)
-    return tensor.unfold(1, length, stride).movedim(-1, 2)
+    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions,
+    over the input followed by `length` positions of `fill`.
+
+    The windows go on past the last one a text needs (the first that reaches its end, at most `stride` before
+    `seq` since `stride <= length`); the caller drops or masks those. Padding by a fixed amount keeps every
+    shape a plain function of `seq`, with no branch on it, so a captured graph serves any length.
+    """
+    padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
+    return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
 
 
 def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
@@ -665,7 +656,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         self.num_labels = config.num_labels
         self.model = HfAttnModel(config)
         probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
-        self.dropout = Dropout(probability, config.dropout_implementation)
+        self.dropout = nn.Dropout(probability)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -713,7 +704,23 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         text = input_ids if input_ids is not None else inputs_embeds
         stride = self.config.classifier_window_stride
-        windowed = stride is not None and text is not None and text.shape[1] > self.config.max_position_embeddings
+        positions = self.config.max_position_embeddings
+        # A captured graph always reads windows: a branch on the example's length would serve it alone (a
+        # shorter text is one window, read as the model reads it whole).
+        windowed = stride is not None and text is not None and (is_tracing(text) or text.shape[1] > positions)
+        if (
+            not windowed
+            and position_ids is None
+            and self.config.position_embedding_type == "learned"
+            and text is not None
+            and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
+            and text.shape[1] > positions
+        ):
+            raise ValueError(
+                f"this classifier's learned positions cover {positions} tokens but the input has {text.shape[1]}; "
+                f"tokenize with truncation=True (max_length={positions} or less), or set "
+                "config.classifier_window_stride to read longer texts as windows."
+            )
         if windowed:
             if position_ids is not None:
                 raise ValueError(
@@ -747,8 +754,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
 
 class HfAttnForMaskedLM(HfAttnPreTrainedModel):
     """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
-    embedding: for pretraining on unlabelled text (IMDb's 50,000 unsupervised reviews); see
-    `hf_attn.experiments.pretraining`. With `config.sparse_prediction` and labels, logits cover only the
+    embedding: for pretraining on unlabelled text. With `config.sparse_prediction` and labels, logits cover only the
     labelled positions, flattened to (labelled tokens, vocab)."""
 
     _tied_weights_keys = {"decoder.weight": "model.embed_tokens.weight"}
@@ -843,6 +849,7 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
             )
         return super().generate(inputs, *args, **kwargs)
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -891,23 +898,6 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
         return output if return_dict else output.to_tuple()
 
 
-def sample_categorical(weights: torch.Tensor) -> torch.Tensor:
-    """One class index per row of (rows, classes) non-negative `weights` (each row with a positive
-    total), drawn with chance proportional to its weight, from torch's global generator.
-
-    Inverse CDF: one uniform per row, scaled to the row's total, located in the row's running sum. The
-    running sum is float64 so that 8,000 small probabilities keep their shares; a uniform is kept below
-    the total, and the search takes the first class whose running sum exceeds it, so a class of weight
-    zero is never drawn. `torch.multinomial` draws the same distribution but is much slower on CPU for
-    a batch of generator predictions (`scripts/bench_objectives.py` times both).
-    """
-    running = weights.double().cumsum(dim=-1)
-    total = running[:, -1:]
-    uniform = torch.rand(total.shape, dtype=running.dtype, device=running.device) * total
-    uniform = torch.minimum(uniform, torch.nextafter(total, torch.zeros_like(total)))
-    return torch.searchsorted(running, uniform, right=True).squeeze(-1)
-
-
 def generator_config(config: HfAttnConfig) -> HfAttnConfig:
     """The masked-LM generator of replaced-token detection: the encoder's config, `rtd_generator_layers` deep,
     predicting only masked positions."""
@@ -941,11 +931,10 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
     the same compute than BERT, most of all for small models.
 
     The generator is an `HfAttnForMaskedLM` of `rtd_generator_layers` layers at the encoder's width with
-    its own token table (`hf-attn pretrain` starts both tables from the DAN embedding). Input: the
-    collator's masked ids and `labels` (the original id at masked positions, -100 elsewhere). The
-    generator's samples (no gradient flows through sampling; never `[PAD]`, which stands for the mask)
-    replace the masked positions; a sample that happens to be the original token counts as original, as
-    in ELECTRA. Without labels, the encoder
+    its own token table. Input: the collator's masked ids and `labels` (the original id at masked
+    positions, -100 elsewhere). The generator's samples (`torch.multinomial`; no gradient flows through
+    sampling; never `[PAD]`, which stands for the mask) replace the masked positions; a sample that
+    happens to be the original token counts as original, as in ELECTRA. Without labels, the encoder
     scores the input as given.
     """
 
@@ -981,7 +970,7 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
                 proposals = generated.logits.float()
                 if self.config.pad_token_id is not None:  # [PAD] stands for [MASK]: never a replacement
                     proposals[:, self.config.pad_token_id] = -torch.inf
-                samples = sample_categorical(proposals.softmax(dim=-1))
+                samples = torch.multinomial(proposals.softmax(dim=-1), num_samples=1).squeeze(-1)
             input_ids = input_ids.masked_scatter(masked, samples)
             replaced = masked & (input_ids != labels)
         outputs = self.model(
@@ -1009,6 +998,12 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
         )
         return output if return_dict else output.to_tuple()
 
+
+# transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
+# does not fill: without this, `EncoderDecoderModel(encoder=..., decoder=...)` of two halves loaded as a Hub repo's
+# code fails on "Unrecognized model type". The installed package registers its own classes (`hf_attn/__init__.py`).
+if HfAttnConfig.model_type not in CONFIG_MAPPING:
+    AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig)
 
 # The transformers Auto class each model is registered for (`hf_attn/__init__.py`). A saved folder lists
 # every one in its `auto_map`, so that it loads as any head with `trust_remote_code`: a masked-LM folder

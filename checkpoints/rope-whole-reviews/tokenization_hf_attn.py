@@ -16,6 +16,7 @@ extra ids: load with ``AutoTokenizer.from_pretrained(path, trust_remote_code=Tru
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from transformers import BatchEncoding, PreTrainedTokenizerFast
@@ -23,6 +24,24 @@ from transformers.tokenization_utils_base import PaddingStrategy, TruncationStra
 
 END_OF_WORD_TOKEN = "Ġ"
 """Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_encodable(text: str, where: str) -> None:
+    """A ValueError naming ``where`` when ``text`` holds a lone surrogate, which the Rust tokenizer cannot encode
+    (a TypeError deep inside it otherwise). Python makes one of each byte that is not UTF-8 on the command
+    line or in a file read with ``errors="surrogateescape"`` (U+DC80-U+DCFF: that byte plus 0xDC00)."""
+    found = LONE_SURROGATE.search(text)
+    if found is None:
+        return
+    code, before = ord(found.group()), text[: found.start()][-20:]
+    if 0xDC80 <= code <= 0xDCFF:
+        raise ValueError(f"{where} is not UTF-8: the byte 0x{code - 0xDC00:02x} after {before!r}; convert it to "
+                         "UTF-8 (e.g. `iconv -f latin1 -t utf-8`)")
+    raise ValueError(f"{where} holds a lone surrogate U+{code:04X} after {before!r} (half of a UTF-16 pair), which "
+                     "is not text; remove it or join it with its other half")
 
 
 def default_truncation(truncation: bool | str | TruncationStrategy | None) -> bool | str | TruncationStrategy:
@@ -104,8 +123,12 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             batched = isinstance(text, (list, tuple)) and bool(text) and isinstance(text[0], (list, tuple))
         else:
             batched = isinstance(text, (list, tuple))
+        texts = text if batched else [text]
+        for index, one in enumerate(texts if not is_split_into_words else []):
+            if isinstance(one, str):
+                check_encodable(one, f"text {index + 1}" if batched else "the text")
         encoded = super()._encode_plus(
-            text if batched else [text],
+            texts,
             is_split_into_words=is_split_into_words,
             max_length=max_length,
             return_attention_mask=False,

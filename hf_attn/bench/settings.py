@@ -69,9 +69,9 @@ class BenchSettings:
     schemes: tuple[str, ...] = _setting(tuple(POSITION_SCHEMES), "hf-attn position schemes")
     backends: tuple[str, ...] = _setting(("eager", "sdpa"), "hf-attn attention implementations")
     variants: tuple[str, ...] = _setting(
-        ("rope:dropout_implementation=torch", "rope:rope_layout=interleaved"),
+        ("rope:rope_layout=interleaved",),
         "hf-attn models measured beside the defaults, each SCHEME:FIELD=VALUE (one HfAttnConfig field set), "
-        "e.g. torch's dropout instead of packed, or RoPE on interleaved pairs instead of halves")
+        "e.g. RoPE on interleaved pairs instead of halves")
     precision: tuple[str, ...] = _setting(
         PRECISIONS, "precisions of every throughput case, of fp32, bf16 (bf16: forward under bfloat16 autocast, "
         "parameters float32, as Trainer(bf16=True)); speed-ups compare models of one precision")

@@ -113,8 +113,7 @@ PRECISION_ARGUMENTS = frozenset({"bf16", "fp16", "bf16_full_eval", "fp16_full_ev
 # What a run started from a pretrained folder (`init_from`) may set differently from it; anything
 # else (width, positions, layers) is the pretrained architecture and must match.
 FINE_TUNING_SETTINGS = frozenset(
-    {"hidden_dropout", "attention_dropout", "classifier_dropout", "dropout_implementation", "classifier_pooling",
-     "classifier_window_stride"}
+    {"hidden_dropout", "attention_dropout", "classifier_dropout", "classifier_pooling", "classifier_window_stride"}
 )
 
 # Numbers in exponent form without a dot (3e-4, 1E5), which YAML 1.1 leaves as strings; nothing else
