@@ -39,8 +39,10 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
-from transformers.utils import is_tracing
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing
 from transformers.utils.deprecation import deprecate_kwarg
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_hf_attn import HfAttnConfig
 from .masking import key_padding_mask, self_attention_mask
@@ -317,6 +319,14 @@ class HfAttnPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["HfAttnLayer"]
     _supports_sdpa = True
     _can_compile_fullgraph = True
+    # Hidden states and attention weights are recorded by hooks (`capture_outputs` on `HfAttnModel.forward`).
+    _can_record_outputs = {
+        "hidden_states": HfAttnLayer,
+        "attentions": OutputRecorder(HfAttnAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(HfAttnAttention, index=1, layer_name="cross_attn"),
+    }
+    # Only the causal LM's loss takes the Trainer's `num_items_in_batch`; the other heads average their own loss.
+    accepts_loss_kwargs = False
 
     def save_pretrained(self, save_directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> None:
         """`PreTrainedModel.save_pretrained`, with every head of `AUTO_CLASSES` in the config's `auto_map`."""
@@ -499,6 +509,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         }
 
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -507,18 +518,13 @@ class HfAttnModel(HfAttnPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         cache: Cache | None = None,
         use_cache: bool | None = None,
-    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
-        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
+        output_attentions = kwargs.get("output_attentions", self.config.output_attentions)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if input_ids is not None:
@@ -565,13 +571,8 @@ class HfAttnModel(HfAttnPreTrainedModel):
         causal_only = self.config.is_decoder and (past_length == 0 or length == 1) and padding is None
         cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
 
-        all_hidden_states: tuple[torch.Tensor, ...] = ()
-        all_attentions: tuple[torch.Tensor, ...] = ()
-        all_cross_attentions: tuple[torch.Tensor, ...] = ()
         for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, self_weights, cross_weights = layer(
+            hidden_states, _, _ = layer(
                 hidden_states,
                 masks[layer.attention_type],
                 positions,
@@ -582,28 +583,13 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 cache=cache,
                 causal_only=causal_only and layer.attention_type == "full_attention",
             )
-            if output_attentions:
-                all_attentions += (self_weights,)
-                if cross_weights is not None:
-                    all_cross_attentions += (cross_weights,)
-        hidden_states = self.norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
-
-        output = BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states,
-            cache=cache,
-            hidden_states=all_hidden_states or None,
-            attentions=all_attentions or None,
-            cross_attentions=all_cross_attentions or None,
-        )
-        return output if return_dict else output.to_tuple()
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=self.norm(hidden_states), cache=cache)
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
     """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real (unpadded) tokens.
 
-    A text with no tokens (an empty text) pools to zeros, so its logits are the classifier's bias.
+    A text with no tokens pools to zeros, so its logits are the classifier's bias.
     """
     if hidden_states.shape[1] == 0:
         return hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[2])
@@ -689,6 +675,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         pieces = (input_ids, inputs_embeds, windows, texts)
         return tuple(piece[needed] if piece is not None else None for piece in pieces)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -696,12 +683,9 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
-    ) -> SequenceClassifierOutput | tuple:
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> SequenceClassifierOutput:
         text = input_ids if input_ids is not None else inputs_embeds
         stride = self.config.classifier_window_stride
         positions = self.config.max_position_embeddings
@@ -734,9 +718,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **kwargs,
         )
         pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
         if windowed:  # each text's windows' vectors, weighted by their real tokens (padding alone counts 0)
@@ -746,16 +728,15 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
-        output = SequenceClassifierOutput(
+        return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
 
 
 class HfAttnForMaskedLM(HfAttnPreTrainedModel):
     """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
-    embedding: for pretraining on unlabelled text. With `config.sparse_prediction` and labels, logits cover only the
-    labelled positions, flattened to (labelled tokens, vocab)."""
+    embedding: for pretraining on unlabelled text. With `config.sparse_prediction` and labels, logits
+    cover only the labelled positions, flattened to (labelled tokens, vocab)."""
 
     _tied_weights_keys = {"decoder.weight": "model.embed_tokens.weight"}
 
@@ -774,6 +755,7 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.decoder = new_embeddings
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -781,20 +763,15 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
-    ) -> MaskedLMOutput | tuple:
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MaskedLMOutput:
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **kwargs,
         )
         hidden_states = outputs.last_hidden_state
         if labels is not None and self.config.sparse_prediction:
@@ -805,10 +782,9 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
-        output = MaskedLMOutput(
+        return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
 
 
 class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
@@ -820,6 +796,7 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
     """
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+    accepts_loss_kwargs = True
 
     def __init__(self, config: HfAttnConfig) -> None:
         if not config.is_decoder:
@@ -850,6 +827,7 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
         return super().generate(inputs, *args, **kwargs)
 
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -861,15 +839,11 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
         labels: torch.LongTensor | None = None,
         cache: Cache | None = None,
         use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
-        **loss_kwargs: Any,
-    ) -> CausalLMOutputWithCrossAttentions | tuple:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CausalLMOutputWithCrossAttentions:
         """`logits_to_keep`: logits for the last that many positions only (0: all), as `generate()` asks;
-        `loss_kwargs` (e.g. the Trainer's `num_items_in_batch`) go to the loss."""
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        `kwargs` go to the model and the loss (e.g. the Trainer's `num_items_in_batch`)."""
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -877,17 +851,15 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
             inputs_embeds=inputs_embeds,
             encoder_hidden_states=encoder_hidden_states,
             encoder_attention_mask=encoder_attention_mask,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
             cache=cache,
             use_cache=use_cache,
+            **kwargs,
         )
         logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
         loss = None
         if labels is not None:
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **loss_kwargs)
-        output = CausalLMOutputWithCrossAttentions(
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithCrossAttentions(
             loss=loss,
             logits=logits,
             cache=outputs.cache,
@@ -895,7 +867,6 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
             attentions=outputs.attentions,
             cross_attentions=outputs.cross_attentions,
         )
-        return output if return_dict else output.to_tuple()
 
 
 def generator_config(config: HfAttnConfig) -> HfAttnConfig:
@@ -947,18 +918,16 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
         self.generator = HfAttnForMaskedLM(generator_config(config))
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
         labels: torch.LongTensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
-    ) -> ReplacedTokenDetectionOutput | tuple:
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> ReplacedTokenDetectionOutput:
         generator_loss = replaced = None
         if labels is not None:
             masked = labels != -100
@@ -977,9 +946,7 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **kwargs,
         )
         logits = self.detector(self.act(self.dense(outputs.last_hidden_state))).squeeze(-1)
         loss = discriminator_loss = None
@@ -987,7 +954,7 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
             real = attention_mask.bool() if attention_mask is not None else torch.ones_like(replaced)
             discriminator_loss = nn.functional.binary_cross_entropy_with_logits(logits[real], replaced[real].float())
             loss = generator_loss + self.config.rtd_loss_weight * discriminator_loss
-        output = ReplacedTokenDetectionOutput(
+        return ReplacedTokenDetectionOutput(
             loss=loss,
             logits=logits,
             generator_loss=generator_loss,
@@ -996,7 +963,6 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
         )
-        return output if return_dict else output.to_tuple()
 
 
 # transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`

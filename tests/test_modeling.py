@@ -295,6 +295,35 @@ def test_inference_without_autograd_equals_the_autograd_path(
         assert torch.equal(fast_states, recorded_states)
 
 
+def test_recorded_hidden_states_are_each_layers_input_then_the_output() -> None:
+    """`output_hidden_states` (recorded by hooks): the embeddings, then what a model cut after each layer (no
+    final norm) returns, then the normed output; one attention map per layer (an SDPA model computes them
+    eagerly), with the config's flag as with the argument; `return_dict=False` gives the same as a tuple."""
+    model = build(position_embedding_type="rope", num_hidden_layers=3, attn="sdpa")
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    with torch.no_grad():
+        output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                       output_attentions=True)
+        layers, norm = model.layers, model.norm
+        assert len(output.hidden_states) == len(layers) + 1 and len(output.attentions) == len(layers)
+        assert torch.equal(output.hidden_states[0], model.embed_tokens(input_ids))  # RoPE adds nothing here
+        assert torch.equal(output.hidden_states[-1], output.last_hidden_state)
+        model.norm = torch.nn.Identity()
+        for depth in range(1, len(layers)):
+            model.layers = layers[:depth]
+            cut = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            torch.testing.assert_close(output.hidden_states[depth], cut)
+        model.layers, model.norm = layers, norm
+        as_tuple = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                         output_attentions=True, return_dict=False)
+        assert torch.equal(as_tuple[0], output.last_hidden_state)
+        assert all(torch.equal(a, b) for a, b in zip(as_tuple[1], output.hidden_states, strict=True))
+        model.set_attn_implementation("eager")  # transformers refuses the config flag with SDPA
+        model.config.output_attentions = True
+        from_config = model(input_ids=input_ids, attention_mask=attention_mask).attentions
+        assert all(torch.equal(a, b) for a, b in zip(from_config, output.attentions, strict=True))
+
+
 def test_a_hook_that_keeps_a_layers_feed_forward_activations_sees_them_intact_after_the_pass() -> None:
     """Interpretability code keeps the input of each `down_proj` (the MLP's activations) from a hook;
     the next layer's projections must not overwrite what the hook kept."""
