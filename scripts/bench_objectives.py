@@ -22,7 +22,7 @@ import torch
 from hf_attn import HfAttnConfig
 from hf_attn.bench.timing import interleaved_times
 from hf_attn.experiments.config import load_experiment
-from hf_attn.experiments.pretraining import IGNORE_INDEX, PRETRAINING_MODELS, mask_tokens
+from hf_attn.experiments.pretraining import PRETRAINING_MODELS, mask_tokens
 
 
 def main(argv: list[str] | None = None) -> dict:
