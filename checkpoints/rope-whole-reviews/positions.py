@@ -194,7 +194,7 @@ class RotaryPositions(PositionScheme):
         return ROPE_INIT_FUNCTIONS[self.rope_type](self.config, None)
 
     def reset_buffers(self) -> None:
-        device = self.inv_freq.device if self.inv_freq.device.type != "meta" else None
+        device = None if self.inv_freq.is_meta else self.inv_freq.device  # a meta buffer: not materialised yet
         inv_freq, self.attention_scaling = self._frequencies(self.config.max_position_embeddings)
         self.inv_freq = inv_freq.float().to(device)
 
