@@ -9,7 +9,7 @@ passes them to every layer. The attention math is swappable through transformers
 A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches it decodes one
 token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
 
-The file is longer than this package's other modules (~900 lines) because, as in transformers, one modeling
+The file is longer than this package's other modules (about 1,000 lines) because, as in transformers, one modeling
 file holds every head (classifier, masked LM, ELECTRA, causal LM): a Hub repo receives it whole with
 `trust_remote_code`.
 """
