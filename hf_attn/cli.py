@@ -181,7 +181,7 @@ def _generate(args: argparse.Namespace) -> None:
     options = dict(max_new_tokens=args.max_new_tokens, num_beams=args.num_beams, do_sample=args.do_sample,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     for prompt in args.prompts:
-        input_ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+        input_ids = tokenizer(prompt, truncation=True, return_tensors="pt")["input_ids"]
         if not input_ids.shape[1]:
             if is_seq2seq or model.generation_config.bos_token_id is None:
                 raise ValueError(f"the prompt {prompt!r} has no tokens and the model has no bos_token_id to start from")
