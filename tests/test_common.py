@@ -6,7 +6,11 @@ vendored from transformers' source distribution in tests/transformers_common/ (i
 where). Each setting is one position scheme with either the encoder heads or the decoder: the default suite
 runs two settings (RoPE encoders, ALiBi decoder), `-m slow` every scheme of both.
 
-Skips are declared as transformers' model tests declare theirs, each with its reason.
+Every skip is the common tests' own, with the reason they give (GPU, DeepSpeed, Flash Attention, kernels;
+no MoE, TP plan, sub-configs or legacy checkpoint conversion; an encoder takes no cache). The settings
+change two things, each said where it is: `test_resize_position_embeddings` is off (no scheme has a table to
+resize but `learned`, and hf_attn offers no resize), and replaced-token detection sits out the tuple/dict
+output comparison, as its forward samples.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import unicodedata
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -31,7 +32,7 @@ from week3_reference import (
     train_reference,
 )
 
-from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast
+from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, kept_positions
 from hf_attn.week3 import (
     Week3FormatError,
     load_week3_tokenizer,
@@ -544,3 +545,23 @@ def test_trained_files_load_and_match_the_reference(labelled_reviews: list[str],
 def test_trainer_rejects_a_vocabulary_smaller_than_the_bytes() -> None:
     with pytest.raises(ValueError, match="at least 256"):
         train_week3_tokenizer(["a b"], vocab_size=100)
+
+
+@pytest.mark.parametrize("limit", [None, 0, 2, 50])
+@pytest.mark.parametrize("keep_end", [False, True])
+def test_kept_positions_is_a_per_row_filter_then_cut(limit: int | None, keep_end: bool) -> None:
+    """The vectorised filter against the obvious per-row loop, empty rows and all-dropped rows included."""
+    generator = np.random.default_rng(0)
+    rows = [list(generator.integers(0, 3, size=n)) for n in (0, 5, 1, 9, 3, 4)] + [[0, 0]]
+    flat = np.array([token for row in rows for token in row], dtype=np.int64)
+    kept, kept_lengths = kept_positions(np.array([len(row) for row in rows]), flat == 0, limit, keep_end=keep_end)
+    expected = []
+    start = 0
+    for row in rows:
+        indices = [start + i for i, token in enumerate(row) if token != 0]
+        if limit is not None:
+            indices = indices[len(indices) - min(limit, len(indices)):] if keep_end else indices[:limit]
+        expected.append(indices)
+        start += len(row)
+    assert kept.tolist() == [index for indices in expected for index in indices]
+    assert kept_lengths.tolist() == [len(indices) for indices in expected]
