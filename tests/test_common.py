@@ -8,9 +8,10 @@ runs two settings (RoPE encoders, ALiBi decoder), `-m slow` every scheme of both
 
 Every skip is the common tests' own, with the reason they give (GPU, DeepSpeed, Flash Attention, kernels;
 no MoE, TP plan, sub-configs or legacy checkpoint conversion; an encoder takes no cache). The settings
-change two things, each said where it is: `test_resize_position_embeddings` is off (no scheme has a table to
-resize but `learned`, and hf_attn offers no resize), and replaced-token detection sits out the tuple/dict
-output comparison, as its forward samples.
+change three things, each said where it is: `test_resize_position_embeddings` is off (no scheme has a table to
+resize but `learned`, and hf_attn offers no resize), the RoPE scaling tests skip the schemes without RoPE
+(every config has `rope_parameters`, which only `rope` reads), and replaced-token detection sits out the
+tuple/dict output comparison, as its forward samples.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ class HfAttnModelTestBase(ModelTesterMixin):
     test_resize_position_embeddings = False
 
     def setUp(self) -> None:
+        if self._testMethodName.startswith("test_model_rope_scaling") and self.position_embedding_type != "rope":
+            self.skipTest(f"position_embedding_type={self.position_embedding_type!r} has no RoPE to scale")
         self.model_tester = HfAttnModelTester(self, self.position_embedding_type, self.is_decoder)
         # Llama's tester passes hidden_size=37; RoPE needs an even head width, so 40 over the default 4 heads.
         self.config_tester = ConfigTester(self, config_class=HfAttnConfig, hidden_size=40)
