@@ -18,7 +18,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'  # the core, every extra and the test tools
 	touch $(STAMP)
 
-install: $(STAMP)
+# transformers' own common model tests (tests/test_common.py runs them over hf_attn's heads): fetched from the
+# source distribution of the installed transformers, not kept in this repository.
+COMMON_TESTS := tests/transformers_common/test_modeling_common.py tests/transformers_common/test_configuration_common.py
+$(COMMON_TESTS) &: $(STAMP)
+	$(PY) tests/transformers_common/fetch.py
+
+install: $(STAMP) $(COMMON_TESTS)
 
 DEMO_TEXTS := "A wonderful, moving film." "Dull and far too long."
 CHECKPOINTS ?= checkpoints
@@ -32,10 +38,10 @@ demo: $(STAMP)
 	$(VENV)/bin/hf-attn predict --model outputs/demo $(DEMO_TEXTS)
 	$(PY) scripts/demo_checkpoint.py --smoke outputs/demo --checkpoints $(CHECKPOINTS) $(DEMO_TEXTS)
 
-test: $(STAMP)
+test: $(STAMP) $(COMMON_TESTS)
 	$(PY) -m pytest -q
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(COMMON_TESTS)
 	$(PY) -m pytest -q -m slow
 
 clean:

@@ -23,6 +23,8 @@ POOLING_MODES = ("cls", "mean", "max")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 # RoPE variants whose init functions transformers ships and this package supports end to end.
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
+LAST_ID = -1
+"""`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
 
 
 def _invalid(field: str, value: Any, allowed: str) -> ValueError:
@@ -82,7 +84,13 @@ class HfAttnConfig(PreTrainedConfig):
         is_decoder: causal self-attention (each token sees only itself and earlier tokens).
         add_cross_attention: a cross-attention sublayer in each block, attending over
             `encoder_hidden_states` (no positions are applied in that step).
-        pad_token_id: id of `[PAD]`; its embedding row is kept at zero and gets no gradient.
+        pad_token_id: id of `[PAD]`; its embedding row is kept at zero and gets no gradient. Defaults to the
+            last id, `vocab_size - 1`, where every Week 3 vocabulary puts it; `None` for no padding token.
+        bos_token_id, eos_token_id: ids that start and end a generated text (`generate()` reads them);
+            Week 3 vocabularies have neither, so both default to `None`.
+        use_cache: decoders only: whether an evaluation forward (and `generate()`) keeps the keys and values
+            of past tokens by default. A training forward never does (every position is scored at once and
+            the cache would only cost memory), and an encoder ignores it, as BERT does.
         rtd_generator_layers: replaced-token detection (ELECTRA) pretraining only: layers of the masked-LM
             generator that proposes the replacements (same width as the encoder; ELECTRA's best
             generators are 1/4 to 1/2 the size of the model they train).
@@ -128,7 +136,10 @@ class HfAttnConfig(PreTrainedConfig):
     initializer_range: float = 0.02
     is_decoder: bool = False
     add_cross_attention: bool = False
-    pad_token_id: int | None = 500
+    pad_token_id: int | None = LAST_ID
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+    use_cache: bool = True
     tie_word_embeddings: bool = True
     sparse_prediction: bool = False
     rtd_generator_layers: int = 1
@@ -138,6 +149,8 @@ class HfAttnConfig(PreTrainedConfig):
         # Configs saved by hf_attn 1.0 name a dropout implementation; dropout is torch's now, and inactive at
         # inference, so such a checkpoint computes the same logits.
         kwargs.pop("dropout_implementation", None)
+        if self.pad_token_id == LAST_ID and isinstance(self.vocab_size, int):
+            self.pad_token_id = self.vocab_size - 1
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         if self.layer_types is None:
@@ -225,8 +238,13 @@ class HfAttnConfig(PreTrainedConfig):
                 f"must be None or a whole number in [1, max_position_embeddings={self.max_position_embeddings}] "
                 "(a longer stride would skip tokens between windows)",
             )
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise _invalid("pad_token_id", self.pad_token_id, f"must be None or an id in [0, {self.vocab_size})")
+        for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, field)
+            ids = value if isinstance(value, list) and field == "eos_token_id" else [value]
+            if value is not None and not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size for i in ids
+            ):
+                raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
         POSITION_SCHEMES[self.position_embedding_type].check_config(self)
 
     def _validate_rope_parameters(self) -> None:

@@ -318,7 +318,7 @@ class HfAttnPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["HfAttnLayer"]
     _supports_sdpa = True
-    _can_compile_fullgraph = True
+    _can_compile_fullgraph = True  # tests/test_export.py: every scheme and head under torch.compile(fullgraph=True)
     # Hidden states and attention weights are recorded by hooks (`capture_outputs` on `HfAttnModel.forward`).
     _can_record_outputs = {
         "hidden_states": HfAttnLayer,
@@ -508,7 +508,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
             for kind in set(self.config.layer_types)
         }
 
-    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
     @capture_outputs
     def forward(
         self,
@@ -536,6 +536,10 @@ class HfAttnModel(HfAttnPreTrainedModel):
             _check_input_ids(input_ids, self.config.vocab_size)
             inputs_embeds = self.embed_tokens(input_ids)
         batch, length = inputs_embeds.shape[:2]
+        if not self.config.is_decoder:
+            use_cache = False  # as BERT: an encoder ignores `use_cache` (its config's too)
+        elif use_cache is None:
+            use_cache = self.config.use_cache and not self.training
         if cache is not None or use_cache:
             if not self.config.is_decoder:
                 raise ValueError(
@@ -826,7 +830,7 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
             )
         return super().generate(inputs, *args, **kwargs)
 
-    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
     @can_return_tuple
     def forward(
         self,

@@ -129,10 +129,14 @@ def classifier_pipeline(
 ) -> TextClassificationPipeline:
     """A `text-classification` pipeline of the strictly loaded folder, reading `max_length` tokens of each text
     (default: the length the model was trained at, the tokenizer's `model_max_length`), as windows
-    `window_stride` apart past the model's positions if given (`hf-attn predict` and `probe`, `make demo`)."""
+    `window_stride` apart past the model's positions if given (`hf-attn predict` and `probe`, `make demo`).
+
+    The pipeline truncates (`truncation=True`, to that `model_max_length`): a tokenizer keeps every token
+    unless asked, and a text longer than the model's positions would otherwise fail or read past its training.
+    """
     model, tokenizer = load_saved_classifier(model_dir, window_stride)
     tokenizer.model_max_length = reading_length(model, tokenizer, max_length)
-    return pipeline("text-classification", model=model, tokenizer=tokenizer)
+    return pipeline("text-classification", model=model, tokenizer=tokenizer, truncation=True)
 
 
 def classify_in_batches(

@@ -156,7 +156,7 @@ def test_empty_and_whitespace_texts_are_classified_by_the_bias_through_pipeline_
 def first_tokens_probabilities(model: HfAttnPreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: list[str],
                                length: int | None) -> torch.Tensor:
     """The classifier's probabilities for each text's first `length` tokens (all for None), each text on its own:
-    every token is asked for and the cut made here, apart from the tokenizer's length policy."""
+    every token is asked for and the cut made here."""
     model.eval()
     with torch.no_grad():
         return torch.stack([
@@ -176,7 +176,7 @@ def predicted(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[tuple
 def test_predict_pipeline_and_evaluate_read_the_same_first_tokens(
     max_length: int | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The length policy: without --max-length, predict, evaluate and `pipeline` read the first
+    """Without --max-length, predict, evaluate and a `pipeline` called with `truncation=True` read the first
     `model_max_length` tokens of a review (16 here; the RoPE model has 64 positions); with it, that many."""
     model = save_tiny_classifier(tmp_path, max_position_embeddings=64)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)
@@ -197,7 +197,7 @@ def test_predict_pipeline_and_evaluate_read_the_same_first_tokens(
     assert json.loads(capsys.readouterr().out)["test_loss"] == pytest.approx(loss, abs=1e-5)
     if max_length is None:
         classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path))
-        pipeline_scores = [prediction["score"] for prediction in classify(reviews["text"])]
+        pipeline_scores = [prediction["score"] for prediction in classify(reviews["text"], truncation=True)]
         assert pipeline_scores == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
 
 

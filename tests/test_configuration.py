@@ -17,6 +17,19 @@ def test_defaults_match_reference_setup() -> None:
     assert config.rope_parameters == {"rope_type": "default", "rope_theta": 10_000.0}
 
 
+def test_special_tokens_and_cache_fields_every_transformers_config_declares() -> None:
+    """`[PAD]` is the last id (Week 3's layout) for any vocabulary, so a small test vocabulary builds; `None`
+    keeps a model without one; no BOS/EOS (Week 3 has none); decoders cache by default."""
+    assert HfAttnConfig().pad_token_id == 500
+    assert HfAttnConfig(vocab_size=99).pad_token_id == 98
+    assert HfAttnConfig(vocab_size=99, pad_token_id=None).pad_token_id is None
+    assert HfAttnConfig(vocab_size=99, pad_token_id=0).pad_token_id == 0
+    config = HfAttnConfig(vocab_size=99)
+    assert (config.bos_token_id, config.eos_token_id, config.use_cache) == (None, None, True)
+    assert HfAttnConfig.from_dict(HfAttnConfig(vocab_size=99, pad_token_id=None).to_dict()).pad_token_id is None
+    assert HfAttnConfig(vocab_size=99, eos_token_id=[1, 2]).eos_token_id == [1, 2]
+
+
 def test_dict_round_trip_rebuilds_the_same_config() -> None:
     config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope", sliding_window=4,
                                                layer_types=["sliding_attention", "full_attention"],
@@ -57,6 +70,8 @@ INVALID = [
     (dict(layer_types=["full_attention"]), "layer_types", "2 entries"),
     (dict(layer_types=["sliding_attention", "full_attention"]), "layer_types", "sliding_window"),
     (dict(pad_token_id=64), "pad_token_id", "[0, 64)"),
+    (dict(bos_token_id=-1), "bos_token_id", "[0, 64)"),
+    (dict(eos_token_id=[1, 64]), "eos_token_id", "[0, 64)"),
     (dict(rtd_generator_layers=0), "rtd_generator_layers", "positive integer"),
     (dict(rtd_loss_weight=-1.0), "rtd_loss_weight", "positive number"),
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "longrope", "factor": 2.0}),

@@ -403,7 +403,24 @@ def test_bad_input_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="is_decoder=True"):
         HfAttnForCausalLM(HfAttnConfig(**tiny_config_kwargs()))
     with pytest.raises(ValueError, match="causal model"):
-        HfAttnModel(HfAttnConfig(**tiny_config_kwargs()))(input_ids=token_ids(1, 3), use_cache=True)
+        HfAttnModel(HfAttnConfig(**tiny_config_kwargs()))(input_ids=token_ids(1, 3), cache=DynamicCache())
+
+
+def test_use_cache_is_the_configs_for_a_decoder_at_inference_and_ignored_by_an_encoder() -> None:
+    """As BERT: a decoder keeps a cache when `config.use_cache` says so (not while training, where nothing reads
+    it), an encoder never keeps one and accepts `use_cache=True` quietly, with the same outputs."""
+    ids = token_ids(2, 5)
+    model = decoder(position_embedding_type="rope")
+    assert model.config.use_cache and isinstance(model(ids).cache, DynamicCache)
+    assert model(ids, use_cache=False).cache is None
+    assert model.train()(ids).cache is None and model(ids, use_cache=True).cache is not None
+    model.config.use_cache = False
+    assert model.eval()(ids).cache is None
+    torch.manual_seed(0)
+    encoder = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(attention_dropout=0.0, hidden_dropout=0.0))).eval()
+    cached = encoder(ids, use_cache=True)
+    assert cached.cache is None
+    assert torch.equal(cached.last_hidden_state, encoder(ids).last_hidden_state)
 
 
 def test_an_empty_prompt_starts_from_the_bos_token_and_beams_may_outnumber_the_vocabulary() -> None:

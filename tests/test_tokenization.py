@@ -18,6 +18,7 @@ import unicodedata
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -31,7 +32,7 @@ from week3_reference import (
     train_reference,
 )
 
-from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast
+from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, kept_positions
 from hf_attn.week3 import (
     Week3FormatError,
     load_week3_tokenizer,
@@ -337,24 +338,26 @@ def test_padding_and_truncation_options(tokenizer: HfAttnTokenizerFast, referenc
     assert extras["token_type_ids"] == [[0] * 8, [0] * 8]
 
 
-def test_a_call_that_does_not_say_keeps_the_first_model_max_length_tokens(
+def test_truncation_is_transformers_default_every_token_unless_asked(
     tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, labelled_reviews: list[str]
 ) -> None:
-    """The length policy: `tokenizer(text)` and `encode(text)` keep the reference's first `model_max_length`
-    ids, `truncation=False` (and `tokenize`) keeps them all, `truncation=True, max_length=N` the first N."""
+    """As every transformers tokenizer: `tokenizer(text)` and `encode(text)` keep all of the reference's ids,
+    `truncation=True` the first `model_max_length`, `truncation=True, max_length=N` the first N."""
     limit = tokenizer.model_max_length
     texts = [*labelled_reviews[:40], HARD_CASES["long_word"], HARD_CASES["long_mixed_word"]]
     expected = [reference.encode(text) for text in texts]
-    assert sum(len(ids) > limit for ids in expected) >= 10  # the policy is exercised, not vacuous
-    assert tokenizer(texts)["input_ids"] == [ids[:limit] for ids in expected]
-    assert [tokenizer.encode(text) for text in texts] == [ids[:limit] for ids in expected]
-    assert tokenizer(texts, padding=True, return_tensors="pt")["input_ids"].shape == (len(texts), limit)
-    assert tokenizer(texts, truncation=False)["input_ids"] == expected
+    assert sum(len(ids) > limit for ids in expected) >= 10  # truncation is exercised, not vacuous
+    assert tokenizer(texts)["input_ids"] == expected
+    assert [tokenizer.encode(text) for text in texts] == expected
+    assert tokenizer(texts, truncation=True)["input_ids"] == [ids[:limit] for ids in expected]
+    assert [tokenizer.encode(text, truncation=True) for text in texts] == [ids[:limit] for ids in expected]
+    padded = tokenizer(texts, truncation=True, padding=True, return_tensors="pt")["input_ids"]
+    assert padded.shape == (len(texts), limit)
     longer = tokenizer(texts, truncation=True, max_length=limit + 50)["input_ids"]
     assert longer == [ids[: limit + 50] for ids in expected]
     assert tokenizer.tokenize(texts[-1]) == tokenizer.convert_ids_to_tokens(expected[-1])
     huge = "A fine film, " * 80_000  # about 1 MB
-    assert tokenizer(huge)["input_ids"] == reference.encode(huge[:1000])[:limit]
+    assert tokenizer(huge, truncation=True)["input_ids"] == reference.encode(huge[:1000])[:limit]
 
 
 def test_offsets_point_at_the_token_text(tokenizer: HfAttnTokenizerFast) -> None:
@@ -462,7 +465,7 @@ def test_save_pretrained_loads_in_a_fresh_process_without_hf_attn(
     assert not result["class"].startswith("hf_attn")
     assert result["hf_attn_modules"] == []
     assert result["ids"] == [reference.encode(text) for text in texts]
-    assert result["default"] == [reference.encode(text)[: tokenizer.model_max_length] for text in texts]
+    assert result["default"] == result["ids"]  # no truncation unless asked, as transformers' tokenizers
     assert result["padded"] == [reference.encode_padded(text)[0] for text in texts]
 
 
@@ -542,3 +545,23 @@ def test_trained_files_load_and_match_the_reference(labelled_reviews: list[str],
 def test_trainer_rejects_a_vocabulary_smaller_than_the_bytes() -> None:
     with pytest.raises(ValueError, match="at least 256"):
         train_week3_tokenizer(["a b"], vocab_size=100)
+
+
+@pytest.mark.parametrize("limit", [None, 0, 2, 50])
+@pytest.mark.parametrize("keep_end", [False, True])
+def test_kept_positions_is_a_per_row_filter_then_cut(limit: int | None, keep_end: bool) -> None:
+    """The vectorised filter against the obvious per-row loop, empty rows and all-dropped rows included."""
+    generator = np.random.default_rng(0)
+    rows = [list(generator.integers(0, 3, size=n)) for n in (0, 5, 1, 9, 3, 4)] + [[0, 0]]
+    flat = np.array([token for row in rows for token in row], dtype=np.int64)
+    kept, kept_lengths = kept_positions(np.array([len(row) for row in rows]), flat == 0, limit, keep_end=keep_end)
+    expected = []
+    start = 0
+    for row in rows:
+        indices = [start + i for i, token in enumerate(row) if token != 0]
+        if limit is not None:
+            indices = indices[len(indices) - min(limit, len(indices)):] if keep_end else indices[:limit]
+        expected.append(indices)
+        start += len(row)
+    assert kept.tolist() == [index for indices in expected for index in indices]
+    assert kept_lengths.tolist() == [len(indices) for indices in expected]

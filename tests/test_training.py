@@ -205,7 +205,7 @@ def save_pretraining_folder(folder: Path) -> None:
 @pytest.mark.parametrize("source", ["week3", "init_from"])
 def test_the_tokenizer_of_a_run_reads_the_length_the_run_trains_at(source: str, tmp_path: Path) -> None:
     """A Week 3 folder's max_seq and a pretraining run's length (16 here) are not the run's max_length (48): the
-    tokenizer a run trains with and saves reads 48 tokens by default, what the model was trained on."""
+    tokenizer a run trains with and saves reads 48 tokens with `truncation=True`, what the model was trained on."""
     save_pretraining_folder(tmp_path)
     folder_tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     if source == "week3":
@@ -215,7 +215,7 @@ def test_the_tokenizer_of_a_run_reads_the_length_the_run_trains_at(source: str, 
     tokenizer = load_tokenizer(experiment, train_texts=[])
     assert tokenizer.model_max_length == 48
     text = "a good film " * 20
-    assert tokenizer(text)["input_ids"] == folder_tokenizer(text, truncation=False)["input_ids"][:48]
+    assert tokenizer(text, truncation=True)["input_ids"] == folder_tokenizer(text)["input_ids"][:48]
 
 
 def test_a_pretrained_encoder_missing_weights_is_an_error_naming_them(tmp_path: Path) -> None:

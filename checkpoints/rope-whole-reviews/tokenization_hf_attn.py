@@ -7,8 +7,11 @@ symbol of a space, which no Week 3 word contains; a normalizer ends every word w
 
 The one step BPE cannot do is drop a symbol. The document drops a lone ``</w>`` (a word whose last
 symbol never merged with it); ``tokenizers`` emits it as the id of ``Ġ``, an id the document never
-emits. ``HfAttnTokenizerFast`` removes that id before truncating and padding, so its ids are exactly
-the document's. A plain ``PreTrainedTokenizerFast`` reading the same ``tokenizer.json`` keeps those
+emits, and no ``tokenizers`` component (normalizer, pre-tokenizer, model, post-processor) can remove
+a token once the model made it. ``HfAttnTokenizerFast._encode_plus`` removes that id, with numpy,
+before truncating and padding, so its ids are exactly the document's; transformers' own Rust-backed
+tokenizers with an encoding step of their own (``CodeLlamaTokenizer``, ``LukeTokenizer``) extend the
+same method. A plain ``PreTrainedTokenizerFast`` reading the same ``tokenizer.json`` keeps those
 extra ids: load with ``AutoTokenizer.from_pretrained(path, trust_remote_code=True)`` or this class.
 
 ``save_pretrained`` copies this file next to the tokenizer, so it imports nothing from ``hf_attn``.
@@ -16,9 +19,11 @@ extra ids: load with ``AutoTokenizer.from_pretrained(path, trust_remote_code=Tru
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, ClassVar
 
+import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizerFast
 from transformers.tokenization_utils_base import PaddingStrategy, TruncationStrategy
 
@@ -44,29 +49,39 @@ def check_encodable(text: str, where: str) -> None:
                      "is not text; remove it or join it with its other half")
 
 
-def default_truncation(truncation: bool | str | TruncationStrategy | None) -> bool | str | TruncationStrategy:
-    """``truncation`` as given, or True (to ``max_length``, else ``model_max_length``) when the caller left it out."""
-    return True if truncation is None else truncation
+def kept_positions(
+    lengths: np.ndarray, dropped: np.ndarray, limit: int | None, keep_end: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which tokens of a flattened batch stay, and how many per row: not ``dropped``, then at most ``limit``.
+
+    ``lengths`` holds each row's token count, ``dropped`` one flag per token of the rows laid end to end.
+    Returns the flat indices of the kept tokens, in order, and the kept count of each row; ``keep_end``
+    keeps a row's last ``limit`` tokens instead of its first (left truncation).
+    """
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    kept = np.flatnonzero(~dropped)
+    kept_lengths = np.bincount(rows[kept], minlength=len(lengths))
+    if limit is not None:
+        row_starts = np.cumsum(kept_lengths) - kept_lengths
+        position = np.arange(len(kept)) - np.repeat(row_starts, kept_lengths)
+        from_end = np.repeat(kept_lengths, kept_lengths) - position
+        kept = kept[from_end <= limit] if keep_end else kept[position < limit]
+        kept_lengths = np.minimum(kept_lengths, limit)
+    return kept, kept_lengths
 
 
 class HfAttnTokenizerFast(PreTrainedTokenizerFast):
     """Fast tokenizer with the Week 3 ids: ``[PAD]`` padding, ``model_max_length = max_seq``.
 
     ``tokenizer(texts, truncation=True, padding="max_length")`` gives the Week 3 ``input_ids`` and
-    ``attention_mask`` (the notebook's ``padding_mask``).
+    ``attention_mask`` (the notebook's ``padding_mask``). Truncation and padding are transformers':
+    ``tokenizer(text)`` keeps every token, ``truncation=True`` the first ``model_max_length`` (the
+    length the saved model was trained at), ``truncation=True, max_length=N`` the first N.
 
-    Length policy: a call that does not pass ``truncation`` (``tokenizer(text)``, ``tokenizer.encode(text)``)
-    keeps a text's first ``model_max_length`` tokens, the length the saved model was trained at.
-    ``pipeline("text-classification")``, ``hf-attn predict`` and ``hf-attn evaluate`` all tokenize through
-    this class, so they read the same tokens of a long review and agree on it; and a 1 MB review no
-    longer runs for minutes, as the model reads its first tokens only. ``truncation=False`` gives every token
-    (``tokenize`` too, as in transformers), ``truncation=True, max_length=N`` the first N; a scheme that
-    extrapolates (RoPE, ALiBi, sinusoidal) can read more than it was trained at that way.
-
-    Tokens read as byte-level strings where
-    ``Ġ`` stands for ``</w>`` (``"the</w>"`` is ``"theĠ"``). There is no sentence-pair format, and
-    encodings carry no Rust ``Encoding`` objects (ids were removed after Rust made them), so
-    ``BatchEncoding.word_ids()`` and friends are unavailable; ``return_offsets_mapping`` works.
+    Tokens read as byte-level strings where ``Ġ`` stands for ``</w>`` (``"the</w>"`` is ``"theĠ"``).
+    There is no sentence-pair format, and encodings carry no Rust ``Encoding`` objects (ids were
+    removed after Rust made them), so ``BatchEncoding.word_ids()`` and friends are unavailable;
+    ``return_offsets_mapping`` works.
     """
 
     model_input_names: ClassVar[list[str]] = ["input_ids", "attention_mask"]
@@ -80,18 +95,6 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
     def end_of_word_id(self) -> int:
         """Id of ``Ġ`` (32): the Rust tokenizer's lone ``</w>``, which the Week 3 ids never contain."""
         return self.convert_tokens_to_ids(END_OF_WORD_TOKEN)
-
-    def __call__(
-        self, *args: Any, truncation: bool | str | TruncationStrategy | None = None, **kwargs: Any
-    ) -> BatchEncoding:
-        """The parent's call, truncated to ``model_max_length`` unless ``truncation`` is given (the length policy)."""
-        return super().__call__(*args, truncation=default_truncation(truncation), **kwargs)
-
-    def encode(
-        self, *args: Any, truncation: bool | str | TruncationStrategy | None = None, **kwargs: Any
-    ) -> list[int]:
-        """The parent's ``encode``, truncated to ``model_max_length`` unless ``truncation`` is given."""
-        return super().encode(*args, truncation=default_truncation(truncation), **kwargs)
 
     def _encode_plus(
         self,
@@ -109,11 +112,10 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         return_length: bool = False,
         **kwargs: Any,
     ) -> BatchEncoding:
-        """Rust encodings without the lone ``</w>`` id, then truncated and padded.
+        """The Rust encodings without the lone ``</w>`` id, then truncated and padded as transformers does.
 
-        Overridden because every ``__call__``/``encode`` lands here and transformers offers no public
-        hook between the Rust encoding and truncation, while the lone ``</w>`` must go before
-        truncation counts tokens. Everything else is the parent's: encoding, ``pad``, tensors.
+        The lone ``</w>`` must go before truncation counts tokens, and transformers has no public step
+        between the Rust encoding and truncation; everything else is the parent's (``pad``, tensors).
         """
         if text_pair is not None:
             raise ValueError("Week 3 has no sentence-pair format (no separator token): encode each text on its own.")
@@ -134,28 +136,32 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             return_attention_mask=False,
             **kwargs,
         )
+        rows = encoded.pop("input_ids")
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        flat_ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+        extras = {name: np.array(list(itertools.chain.from_iterable(values))) for name, values in encoded.items()}
         limit = None if truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE else max_length
-        end_of_word_id = self.end_of_word_id
-        rows = {name: [] for name in encoded}
-        for index, ids in enumerate(encoded["input_ids"]):
-            kept = [position for position, token_id in enumerate(ids) if token_id != end_of_word_id]
-            if limit is not None:
-                kept = kept[-limit:] if self.truncation_side == "left" else kept[:limit]
-            for name, values in encoded.items():
-                rows[name].append([values[index][position] for position in kept])
-        offsets = rows.pop("offset_mapping", None)
-        padded = self.pad(
-            rows,
-            padding=padding_strategy,
-            max_length=max_length,
-            pad_to_multiple_of=pad_to_multiple_of,
-            padding_side=padding_side,
-            return_attention_mask=return_attention_mask,
+        kept, kept_lengths = kept_positions(
+            lengths, flat_ids == self.end_of_word_id, limit, keep_end=self.truncation_side == "left"
         )
-        data = dict(padded)
+        row_ends = np.cumsum(kept_lengths)[:-1]
+        data = {name: [row.tolist() for row in np.split(flat[kept], row_ends)] for name, flat in
+                {"input_ids": flat_ids, **extras}.items()}
+        offsets = data.pop("offset_mapping", None)
+        data = dict(
+            self.pad(
+                data,
+                padding=padding_strategy,
+                max_length=max_length,
+                pad_to_multiple_of=pad_to_multiple_of,
+                padding_side=padding_side,
+                return_attention_mask=return_attention_mask,
+            )
+        )
         if offsets is not None:  # pad() knows nothing of offsets: padding gets (0, 0), as in tokenizers
             right = (padding_side or self.padding_side) == "right"
             fills = [[(0, 0)] * (len(ids) - len(spans)) for spans, ids in zip(offsets, data["input_ids"])]
+            offsets = [[tuple(span) for span in spans] for spans in offsets]
             data["offset_mapping"] = [spans + fill if right else fill + spans for spans, fill in zip(offsets, fills)]
         if return_length:
             data["length"] = [len(ids) for ids in data["input_ids"]]
@@ -166,9 +172,7 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
     def tokenize(
         self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs: Any
     ) -> list[str]:
-        """The tokens of ``text``'s ids, all of them unless ``truncation`` is passed (the parent's come from the
-        Rust encoding, lone ``</w>`` included)."""
-        kwargs.setdefault("truncation", False)
+        """The tokens of ``text``'s ids (the parent's come from the Rust encoding, lone ``</w>`` included)."""
         return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens, **kwargs))
 
     def decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str | list[str]:

@@ -59,7 +59,8 @@ def windowed_nll(model: PreTrainedModel, stream: torch.Tensor, length: int) -> t
     per_batch = max(1, TOKENS_PER_BATCH // length)
     for batch in windows.split(per_batch):
         batch = batch.to(model.device)
-        logits = model(input_ids=batch, attention_mask=torch.ones_like(batch)).logits[:, :-1]
+        # Every position is scored at once: no cache of past keys (a decoder keeps one by default).
+        logits = model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits[:, :-1]
         total += float(F.cross_entropy(logits.float().flatten(0, 1), batch[:, 1:].flatten(), reduction="sum"))
     model.train(was_training)
     return total, windows.numel() - len(windows)

@@ -249,7 +249,7 @@ def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTra
 
     Its `model_max_length` is what the run's model reads of a text (`read_length`, else `max_length`),
     whatever the Week 3 `max_seq` or the pretraining run said: saved with the model, it is the length
-    `pipeline`, `hf-attn predict` and `hf-attn evaluate` read (the tokenizer's length policy).
+    `hf-attn predict` and `hf-attn evaluate` read, and `pipeline(...)(texts, truncation=True)`.
     """
     if experiment.init_from is not None:
         tokenizer = AutoTokenizer.from_pretrained(experiment.init_from)

@@ -107,7 +107,8 @@ def decode(
     model.eval()
     outputs: list[str] = []
     for start in range(0, len(sources), batch_size):
-        batch = tokenizer(list(sources[start : start + batch_size]), padding=True, return_tensors="pt").to(model.device)
+        batch = tokenizer(list(sources[start : start + batch_size]), padding=True, truncation=True,
+                          return_tensors="pt").to(model.device)
         generated = model.generate(**batch, num_beams=num_beams, do_sample=False, max_new_tokens=MAX_NEW_TOKENS)
         outputs += tokenizer.batch_decode(generated, skip_special_tokens=True)
     return outputs
