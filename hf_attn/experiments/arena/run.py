@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import classification, pretraining
 from ..config import Experiment
-from ..run import STAGE_RECORD, cli_command
+from ..run import STAGE_RECORD, TRAINER_STATE_NAME, cli_command
 from .cells import Cells, StageClock, StageStopped, arena_stamp, claim_arena_dir
 from .measure import longest_review, mlm_cell, na, read_accuracy, readings_of, speed_cell
 from .report import standard_error, write_report
@@ -50,7 +50,8 @@ def pretrained_encoder(arena: Arena, scheme: str, run_dir: Path, clock: StageClo
     finished_elsewhere = committed is not None and (committed / "metrics.json").is_file()
     if finished_elsewhere and not (run_dir / "metrics.json").is_file():
         return committed, json.loads((committed / "metrics.json").read_text())
-    stopped_elsewhere = committed is not None and (committed / STAGE_RECORD).is_file()
+    # A committed checkpoint with Trainer's state is a stage to continue: stopped by --max-time, or ended otherwise.
+    stopped_elsewhere = committed is not None and (committed / TRAINER_STATE_NAME).is_file()
     try:
         metrics = trained(run_dir, pretraining.pretrain, experiment, clock,
                           continue_from=committed if stopped_elsewhere else None)
