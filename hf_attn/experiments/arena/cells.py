@@ -68,8 +68,9 @@ class Cells:
     def check_fits(self, max_time: float | None) -> None:
         """Refuse a stage of `max_time` minutes shorter than a cell this arena measured before: such a cell
         could never finish in one stage, and every stage would end without it."""
-        too_long = {kind: seconds for kind, seconds in self.seconds_by_kind.items()
-                    if max_time is not None and seconds >= 60.0 * max_time}
+        if max_time is None:
+            return
+        too_long = {kind: seconds for kind, seconds in self.seconds_by_kind.items() if seconds >= 60.0 * max_time}
         if too_long:
             kind, seconds = max(too_long.items(), key=lambda item: item[1])
             raise ArenaConfigError(
