@@ -165,11 +165,11 @@ WINDOW = 16  # the windowed classifiers' positions: the example and the other sh
 def test_windowed_classifier_exports_and_matches_eager_at_every_length(
     scheme: str, example: tuple[int, int, bool], tmp_path: Path
 ) -> None:
-    """A classifier with `classifier_window_stride` (as committed in checkpoints/) exported from an example shorter
+    """A classifier with `window_stride` (as committed in checkpoints/) exported from an example shorter
     than, as long as, or longer than its positions: onnxruntime reads shorter texts whole and longer ones as
     windows, as the eager model does, including learned positions, which have no row past the window."""
     config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, max_position_embeddings=WINDOW,
-                                               classifier_window_stride=WINDOW // 2 + 1))
+                                               window_stride=WINDOW // 2 + 1))
     torch.manual_seed(0)
     model = HfAttnForSequenceClassification(config).eval()
     export_onnx(model, tmp_path / "model.onnx", example)
@@ -187,7 +187,7 @@ def test_windowed_classifier_exports_and_matches_eager_at_every_length(
         (HfAttnForSequenceClassification, {"position_embedding_type": "learned", "sliding_window": 4,
                                            "layer_types": ["sliding_attention", "full_attention"]}),
         (HfAttnForSequenceClassification, {"position_embedding_type": "rope", "max_position_embeddings": 8,
-                                           "classifier_window_stride": 3}),
+                                           "window_stride": 3}),
     ],
 )
 def test_other_heads_and_attention_variants_compile_fullgraph(model_class: type, settings: dict) -> None:
