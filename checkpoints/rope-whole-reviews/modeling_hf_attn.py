@@ -704,14 +704,13 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
     ) -> SequenceClassifierOutput:
         text = input_ids if input_ids is not None else inputs_embeds
         read_length = self.config.read_length
-        if read_length is not None and text is not None and text.shape[1] > read_length:
-            if attention_mask is not None and not is_tracing(attention_mask):
+        if read_length is not None and text is not None:  # the slice is a no-op on shorter inputs: no branch
+            if attention_mask is not None and not is_tracing(text) and text.shape[1] > read_length:
                 check_right_padded(attention_mask)
-            input_ids, inputs_embeds, attention_mask, position_ids = (
+            input_ids, inputs_embeds, attention_mask, position_ids, text = (
                 None if tensor is None else tensor[:, :read_length]
-                for tensor in (input_ids, inputs_embeds, attention_mask, position_ids)
+                for tensor in (input_ids, inputs_embeds, attention_mask, position_ids, text)
             )
-            text = text[:, :read_length]
         stride = self.config.window_stride
         positions = self.config.max_position_embeddings
         # A captured graph always reads windows: a branch on the example's length would serve it alone (a
