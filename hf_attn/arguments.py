@@ -63,10 +63,25 @@ def run_folder(value: str) -> str:
 
 
 def positive_int(value: str) -> int:
-    """A count such as `--max-length`: a whole number above 0."""
+    """A count such as `--window-stride`: a whole number above 0."""
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
     return int(value)
+
+
+def read_length(value: str) -> int | str:
+    """`--read-length`: a whole number above 0, or `all` (every token of each text)."""
+    return value if value == "all" else positive_int(value)
+
+
+def reading_policy(read_length: int | str | None, window_stride: int | None) -> dict[str, int | None]:
+    """The config fields `--read-length` / `--window-stride` set over a saved classifier's (only those given)."""
+    changes: dict[str, int | None] = {}
+    if read_length is not None:
+        changes["read_length"] = None if read_length == "all" else read_length
+    if window_stride is not None:
+        changes["window_stride"] = window_stride
+    return changes
 
 
 def positive_number(value: str, unit: str = "") -> float:

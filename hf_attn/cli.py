@@ -23,6 +23,8 @@ from .arguments import (
     output_folder,
     positive_int,
     positive_number,
+    read_length,
+    reading_policy,
     run_folder,
 )
 from .experiments.precision import PRECISIONS
@@ -105,7 +107,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
     metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit,
-                             max_length=args.max_length, window_stride=args.window_stride, precision=args.precision)
+                             precision=args.precision, **reading_policy(args.read_length, args.window_stride))
     print(json.dumps(metrics, indent=2))
 
 
@@ -149,7 +151,7 @@ def _predict(args: argparse.Namespace) -> None:
     if bool(args.texts) == (args.input is not None):
         raise ValueError("pass the texts as arguments or --input PATH (- for standard input), one of the two")
     texts = text_arguments(args.texts, "text")
-    classifier = classifier_pipeline(args.model, args.max_length, args.window_stride)
+    classifier = classifier_pipeline(args.model, **reading_policy(args.read_length, args.window_stride))
     jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
     records = ({"text": text} for text in texts)
     with contextlib.ExitStack() as stack:
@@ -344,13 +346,14 @@ def _checkpoint(args: argparse.Namespace) -> None:
     print(f"wrote {args.output} ({size / 1e6:.1f} MB, float16 weights): from_pretrained({args.output!r}) loads it")
 
 
-MAX_LENGTH_HELP = ("tokens read of each text (default: the length the model was trained at, its tokenizer's "
-                   "model_max_length); more only for schemes that extrapolate (sinusoidal, rope, alibi)")
+READ_LENGTH_HELP = ("tokens read of each text, or `all` (default: the saved config's read_length); past the "
+                    "training length a model reads directly (sinusoidal, rope, alibi) or as windows (--window-stride)"
+                    "; --max-length is its 1.0 name")
 PRECISION_HELP = "bf16 autocast where the hardware has bfloat16 units (auto, the default), or as chosen"
 MAX_TIME_HELP = ("stop at the first step past this many minutes, with a checkpoint and stage.json, and print the "
                  "commands that continue (--resume here, --continue-from elsewhere); exits 0")
 WINDOW_STRIDE_HELP = ("read a text longer than the model's positions as windows of that many tokens starting every N "
-                      "tokens, pooled (any scheme, any length; default: the saved classifier_window_stride)")
+                      "tokens, pooled (any scheme, any length; default: the saved config's window_stride)")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -448,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--dataset", default="stanfordnlp/imdb")
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=int, help="only the first N reviews of the split")
-    evaluate.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
+    evaluate.add_argument("--read-length", "--max-length", type=read_length, help=READ_LENGTH_HELP)
     evaluate.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     evaluate.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     evaluate.set_defaults(func=_evaluate)
@@ -461,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(PATH ending in .jsonl, or --jsonl): one object with a \"text\" per line, written back "
                          "with \"label\" and \"score\" added")
     predict.add_argument("--jsonl", action="store_true", help="read --input as JSONL whatever its name")
-    predict.add_argument("--max-length", type=positive_int, help=MAX_LENGTH_HELP)
+    predict.add_argument("--read-length", "--max-length", type=read_length, help=READ_LENGTH_HELP)
     predict.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     predict.set_defaults(func=_predict)
 

@@ -32,23 +32,34 @@ BATCH_SIZE = 32  # texts per pipeline call of `classify_in_batches`: a large inp
 
 
 def load_saved_classifier(
-    model_dir: str | os.PathLike[str], window_stride: int | None = None, **config_changes: Any
+    model_dir: str | os.PathLike[str], **config_changes: Any
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The classifier and tokenizer of a saved folder (or Hub repo); a ValueError when a weight does not fit.
 
-    `window_stride` reads texts longer than the model's positions as windows that far apart, whatever the
-    saved `classifier_window_stride` says (see `HfAttnConfig`); `config_changes` replace other saved config
-    fields (as `from_pretrained`'s keyword arguments do).
+    `config_changes` replace saved config fields, as `from_pretrained`'s keyword arguments do (`read_length`,
+    `window_stride`: the reading policy; `rope_parameters`), and are checked as the config checks its own.
+    A classifier saved by hf_attn 1.0 kept its read length in the tokenizer's `model_max_length`; it reads
+    what it read then.
     """
     model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True,
                                                                      **config_changes)
     check_loaded_weights(model_dir, model, info)
-    if window_stride is not None:
-        if not isinstance(model.config, HfAttnConfig):
-            raise ValueError(f"--window-stride needs an hf_attn model; {model_dir} holds a {model.config.model_type}")
-        model.config.classifier_window_stride = window_stride
-        model.config.validate_fields()
-    return model, AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    config = model.config
+    if not isinstance(config, HfAttnConfig):
+        if config_changes:
+            raise ValueError(f"{', '.join(config_changes)} need an hf_attn model; {model_dir} holds a "
+                             f"{config.model_type}")
+        return model, tokenizer
+    saved, _ = HfAttnConfig.get_config_dict(model_dir)
+    if "read_length" not in saved and "read_length" not in config_changes \
+            and tokenizer.model_max_length < LARGE_INTEGER:
+        config.read_length = tokenizer.model_max_length
+    try:
+        config.validate_fields()
+    except ValueError as error:
+        raise ValueError(f"{model_dir}: {error}") from None
+    return model, tokenizer
 
 
 def check_loaded_weights(
@@ -102,41 +113,17 @@ def beyond_learned_table(config: Any, length: int) -> bool:
     return getattr(config, "position_embedding_type", None) == "learned" and length > config.max_position_embeddings
 
 
-def reading_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_length: int | None = None) -> int:
-    """How many tokens of each text a command reads: `max_length`, else the tokenizer's `model_max_length` (the
-    length the model was trained at), else, for a tokenizer without one, the model's `max_position_embeddings`.
+def classifier_pipeline(model_dir: str | os.PathLike[str], **config_changes: Any) -> TextClassificationPipeline:
+    """A `text-classification` pipeline of the strictly loaded folder (`hf-attn predict` and `probe`, `make demo`).
 
-    A ValueError, before any text is read, when that is more than a learned-position model has positions for
-    and it does not read windows (`classifier_window_stride`): its forward would fail on the first long text.
+    It reads what the saved config's reading policy says (`read_length`, `window_stride`; applied by the
+    model, so this pipeline and `pipeline("text-classification", model=model_dir)` read the same tokens), or
+    the policy `config_changes` set instead. Models of other types read at most their tokenizer's
+    `model_max_length` tokens, as transformers' pipelines do with `truncation=True`.
     """
-    config = model.config
-    length = tokenizer.model_max_length if max_length is None else max_length
-    if length >= LARGE_INTEGER:
-        length = config.max_position_embeddings
-    positions = config.max_position_embeddings
-    windowed = getattr(config, "classifier_window_stride", None) is not None
-    if beyond_learned_table(config, length) and not windowed:
-        raise ValueError(
-            f"the model's learned positions cover {positions} tokens, so it cannot read {length}; pass "
-            f"--max-length {positions} or less, or --window-stride N to read windows of {positions} tokens "
-            "(only sinusoidal, rope and alibi read past their training length directly)"
-        )
-    return length
-
-
-def classifier_pipeline(
-    model_dir: str | os.PathLike[str], max_length: int | None = None, window_stride: int | None = None
-) -> TextClassificationPipeline:
-    """A `text-classification` pipeline of the strictly loaded folder, reading `max_length` tokens of each text
-    (default: the length the model was trained at, the tokenizer's `model_max_length`), as windows
-    `window_stride` apart past the model's positions if given (`hf-attn predict` and `probe`, `make demo`).
-
-    The pipeline truncates (`truncation=True`, to that `model_max_length`): a tokenizer keeps every token
-    unless asked, and a text longer than the model's positions would otherwise fail or read past its training.
-    """
-    model, tokenizer = load_saved_classifier(model_dir, window_stride)
-    tokenizer.model_max_length = reading_length(model, tokenizer, max_length)
-    return pipeline("text-classification", model=model, tokenizer=tokenizer, truncation=True)
+    model, tokenizer = load_saved_classifier(model_dir, **config_changes)
+    return pipeline("text-classification", model=model, tokenizer=tokenizer,
+                    truncation=not isinstance(model.config, HfAttnConfig))
 
 
 def classify_in_batches(

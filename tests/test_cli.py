@@ -115,11 +115,11 @@ def test_text_that_is_not_utf8_is_one_line_naming_it(
 def save_tiny_classifier(
     folder: Path, model_class: type[HfAttnPreTrainedModel] = HfAttnForSequenceClassification, **config: object
 ) -> HfAttnPreTrainedModel:
-    """A 2-layer model (16 positions unless `config` says otherwise) and a Week 3 tokenizer trained on a few words
-    that reads 16 tokens (`model_max_length`), saved to `folder`."""
+    """A 2-layer model that reads the first 16 tokens of a text (16 positions and `read_length` unless `config`
+    says otherwise) and a Week 3 tokenizer trained on a few words, saved to `folder`."""
     tokenizer = train_week3_tokenizer(["a good film", "a bad film", "good good bad"] * 5, vocab_size=270, max_seq=16)
     settings = tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                  max_position_embeddings=16)
+                                  max_position_embeddings=16, read_length=16)
     torch.manual_seed(0)
     model = model_class(HfAttnConfig(**{**settings, **config}))
     model.save_pretrained(folder)
@@ -156,8 +156,9 @@ def test_empty_and_whitespace_texts_are_classified_by_the_bias_through_pipeline_
 def first_tokens_probabilities(model: HfAttnPreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: list[str],
                                length: int | None) -> torch.Tensor:
     """The classifier's probabilities for each text's first `length` tokens (all for None), each text on its own:
-    every token is asked for and the cut made here."""
+    every token is asked for and the cut made here, not by the model's `read_length`."""
     model.eval()
+    model.config.read_length = None
     with torch.no_grad():
         return torch.stack([
             model(torch.tensor([tokenizer(text, truncation=False)["input_ids"][:length]])).logits[0].softmax(-1)
@@ -172,19 +173,21 @@ def predicted(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[tuple
             (line.split("\t", 2) for line in capsys.readouterr().out.splitlines())]
 
 
-@pytest.mark.parametrize("max_length", [None, 40])
+@pytest.mark.parametrize("read_length", [None, "40", "all"])
 def test_predict_pipeline_and_evaluate_read_the_same_first_tokens(
-    max_length: int | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    read_length: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Without --max-length, predict, evaluate and a `pipeline` called with `truncation=True` read the first
-    `model_max_length` tokens of a review (16 here; the RoPE model has 64 positions); with it, that many."""
+    """Without --read-length, predict, evaluate and a `pipeline` with its defaults read the first `read_length`
+    tokens of a review, as the saved config says (16 here; the RoPE model has 64 positions); with it, that many
+    (`all`: every token)."""
     model = save_tiny_classifier(tmp_path, max_position_embeddings=64)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     reviews = load_sample()["test"][:6]
-    expected = first_tokens_probabilities(model, tokenizer, reviews["text"], max_length or 16)
-    whole = first_tokens_probabilities(model, tokenizer, reviews["text"], None)
-    assert (expected - whole).abs().max() > 1e-3  # reading more would show
-    option = [] if max_length is None else ["--max-length", str(max_length)]
+    length = {None: 16, "40": 40, "all": None}[read_length]
+    expected = first_tokens_probabilities(model, tokenizer, reviews["text"], length)
+    other = first_tokens_probabilities(model, tokenizer, reviews["text"], 20 if length is None else None)
+    assert (expected - other).abs().max() > 1e-3  # reading another length would show
+    option = [] if read_length is None else ["--read-length", read_length]
 
     (tmp_path / "reviews.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in reviews["text"]))
     cli.main(["predict", "--model", str(tmp_path), "--input", str(tmp_path / "reviews.jsonl"), *option])
@@ -195,10 +198,30 @@ def test_predict_pipeline_and_evaluate_read_the_same_first_tokens(
               *option])
     loss = -expected[range(6), reviews["label"]].log().mean().item()
     assert json.loads(capsys.readouterr().out)["test_loss"] == pytest.approx(loss, abs=1e-5)
-    if max_length is None:
+    if read_length is None:
         classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path))
-        pipeline_scores = [prediction["score"] for prediction in classify(reviews["text"], truncation=True)]
+        pipeline_scores = [prediction["score"] for prediction in classify(reviews["text"])]
         assert pipeline_scores == pytest.approx(expected.max(-1).values.tolist(), abs=1e-5)
+
+
+def test_a_classifier_saved_by_1_0_reads_its_tokenizers_length(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hf_attn 1.0 kept the read length in the tokenizer's `model_max_length` (and named the stride
+    `classifier_window_stride`): such a folder reads what it read then."""
+    model = save_tiny_classifier(tmp_path, max_position_embeddings=64, window_stride=8)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["read_length"]
+    config["classifier_window_stride"] = config.pop("window_stride")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    tokenizer.model_max_length = 24
+    tokenizer.save_pretrained(tmp_path)
+    assert HfAttnConfig.from_pretrained(tmp_path).window_stride == 8
+    review = load_sample()["test"][0]["text"]
+    expected = first_tokens_probabilities(model, tokenizer, [review], 24)[0]
+    [(label, score, _)] = predicted(["--model", str(tmp_path), review], capsys)
+    assert score == pytest.approx(float(expected.max()), abs=1e-3)
 
 
 @pytest.mark.parametrize("command", ["predict", "evaluate"])
@@ -206,16 +229,17 @@ def test_a_learned_position_model_reads_its_length_and_no_more(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A long review reaches a learned-position model cut to its 16 tokens; asking for 17 is a one-line usage
-    error naming the limit, before any review is read."""
+    error naming the limit and the way on, before any review is read."""
     save_tiny_classifier(tmp_path, position_embedding_type="learned")
     review = load_sample()["test"][0]["text"]
     assert len(predicted(["--model", str(tmp_path), review], capsys)) == 1
     with pytest.raises(SystemExit) as exit_info:
-        cli.main([command, "--model", str(tmp_path), "--max-length", "17",
+        cli.main([command, "--model", str(tmp_path), "--read-length", "17",
                   *(["a good film"] if command == "predict" else ["--dataset", "nowhere/imdb"])])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
-    assert "learned positions cover 16 tokens" in error and "--max-length 16" in error and "Traceback" not in error
+    assert "`read_length`=17" in error and "cover max_position_embeddings=16 tokens" in error
+    assert "window_stride" in error and "Traceback" not in error
 
 
 def test_predict_reads_a_file_or_standard_input_one_text_or_json_object_a_line(

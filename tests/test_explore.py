@@ -18,7 +18,7 @@ import pytest
 import torch
 from helpers import REPO
 from test_cli import save_tiny_classifier
-from test_long_inputs import WINDOW, saved_classifier
+from test_long_inputs import WINDOW
 
 from hf_attn import HfAttnForMaskedLM, cli
 from hf_attn.explore import analysis
@@ -41,7 +41,7 @@ REVIEW = "a good film but a bad ending and good good bad " * 6
 def windowed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny RoPE classifier (16 positions) that reads whole texts as windows 8 tokens apart."""
     folder = tmp_path_factory.mktemp("windowed")
-    saved_classifier(folder, 10_000, classifier_window_stride=STRIDE)
+    save_tiny_classifier(folder, read_length=10_000, window_stride=STRIDE)
     return folder
 
 
@@ -112,7 +112,7 @@ def test_a_text_read_whole_has_the_attention_of_its_first_tokens_read_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without windows a long text is one window; its weights are those of its first ATTENTION_TOKENS alone."""
-    model = saved_classifier(tmp_path, 100)  # rope, 16 positions, reads 100 tokens at once
+    model = save_tiny_classifier(tmp_path, read_length=100).eval()  # rope, 16 positions, reads 100 tokens at once
     explored = load_explored(tmp_path)
     reading = read_text(explored, REVIEW)
     assert len(reading.windows) == 1 and reading.window_length == len(reading.windows[0].ids) > 40
@@ -144,7 +144,7 @@ def test_attention_by_distance_is_the_mean_weight_of_real_pairs_that_far_apart(w
 
 
 def test_alibi_lines_are_each_heads_slope_times_the_distance(tmp_path: Path) -> None:
-    saved_classifier(tmp_path, 16, position_embedding_type="alibi")
+    save_tiny_classifier(tmp_path, position_embedding_type="alibi")
     _, _, lines = scheme_curves(load_explored(tmp_path), 10)
     for head, line in enumerate(lines.values()):  # 4 heads: slopes 2^-2, 2^-4, 2^-6, 2^-8 (Press et al.)
         assert line.tolist() == pytest.approx([-(2.0 ** (-2 * (head + 1))) * d for d in range(11)])
@@ -152,7 +152,7 @@ def test_alibi_lines_are_each_heads_slope_times_the_distance(tmp_path: Path) -> 
 
 def test_sinusoidal_similarity_is_the_mean_cosine_of_the_offset_over_frequencies(tmp_path: Path) -> None:
     """PE(p) . PE(p + d) = sum_i cos(d w_i) for every p, and |PE(p)|^2 = dim / 2."""
-    saved_classifier(tmp_path, 16, position_embedding_type="sinusoidal")
+    save_tiny_classifier(tmp_path, position_embedding_type="sinusoidal")
     explored = load_explored(tmp_path)
     _, _, lines = scheme_curves(explored, 12)
     dim = explored.model.config.hidden_size

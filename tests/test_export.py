@@ -159,17 +159,19 @@ WINDOW = 16  # the windowed classifiers' positions: the example and the other sh
 @pytest.mark.slow
 @needs_onnx
 @pytest.mark.parametrize(
-    ("scheme", "example"),
-    [("rope", EXAMPLE), ("learned", (2, 2 * WINDOW + 3, True)), ("learned", EXAMPLE), ("alibi", (2, WINDOW, False))],
+    ("scheme", "example", "read_length"),
+    [("rope", EXAMPLE, None), ("learned", (2, 2 * WINDOW + 3, True), None), ("learned", EXAMPLE, 3 * WINDOW),
+     ("alibi", (2, WINDOW, False), None)],
 )
 def test_windowed_classifier_exports_and_matches_eager_at_every_length(
-    scheme: str, example: tuple[int, int, bool], tmp_path: Path
+    scheme: str, example: tuple[int, int, bool], read_length: int | None, tmp_path: Path
 ) -> None:
-    """A classifier with `classifier_window_stride` (as committed in checkpoints/) exported from an example shorter
+    """A classifier with `window_stride` (as committed in checkpoints/) exported from an example shorter
     than, as long as, or longer than its positions: onnxruntime reads shorter texts whole and longer ones as
-    windows, as the eager model does, including learned positions, which have no row past the window."""
+    windows, as the eager model does, including learned positions, which have no row past the window, and a
+    `read_length` (shorter than the longest input) cuts the exported model's input as it cuts the eager one's."""
     config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, max_position_embeddings=WINDOW,
-                                               classifier_window_stride=WINDOW // 2 + 1))
+                                               window_stride=WINDOW // 2 + 1, read_length=read_length))
     torch.manual_seed(0)
     model = HfAttnForSequenceClassification(config).eval()
     export_onnx(model, tmp_path / "model.onnx", example)
@@ -187,7 +189,7 @@ def test_windowed_classifier_exports_and_matches_eager_at_every_length(
         (HfAttnForSequenceClassification, {"position_embedding_type": "learned", "sliding_window": 4,
                                            "layer_types": ["sliding_attention", "full_attention"]}),
         (HfAttnForSequenceClassification, {"position_embedding_type": "rope", "max_position_embeddings": 8,
-                                           "classifier_window_stride": 3}),
+                                           "window_stride": 3}),
     ],
 )
 def test_other_heads_and_attention_variants_compile_fullgraph(model_class: type, settings: dict) -> None:

@@ -83,12 +83,12 @@ def test_card_says_what_part_of_a_review_the_model_trained_on(run_dir: Path, tra
 
 
 def test_card_of_a_whole_review_classifier_says_it_reads_windows(run_dir: Path) -> None:
-    """A run saved to read more than its positions (read_length, classifier_window_stride) reads windows; the card
+    """A run saved to read more than its positions (read_length, window_stride) reads windows; the card
     says so, and what the model trained on, instead of "the first 64 tokens"."""
     metrics = json.loads((run_dir / "metrics.json").read_text())
     metrics["experiment"].update(read_length=8192, train_window="random")
     config = json.loads((run_dir / "config.json").read_text())
-    config["classifier_window_stride"] = 32
+    config.update(read_length=8192, window_stride=32)
     text = build_model_card(metrics, config, "someone/x").text
     window = config["max_position_embeddings"]
     reads = f"each review whole (up to 8192 tokens) as {window}-token windows every 32 tokens"

@@ -6,6 +6,7 @@ The reference for windows is written out here: each window cut with Python slici
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,9 @@ from hf_attn.experiments.config import ExperimentConfigError, load_experiment
 WINDOW = 16
 
 
-def classifier(scheme: str, stride: int | None) -> HfAttnForSequenceClassification:
+def classifier(scheme: str, stride: int | None, read_length: int | None = None) -> HfAttnForSequenceClassification:
     config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, max_position_embeddings=WINDOW,
-                                               classifier_window_stride=stride))
+                                               window_stride=stride, read_length=read_length))
     torch.manual_seed(0)
     return HfAttnForSequenceClassification(config).eval()
 
@@ -80,8 +81,54 @@ def test_a_text_within_the_window_is_read_as_without_windows() -> None:
 
 @pytest.mark.parametrize("stride", [0, WINDOW + 1, 2.5, True])
 def test_a_stride_that_would_skip_tokens_or_is_not_a_count_is_refused(stride: object) -> None:
-    with pytest.raises(ValueError, match="classifier_window_stride"):
-        HfAttnConfig(**tiny_config_kwargs(max_position_embeddings=WINDOW, classifier_window_stride=stride))
+    with pytest.raises(ValueError, match="window_stride"):
+        HfAttnConfig(**tiny_config_kwargs(max_position_embeddings=WINDOW, window_stride=stride))
+
+
+@pytest.mark.parametrize("read_length", [0, -3, 2.5, True, "all"])
+def test_a_read_length_that_is_not_a_count_is_refused(read_length: object) -> None:
+    with pytest.raises(ValueError, match="read_length"):
+        HfAttnConfig(**tiny_config_kwargs(read_length=read_length))
+
+
+def test_learned_positions_read_past_their_table_only_as_windows() -> None:
+    with pytest.raises(ValueError, match=r"`read_length`=17.*cover max_position_embeddings=16 tokens.*window_stride"):
+        HfAttnConfig(**tiny_config_kwargs(position_embedding_type="learned", max_position_embeddings=WINDOW,
+                                          read_length=WINDOW + 1))
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="learned", max_position_embeddings=WINDOW,
+                                               read_length=10 * WINDOW, window_stride=WINDOW))
+    assert config.read_length == 10 * WINDOW
+
+
+@pytest.mark.parametrize(("scheme", "stride"), [("rope", None), ("alibi", None), ("learned", 5), ("rope", WINDOW)])
+def test_the_model_reads_the_first_read_length_tokens_of_each_text(scheme: str, stride: int | None) -> None:
+    """A batch of a text longer than `read_length` and a shorter one, right-padded: each row's logits are those
+    of its own first `read_length` tokens read alone by the same weights without a read length."""
+    read_length = 2 * WINDOW + 3
+    model = classifier(scheme, stride, read_length)
+    reference = classifier(scheme, stride)
+    reference.load_state_dict(model.state_dict())
+    generator = torch.Generator().manual_seed(4)
+    texts = [torch.randint(1, 64, (n,), generator=generator).tolist() for n in (read_length + 20, read_length - 9)]
+    input_ids = torch.zeros(2, max(map(len, texts)), dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, tokens in enumerate(texts):
+        input_ids[row, : len(tokens)] = torch.tensor(tokens)
+        attention_mask[row, : len(tokens)] = 1
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        for row, tokens in enumerate(texts):
+            alone = reference(input_ids=torch.tensor([tokens[:read_length]])).logits[0]
+            torch.testing.assert_close(logits[row], alone, atol=1e-5, rtol=1e-5)
+        assert (logits[0] - reference(input_ids=torch.tensor([texts[0]])).logits[0]).abs().max() > 1e-4
+
+
+def test_a_left_padded_batch_cut_to_read_length_is_refused() -> None:
+    """Cutting keeps the first columns: with padding on the left they are not the texts' first tokens."""
+    model = classifier("rope", None, read_length=8)
+    attention_mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 1, 1, 1], [1] * 10])
+    with pytest.raises(ValueError, match="padding_side='right'"):
+        model(input_ids=torch.ones(2, 10, dtype=torch.long), attention_mask=attention_mask)
 
 
 def test_position_ids_and_windows_together_are_refused() -> None:
@@ -94,23 +141,14 @@ def test_a_learned_classifier_given_more_than_its_positions_is_told_to_truncate_
     """The error names the input's length, the limit and the classifier's two ways on (not generate())."""
     with pytest.raises(ValueError, match=rf"cover {WINDOW} tokens but the input has {WINDOW + 1}") as error:
         classifier("learned", None)(input_ids=torch.ones(1, WINDOW + 1, dtype=torch.long))
-    assert "truncation=True" in str(error.value) and "classifier_window_stride" in str(error.value)
+    assert "config.read_length" in str(error.value) and "config.window_stride" in str(error.value)
     assert "generate" not in str(error.value)
 
 
-def saved_classifier(folder: Path, model_max_length: int, **config: object) -> HfAttnForSequenceClassification:
-    """The CLI tests' tiny classifier (16 positions), its tokenizer saved to read `model_max_length` tokens."""
-    model = save_tiny_classifier(folder, **config)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.model_max_length = model_max_length
-    tokenizer.save_pretrained(folder)
-    return model.eval()
-
-
 def test_a_saved_windowed_classifier_reads_a_whole_review_through_the_pipeline_defaults(tmp_path: Path) -> None:
-    """Called without a truncation argument, the pipeline reads every token (the saved tokenizer's
-    model_max_length) and the model reads them as windows (its saved stride)."""
-    model = saved_classifier(tmp_path, 10_000, classifier_window_stride=8)
+    """Called with its defaults (no truncation), the pipeline gives the model every token and the model reads
+    its `read_length` (more than the review has) as windows (its saved stride)."""
+    model = save_tiny_classifier(tmp_path, read_length=10_000, window_stride=8).eval()
     classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path), top_k=None)
     review = "a good film but a bad ending " * 20
     tokens = classify.tokenizer(review)["input_ids"]
@@ -122,14 +160,14 @@ def test_a_saved_windowed_classifier_reads_a_whole_review_through_the_pipeline_d
 
 
 def test_predict_reads_past_a_learned_table_only_as_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = saved_classifier(tmp_path, 16, position_embedding_type="learned")
+    model = save_tiny_classifier(tmp_path, position_embedding_type="learned").eval()
     text = "a good film but a bad ending " * 10
     with pytest.raises(SystemExit):
-        cli.main(["predict", "--model", str(tmp_path), "--max-length", "100", text])
-    assert "--window-stride" in capsys.readouterr().err
-    cli.main(["predict", "--model", str(tmp_path), "--max-length", "100", "--window-stride", "8", text])
+        cli.main(["predict", "--model", str(tmp_path), "--read-length", "100", text])
+    assert "window_stride" in capsys.readouterr().err
+    cli.main(["predict", "--model", str(tmp_path), "--read-length", "100", "--window-stride", "8", text])
     label, score, _ = capsys.readouterr().out.split("\t")
-    tokens = AutoTokenizer.from_pretrained(tmp_path)(text, truncation=True, max_length=100)["input_ids"]
+    tokens = AutoTokenizer.from_pretrained(tmp_path)(text)["input_ids"][:100]
     with torch.no_grad():
         expected = windows_by_hand(model, tokens, stride=8).softmax(dim=-1)
     assert label == f"LABEL_{int(expected.argmax())}" and float(score) == pytest.approx(float(expected.max()), abs=1e-3)
@@ -139,14 +177,16 @@ def test_predict_reads_past_a_learned_table_only_as_windows(tmp_path: Path, caps
 def test_a_run_with_read_length_scores_and_saves_whole_reviews_as_windows(tmp_path: Path, train_window: str) -> None:
     """Trained on 32-token windows (each review's first, or a random one), scored and saved to read 256 tokens
     as windows 16 apart: the run's test scores are what `evaluate_saved` measures on the saved folder (random
-    training windows must not reach the scored splits), and the saved tokenizer reads 256."""
+    training windows must not reach the scored splits), and the saved config reads 256 (the tokenizer holds no
+    length of its own)."""
     experiment = load_experiment(SMOKE, [*SMOKE_TINY_MODEL, "limit_train=64", "limit_eval=32", "max_length=32",
-                                         "read_length=256", "model.classifier_window_stride=16",
+                                         "read_length=256", "model.window_stride=16",
                                          "model.position_embedding_type=learned", "training.num_train_epochs=1",
                                          f"train_window={train_window}"])
     metrics = train(experiment, tmp_path)
-    assert AutoTokenizer.from_pretrained(tmp_path).model_max_length == 256
-    assert HfAttnConfig.from_pretrained(tmp_path).classifier_window_stride == 16
+    saved = HfAttnConfig.from_pretrained(tmp_path)
+    assert (saved.read_length, saved.window_stride) == (256, 16)
+    assert AutoTokenizer.from_pretrained(tmp_path).model_max_length > 10**20
     evaluated = evaluate_saved(tmp_path, dataset="sample", split="test", limit=32)
     assert evaluated["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
     assert evaluated["test_loss"] == pytest.approx(metrics["test_loss"], rel=1e-5)
@@ -154,5 +194,13 @@ def test_a_run_with_read_length_scores_and_saves_whole_reviews_as_windows(tmp_pa
 
 def test_read_length_past_learned_positions_needs_windows(tmp_path: Path) -> None:
     overrides = [*SMOKE_TINY_MODEL, "max_length=32", "read_length=256", "model.position_embedding_type=learned"]
-    with pytest.raises(ExperimentConfigError, match="classifier_window_stride"):
+    with pytest.raises(ExperimentConfigError, match="window_stride"):
         load_experiment(SMOKE, overrides)
+
+
+@pytest.mark.parametrize(("key", "fix"), [("max_position_embeddings", "set `max_length`"),
+                                          ("vocab_size", "the tokenizer's size"), ("pad_token_id", "[PAD] id"),
+                                          ("read_length", "a top-level key")])
+def test_model_fields_a_run_derives_are_refused_before_any_work(key: str, fix: str) -> None:
+    with pytest.raises(ExperimentConfigError, match=rf"`{key}` is not set here: .*{re.escape(fix)}"):
+        load_experiment(SMOKE, [*SMOKE_TINY_MODEL, f"model.{key}=256"])

@@ -153,9 +153,9 @@ def _restored_weights_text(restored: dict[str, Any] | None) -> str:
 
 
 def _model_reading(experiment: dict[str, Any], config: dict[str, Any], max_length: int | None) -> str:
-    """What of a review the saved classifier reads (its tokenizer's length, as windows past its positions)."""
-    reading = experiment.get("read_length") or max_length
-    window, stride = config.get("max_position_embeddings"), config.get("classifier_window_stride")
+    """What of a review the saved classifier reads (its config's reading policy)."""
+    reading = config.get("read_length") or experiment.get("read_length") or max_length
+    window, stride = config.get("max_position_embeddings"), config.get("window_stride")
     if stride and reading and window and reading > window:
         return (f"each review whole (up to {reading} tokens) as {window}-token windows every {stride} tokens, "
                 "encoded apart and averaged by their real tokens")

@@ -20,8 +20,9 @@ from transformers import (
     TrainingArguments,
 )
 
+from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForSequenceClassification
-from ..saved import load_saved_classifier, reading_length
+from ..saved import load_saved_classifier
 from .config import Experiment
 from .data import RandomWindows, limit_rows, load_imdb, tokenize_splits
 from .precision import default_device, resolve_precision
@@ -92,27 +93,28 @@ def evaluate_saved(
     split: str = "test",
     limit: int | None = None,
     batch_size: int = 64,
-    max_length: int | None = None,
-    window_stride: int | None = None,
     precision: str = "auto",
-    config_changes: dict[str, Any] | None = None,
+    **config_changes: Any,
 ) -> dict[str, float]:
-    """Score a saved classifier on one split of the seed split, reading each review's first `max_length` tokens
-    (default: its tokenizer's `model_max_length`, as `pipeline` and `hf-attn predict` read them), as windows
-    `window_stride` apart past the model's positions if given (default: its saved `classifier_window_stride`).
+    """Score a saved classifier on one split of the seed split, reading each review as its config's reading policy
+    says (`read_length`, `window_stride`), as `pipeline` and `hf-attn predict` read it; `config_changes` are
+    config fields the model is loaded with instead of the saved ones (another `read_length` or `window_stride`,
+    a RoPE scaling).
 
     The folder is loaded strictly (`load_saved_classifier`): a weight it lacks or has left over is a
     ValueError, not an accuracy of random weights. `precision` is an experiment's (`auto`, `bf16`, `fp32`);
-    the scores say which one they were computed in. `config_changes` are config fields the model is loaded
-    with instead of the saved ones (a RoPE scaling, say).
+    the scores say which one they were computed in.
     """
     device = default_device()
     computed_in = resolve_precision(precision, device)
-    model, tokenizer = load_saved_classifier(model_dir, window_stride, **(config_changes or {}))
-    length = reading_length(model, tokenizer, max_length)
+    model, tokenizer = load_saved_classifier(model_dir, **config_changes)
     raw = load_imdb(dataset)
     if split not in raw:
         raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
+    # An hf_attn model cuts at its read_length (no need to tokenize more); other models read at most their
+    # tokenizer's model_max_length, as pipelines with truncation do.
+    config = model.config
+    length = config.read_length if isinstance(config, HfAttnConfig) else tokenizer.model_max_length
     tokenized = tokenize_splits(DatasetDict({split: limit_rows(raw[split], limit)}), tokenizer, length)
     args = TrainingArguments(output_dir=str(Path(model_dir) / "eval"), report_to="none",
                              per_device_eval_batch_size=batch_size, bf16=computed_in == "bf16",

@@ -41,10 +41,11 @@ class Experiment:
             training split (for smoke runs and users without Week 3 files).
         tokenizer_vocab_size: vocabulary size when a tokenizer is trained here.
         max_length: tokens per review seen by the model (the reference used 128).
-        read_length: tokens of each review the saved classifier reads (its tokenizer's `model_max_length`),
-            and validation and test are scored at; `None` means `max_length`. Longer than `max_length`,
-            the model reads past its training length directly (sinusoidal, rope, alibi) or as windows
-            (`model.classifier_window_stride`; the only way for learned positions).
+        read_length: tokens of each review the classifier reads at validation and test, saved as its
+            config's `read_length` (what every later reading of the saved model reads); `None` means
+            `max_length`. Longer than `max_length`, the model reads past its training length directly
+            (sinusoidal, rope, alibi) or as windows (`model.window_stride`; the only way for learned
+            positions).
         train_window: which `max_length` tokens of a longer training review the model sees: `start`
             (the first ones, like evaluation and the reference) or `random` (a new random window of
             the whole review each time it is drawn; see `hf_attn.experiments.data.RandomWindows`).
@@ -68,7 +69,7 @@ class Experiment:
             `fp32`: what training and scoring compute in (`hf_attn.experiments.precision`); parameters
             and optimizer state stay float32. The one precision setting: `training` may not set `bf16`
             or `fp16`.
-        model: `HfAttnConfig` fields.
+        model: `HfAttnConfig` fields, except those the run derives (`DERIVED_MODEL_FIELDS`).
         training: `TrainingArguments` fields.
         generator: `hf-attn seq2seq` only: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many
             pairs per split, locales, formats, years).
@@ -113,8 +114,16 @@ PRECISION_ARGUMENTS = frozenset({"bf16", "fp16", "bf16_full_eval", "fp16_full_ev
 # What a run started from a pretrained folder (`init_from`) may set differently from it; anything
 # else (width, positions, layers) is the pretrained architecture and must match.
 FINE_TUNING_SETTINGS = frozenset(
-    {"hidden_dropout", "attention_dropout", "classifier_dropout", "classifier_pooling", "classifier_window_stride"}
+    {"hidden_dropout", "attention_dropout", "classifier_dropout", "classifier_pooling", "window_stride"}
 )
+
+# `HfAttnConfig` fields a run sets itself, and where each comes from: a `model` section may not set them.
+DERIVED_MODEL_FIELDS = {
+    "vocab_size": "the tokenizer's size (choose the tokenizer with `week3`, or `tokenizer_vocab_size`)",
+    "pad_token_id": "the tokenizer's [PAD] id",
+    "max_position_embeddings": "the experiment's `max_length` (the training length): set `max_length`",
+    "read_length": "the experiment's `read_length` (a top-level key): set it there",
+}
 
 # Numbers in exponent form without a dot (3e-4, 1E5), which YAML 1.1 leaves as strings; nothing else
 # (names like `nan`, `inf`, `1_000`) is turned into a float behind the user's back.
@@ -264,6 +273,10 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
             f"{where}: train_sampling_strategy group_by_length would sort by whole-review lengths, which random "
             "windows cut to max_length; use one of the two."
         )
+    derived = sorted(DERIVED_MODEL_FIELDS.keys() & set(raw.get("model", {})))
+    if derived:
+        raise ExperimentConfigError(f"{where} [model]: " + "; ".join(
+            f"`{key}` is not set here: it is {DERIVED_MODEL_FIELDS[key]}" for key in derived) + ".")
     _check_section(raw.get("model", {}), HfAttnConfig, f"{where} [model]")
     _check_section(raw.get("training", {}), TrainingArguments, f"{where} [training]")
     if "generator" in raw:  # imported here: only `hf-attn seq2seq` experiments need babel
@@ -280,10 +293,10 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
         raise ExperimentConfigError(f"{where} [model]: {error}") from error
     read_length, max_length = raw.get("read_length"), raw.get("max_length", Experiment.max_length)
     if (read_length or 0) > max_length and config.position_embedding_type == "learned" \
-            and config.classifier_window_stride is None:
+            and config.window_stride is None:
         raise ExperimentConfigError(
             f"{where}: read_length {read_length} is past the {max_length} learned positions; read windows "
-            "(model.classifier_window_stride) or use a scheme that extrapolates (sinusoidal, rope, alibi)."
+            "(model.window_stride) or use a scheme that extrapolates (sinusoidal, rope, alibi)."
         )
 
 

@@ -224,19 +224,19 @@ def limit_rows(split: datasets.Dataset, limit: int | None) -> datasets.Dataset:
 def tokenize_splits(
     dataset_dict: datasets.DatasetDict,
     tokenizer: Any,
-    max_length: int,
+    max_length: int | None,
     untruncated: tuple[str, ...] = (),
 ) -> datasets.DatasetDict:
     """Tokenize every split into ``input_ids``, ``attention_mask`` and ``labels``.
 
     Sequences are truncated to ``max_length`` tokens (special tokens the tokenizer adds count
-    towards it) and left unpadded, so a collator can pad each batch only to its longest member.
+    towards it; ``None`` keeps every token) and left unpadded, so a collator can pad each batch only to its longest member.
     Splits named in ``untruncated`` keep whole reviews (for :class:`RandomWindows`, which cuts a
     window of each review as it is read). All other columns are dropped, leaving exactly what a model's
     ``forward`` takes. ``tokenizer`` is any Hugging Face tokenizer (Rust-backed or Python).
     """
-    if max_length < 1:
-        raise ValueError(f"max_length must be positive, got {max_length}")
+    if max_length is not None and max_length < 1:
+        raise ValueError(f"max_length must be positive or None, got {max_length}")
 
     def encoder(truncate: bool) -> Any:
         def encode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -253,7 +253,7 @@ def tokenize_splits(
     return datasets.DatasetDict(
         {
             name: split.map(
-                encoder(name not in untruncated), batched=True, remove_columns=split.column_names,
+                encoder(name not in untruncated and max_length is not None), batched=True, remove_columns=split.column_names,
                 desc=f"Tokenizing {name}",
             )
             for name, split in dataset_dict.items()

@@ -48,6 +48,7 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import get_last_checkpoint
@@ -247,9 +248,8 @@ def process_state() -> PartialState:
 def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
     """The pretrained folder's tokenizer (`init_from`), the Week 3 one (`week3`), or one trained on `train_texts`.
 
-    Its `model_max_length` is what the run's model reads of a text (`read_length`, else `max_length`),
-    whatever the Week 3 `max_seq` or the pretraining run said: saved with the model, it is the length
-    `hf-attn predict` and `hf-attn evaluate` read, and `pipeline(...)(texts, truncation=True)`.
+    It carries no length of its own (`model_max_length` unset, whatever the Week 3 `max_seq` said): what a
+    saved model reads of a text is its config's `read_length`, applied by the model.
     """
     if experiment.init_from is not None:
         tokenizer = AutoTokenizer.from_pretrained(experiment.init_from)
@@ -258,7 +258,7 @@ def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTra
     else:
         tokenizer = train_week3_tokenizer(train_texts, vocab_size=experiment.tokenizer_vocab_size,
                                           max_seq=experiment.max_length)
-    tokenizer.model_max_length = experiment.reading_length
+    tokenizer.model_max_length = VERY_LARGE_INTEGER
     return tokenizer
 
 
@@ -284,7 +284,7 @@ def build_model(
     if experiment.init_from is not None:
         fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
         model, info = model_class.from_pretrained(experiment.init_from, output_loading_info=True, **label_maps,
-                                                  **fine_tuning)
+                                                  read_length=experiment.reading_length, **fine_tuning)
         check_loaded_weights(experiment.init_from, model, info, new_head=True)
         return model
     model_settings = dict(experiment.model)
@@ -296,6 +296,7 @@ def build_model(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         max_position_embeddings=experiment.max_length,
+        read_length=experiment.reading_length,
         **label_maps,
         **model_settings,
     )

@@ -4,7 +4,7 @@ One forward pass of the saved classifier gives the logits (the verdict) and the 
 window it read (each window's share of the pooled decision); the attention weights (heatmaps, attention by
 distance) come from a second, eager pass over only the windows drawn. The page (`page.py`) only draws these.
 
-A windowed classifier (`classifier_window_stride`) pools its windows' vectors weighted by their real tokens
+A windowed classifier (`window_stride`) pools its windows' vectors weighted by their real tokens
 and applies one linear head, so its logits split exactly into one term per window plus the head's bias:
 logits = sum_i (w_i / sum_j w_j) * (W @ pooled_i) + b. `window_contributions` reports those terms.
 """
@@ -115,7 +115,8 @@ def read_text(explored: ExploredModel, text: str) -> Reading:
         last = output.hidden_states[-1]  # (windows, window, hidden): one row when the text is read whole
         count, length = last.shape[:2]
         tokens = encoded["input_ids"].shape[1]
-        stride = model.config.classifier_window_stride or length
+        tokens = min(tokens, model.config.read_length or tokens)  # the model reads the first read_length
+        stride = model.config.window_stride or length
         starts = [index * stride for index in range(count)]
         sizes = torch.tensor([min(length, tokens - start) for start in starts])
         pooled = pool(last, real_tokens(sizes, length), model.config.classifier_pooling)  # (windows, hidden)

@@ -9,7 +9,7 @@ For every scheme the arena
 
 * trains a classifier at the experiment's `max_length` (128) and scores test reviews read at every
   `read_lengths` entry (`whole`: the longest test review, so nothing is cut), directly, as windows
-  (`classifier_window_stride`), and for RoPE also with each of `rope_scalings` applied at inference;
+  (`window_stride`), and for RoPE also with each of `rope_scalings` applied at inference;
 * pretrains a masked-LM encoder at the same length and measures its loss on the validation reviews as
   one token stream cut into windows of every `mlm_lengths` entry (the ALiBi paper's Figure 1, for encoders);
 * times whole-review inference at every `speed_lengths` entry with full attention, sliding-window

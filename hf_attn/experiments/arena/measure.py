@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 from ...bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes, summarize
 from ...configuration_hf_attn import HfAttnConfig
 from ...modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
-from ...saved import beyond_learned_table, load_saved_classifier, reading_length
+from ...saved import beyond_learned_table, load_saved_classifier
 from .. import classification
 from ..config import Experiment
 from ..data import limit_rows, load_imdb
@@ -60,11 +60,10 @@ def read_accuracy(model_dir: Path, reading: str, length: int, arena: Arena, data
     """Accuracy on `split` of a classifier reading `length` tokens of each review: `direct`ly, as `windows`, or
     (RoPE) with a scaling applied at inference (to the loaded model's config; the saved folder is not changed).
     A length the model cannot read directly (learned positions past their table) is n/a with the reason the
-    package's length policy (`reading_length`) gives."""
-    stride = arena.window_stride if reading == "windows" else None
-    model, tokenizer = load_saved_classifier(model_dir, stride)
+    config gives for refusing that reading policy."""
+    policy = {"read_length": length, "window_stride": arena.window_stride if reading == "windows" else None}
     try:
-        reading_length(model, tokenizer, length)
+        model, _ = load_saved_classifier(model_dir, **policy)
     except ValueError as error:
         return na(str(error))
     record: dict[str, Any] = {}
@@ -74,8 +73,7 @@ def read_accuracy(model_dir: Path, reading: str, length: int, arena: Arena, data
         if reading == "dynamic":
             batch_size = 1  # its frequencies follow the padded batch length: one review per batch reads its own
     metrics = classification.evaluate_saved(model_dir, dataset=dataset, split=split, limit=arena.budget.eval_limit,
-                                            batch_size=batch_size, max_length=length, window_stride=stride,
-                                            precision=precision, config_changes=record)
+                                            batch_size=batch_size, precision=precision, **policy, **record)
     return {**record, "value": metrics[f"{split}_accuracy"], "f1": metrics[f"{split}_f1"],
             "loss": metrics[f"{split}_loss"], "n_reviews": metrics[f"{split}_reviews"],
             "precision": metrics["precision"]}
@@ -140,7 +138,7 @@ def attention_settings(mode: str, arena: Arena, num_layers: int) -> dict[str, An
     if mode == "sliding":
         return {"sliding_window": arena.sliding_window, "layer_types": ["sliding_attention"] * num_layers}
     if mode == "windows":
-        return {"classifier_window_stride": arena.window_stride}
+        return {"window_stride": arena.window_stride}
     return {}
 
 
@@ -153,15 +151,13 @@ def speed_cell(models: dict[str, Path], arena: Arena, length: int, batch: int) -
     steps: dict[str, Callable[[], None]] = {}
     results: dict[str, dict[str, Any]] = {}
     for scheme, model_dir in models.items():
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
         layers = HfAttnConfig.from_pretrained(model_dir).num_hidden_layers
         for mode in ATTENTION_MODES:
             name = f"{scheme}/{mode}"
             model = HfAttnForSequenceClassification.from_pretrained(
-                model_dir, **attention_settings(mode, arena, layers)).to(device).eval()
-            model.config.validate_fields()
+                model_dir, read_length=length, **attention_settings(mode, arena, layers)).to(device).eval()
             try:
-                reading_length(model, tokenizer, length)
+                model.config.validate_fields()
             except ValueError as error:
                 results[name] = na(str(error))
                 continue
