@@ -57,12 +57,13 @@ RTD_METRICS = {
 def save_run(
     folder: Path, model_class: type[PreTrainedModel], metrics: dict | None, **config: object
 ) -> PreTrainedModel:
-    """A folder shaped like a finished run: a tiny model (64 positions) of `model_class`, a BPE trained on sample
-    reviews that reads 64 tokens, and `metrics` as its metrics.json (none when None)."""
+    """A folder shaped like a finished run: a tiny model (64 positions, reading 64 tokens) of `model_class`, a BPE
+    trained on sample reviews, and `metrics` as its metrics.json (none when None)."""
     tokenizer = train_week3_tokenizer(load_sample()["train"]["text"][:200], vocab_size=300, max_seq=64)
     torch.manual_seed(0)
     model = model_class(HfAttnConfig(**tiny_config_kwargs(
-        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, max_position_embeddings=64, **config)))
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, max_position_embeddings=64, read_length=64,
+        **config)))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     if metrics is not None:
@@ -78,10 +79,12 @@ def classifier_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def logits(model: PreTrainedModel, folder: Path, texts: list[str]) -> torch.Tensor:
-    """The classifier's logits for `texts`, tokenized by the tokenizer saved in `folder`, padded to one batch."""
+    """The classifier's logits for the first 64 tokens of `texts` (tokenized by the tokenizer saved in `folder`),
+    padded to one batch."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with torch.no_grad():
-        return model.eval()(**tokenizer(texts, padding=True, truncation=True, return_tensors="pt")).logits
+        batch = tokenizer(texts, padding=True, truncation=True, max_length=64, return_tensors="pt")
+        return model.eval()(**batch).logits
 
 
 def rounded_through_float16(model: PreTrainedModel) -> PreTrainedModel:

@@ -110,6 +110,7 @@ def test_card_names_the_hardware_and_precision_a_run_trained_in(run_dir: Path, p
     assert f"3600 s on 1 process {said}" in card.text
 
 
+@pytest.mark.slow
 def test_half_precision_shards_come_back_as_the_float16_rounded_model(run_dir: Path, tmp_path: Path) -> None:
     """The way a classifier returns from the GPU machine: float16 shards under a size limit, restored
     to float32 and scored again; the card then states the restored weights' own test scores."""

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, SMOKE, SMOKE_TINY_MODEL
+from helpers import SMOKE, SMOKE_TINY_MODEL
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
+from hf_attn import cli
 from hf_attn.analysis.checkpoint import write_checkpoint
 from hf_attn.experiments import precision
 from hf_attn.experiments.classification import train
@@ -53,18 +52,18 @@ def cosine_with_warmup(step: int, total: int, warmup: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / (total - warmup)))
 
 
-def test_max_time_must_be_a_positive_number_of_minutes() -> None:
+def test_max_time_must_be_a_positive_number_of_minutes(capsys: pytest.CaptureFixture[str]) -> None:
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="--max-time must be a positive number of minutes"):
             check_max_time(bad)
     check_max_time(None)
     check_max_time(0.5)
     for bad in ("0", "-5", "soon"):
-        result = subprocess.run([sys.executable, "-m", "hf_attn.cli", "train", "--config", str(SMOKE),
-                                 "--max-time", bad], capture_output=True, text=True, cwd=REPO)
-        assert result.returncode == 2
-        assert "--max-time: expected a number of minutes above 0" in result.stderr
-        assert "Traceback" not in result.stderr
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["train", "--config", str(SMOKE), "--max-time", bad])
+        assert exit_info.value.code == 2
+        error = capsys.readouterr().err
+        assert "--max-time: expected a number of minutes above 0" in error and "Traceback" not in error
 
 
 def test_a_stopped_stage_resumes_to_the_result_of_a_run_never_stopped(tmp_path: Path) -> None:

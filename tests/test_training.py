@@ -205,9 +205,10 @@ def save_pretraining_folder(folder: Path) -> None:
 
 
 @pytest.mark.parametrize("source", ["week3", "init_from"])
-def test_the_tokenizer_of_a_run_reads_the_length_the_run_trains_at(source: str, tmp_path: Path) -> None:
+def test_a_run_reads_the_length_it_trains_at_and_its_tokenizer_carries_none(source: str, tmp_path: Path) -> None:
     """A Week 3 folder's max_seq and a pretraining run's length (16 here) are not the run's max_length (48): the
-    tokenizer a run trains with and saves reads 48 tokens with `truncation=True`, what the model was trained on."""
+    tokenizer a run trains with and saves cuts nothing (the same ids as the folder's, every token), and the model
+    it builds reads 48 tokens, what it was trained on (its config's `read_length`)."""
     save_pretraining_folder(tmp_path)
     folder_tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     if source == "week3":
@@ -215,9 +216,10 @@ def test_the_tokenizer_of_a_run_reads_the_length_the_run_trains_at(source: str, 
     folder = tmp_path / "week3" if source == "week3" else tmp_path
     experiment = load_experiment(SMOKE, [*SMOKE_TINY_MODEL, f"{source}={folder}", "max_length=48"])
     tokenizer = load_tokenizer(experiment, train_texts=[])
-    assert tokenizer.model_max_length == 48
     text = "a good film " * 20
-    assert tokenizer(text, truncation=True)["input_ids"] == folder_tokenizer(text)["input_ids"][:48]
+    assert tokenizer(text, truncation=True)["input_ids"] == folder_tokenizer(text)["input_ids"]
+    assert len(folder_tokenizer(text)["input_ids"]) > 48
+    assert build_model(experiment, tokenizer).config.read_length == 48
 
 
 def test_a_pretrained_encoder_missing_weights_is_an_error_naming_them(tmp_path: Path) -> None:

@@ -230,7 +230,8 @@ def tokenize_splits(
     """Tokenize every split into ``input_ids``, ``attention_mask`` and ``labels``.
 
     Sequences are truncated to ``max_length`` tokens (special tokens the tokenizer adds count
-    towards it; ``None`` keeps every token) and left unpadded, so a collator can pad each batch only to its longest member.
+    towards it; ``None`` keeps every token) and left unpadded, so a collator can pad each batch only
+    to its longest member.
     Splits named in ``untruncated`` keep whole reviews (for :class:`RandomWindows`, which cuts a
     window of each review as it is read). All other columns are dropped, leaving exactly what a model's
     ``forward`` takes. ``tokenizer`` is any Hugging Face tokenizer (Rust-backed or Python).
@@ -253,7 +254,8 @@ def tokenize_splits(
     return datasets.DatasetDict(
         {
             name: split.map(
-                encoder(name not in untruncated and max_length is not None), batched=True, remove_columns=split.column_names,
+                encoder(name not in untruncated and max_length is not None), batched=True,
+                remove_columns=split.column_names,
                 desc=f"Tokenizing {name}",
             )
             for name, split in dataset_dict.items()

@@ -620,6 +620,16 @@ def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: flo
     return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
 
 
+def check_right_padded(attention_mask: torch.Tensor) -> None:
+    """A ValueError for a left-padded batch: cutting to `read_length` keeps the first columns, which are a text's
+    first tokens only when the padding is on the right (the tokenizer's `padding_side`)."""
+    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
+        raise ValueError(
+            "config.read_length keeps the first tokens of each text, but this batch is padded on the left; "
+            "tokenize with padding_side='right' (the hf_attn tokenizer's default)."
+        )
+
+
 def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
     """(windows, ...) -> (batch, ...): the sum of each text's rows; `texts` holds the text of every row, in order.
 
@@ -633,9 +643,11 @@ def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Te
 class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
     """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
 
-    With `classifier_window_stride`, an input longer than `max_position_embeddings` is read as overlapping
-    windows that are encoded on their own and pooled together (see `HfAttnConfig`); the hidden states and
-    attentions returned are then those of the windows the batch needs, text by text, (windows, window, ...).
+    The config's reading policy applies to every input: the first `read_length` tokens of each (right-padded)
+    text are read, and with `window_stride` an input longer than `max_position_embeddings` is read as
+    overlapping windows that are encoded on their own and pooled together (see `HfAttnConfig`); the hidden
+    states and attentions returned are then those of the windows the batch needs, text by text,
+    (windows, window, ...).
 
     The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
     integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
@@ -661,7 +673,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         captured (compile, export), whose shapes cannot depend on the data, they are kept and masked out, so
         they weigh nothing.
         """
-        window, stride = self.config.max_position_embeddings, self.config.classifier_window_stride
+        window, stride = self.config.max_position_embeddings, self.config.window_stride
         text = input_ids if input_ids is not None else inputs_embeds
         if attention_mask is None:
             attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
@@ -691,7 +703,15 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput:
         text = input_ids if input_ids is not None else inputs_embeds
-        stride = self.config.classifier_window_stride
+        read_length = self.config.read_length
+        if read_length is not None and text is not None:  # the slice is a no-op on shorter inputs: no branch
+            if attention_mask is not None and not is_tracing(text) and text.shape[1] > read_length:
+                check_right_padded(attention_mask)
+            input_ids, inputs_embeds, attention_mask, position_ids, text = (
+                None if tensor is None else tensor[:, :read_length]
+                for tensor in (input_ids, inputs_embeds, attention_mask, position_ids, text)
+            )
+        stride = self.config.window_stride
         positions = self.config.max_position_embeddings
         # A captured graph always reads windows: a branch on the example's length would serve it alone (a
         # shorter text is one window, read as the model reads it whole).
@@ -706,13 +726,13 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         ):
             raise ValueError(
                 f"this classifier's learned positions cover {positions} tokens but the input has {text.shape[1]}; "
-                f"tokenize with truncation=True (max_length={positions} or less), or set "
-                "config.classifier_window_stride to read longer texts as windows."
+                f"set config.read_length to {positions} or less, or config.window_stride to read longer texts "
+                "as windows."
             )
         if windowed:
             if position_ids is not None:
                 raise ValueError(
-                    "position_ids cannot be combined with classifier_window_stride: every window numbers its own "
+                    "position_ids cannot be combined with window_stride: every window numbers its own "
                     "positions from 0; leave position_ids out."
                 )
             batch = text.shape[0]

@@ -27,6 +27,10 @@ LAST_ID = -1
 """`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _invalid(field: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"HfAttnConfig: invalid `{field}`={value!r}; {allowed}.")
 
@@ -69,14 +73,17 @@ class HfAttnConfig(PreTrainedConfig):
         classifier_dropout: dropout before the classification layer; `None` means `hidden_dropout`.
         classifier_pooling: `mean` over real tokens (the default: it needs no CLS token), `max` over real
             tokens, or `cls` (the first token).
-        classifier_window_stride: sequence classification only. `None` (the default): the model reads its
-            input whole, so schemes that extrapolate read past `max_position_embeddings`. A number: an input
-            longer than `max_position_embeddings` is read as windows of that many tokens starting every
-            `classifier_window_stride` tokens (at most `max_position_embeddings`, so no token is skipped),
-            each encoded on its own with positions from 0 as in training, and the classifier reads the
-            average of their pooled vectors weighted by their real tokens: linear cost in the length, and
-            every scheme, learned positions included, reads a text of any length. How much of a text is read
-            at all is the tokenizer's `model_max_length`.
+        read_length: sequence classification only: how many tokens of each text the classifier reads, the
+            first `read_length` (the model cuts a longer input, so `pipeline(...)` with its defaults, a
+            tokenizer called without truncation and hf-attn's commands all read the same tokens); `None`
+            reads every token. Past `max_position_embeddings` the model reads directly (schemes that
+            extrapolate) or as windows (`window_stride`; the only way for `learned`).
+        window_stride: sequence classification only: `None` (the default) reads the input directly, in
+            one pass. A number: an input longer than `max_position_embeddings` is read as windows of that
+            many tokens starting every `window_stride` tokens (at most `max_position_embeddings`, so no
+            token is skipped), each encoded on its own with positions from 0 as in training, and the
+            classifier reads the average of their pooled vectors weighted by their real tokens: linear cost
+            in the length, and every scheme, learned positions included, reads a text of any length.
         scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps
             them from being drowned by sinusoidal positions of magnitude 1.
         attention_bias: biases on the Q/K/V/O projections.
@@ -130,7 +137,8 @@ class HfAttnConfig(PreTrainedConfig):
     hidden_dropout: float = 0.1
     classifier_dropout: float | None = None
     classifier_pooling: Literal["cls", "mean", "max"] = "mean"
-    classifier_window_stride: int | None = None
+    read_length: int | None = None
+    window_stride: int | None = None
     scale_embeddings: bool = False
     attention_bias: bool = True
     initializer_range: float = 0.02
@@ -149,6 +157,9 @@ class HfAttnConfig(PreTrainedConfig):
         # Configs saved by hf_attn 1.0 name a dropout implementation; dropout is torch's now, and inactive at
         # inference, so such a checkpoint computes the same logits.
         kwargs.pop("dropout_implementation", None)
+        # hf_attn 1.0 named the window stride `classifier_window_stride`.
+        if "classifier_window_stride" in kwargs:
+            self.window_stride = kwargs.pop("classifier_window_stride")
         if self.pad_token_id == LAST_ID and isinstance(self.vocab_size, int):
             self.pad_token_id = self.vocab_size - 1
         if self.num_key_value_heads is None:
@@ -183,7 +194,7 @@ class HfAttnConfig(PreTrainedConfig):
         for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                       "num_key_value_heads", "intermediate_size", "max_position_embeddings", "rtd_generator_layers"):
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not _is_count(value):
                 raise _invalid(field, value, "must be a positive integer")
         for field in ("attention_dropout", "hidden_dropout", "classifier_dropout"):
             value = getattr(self, field)
@@ -218,9 +229,7 @@ class HfAttnConfig(PreTrainedConfig):
                 f"must divide num_attention_heads={self.num_attention_heads} (each key/value head serves "
                 "a whole group of query heads)",
             )
-        if self.sliding_window is not None and (
-            isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int) or self.sliding_window < 1
-        ):
+        if self.sliding_window is not None and not _is_count(self.sliding_window):
             raise _invalid("sliding_window", self.sliding_window, "must be a positive integer or None")
         if len(self.layer_types) != self.num_hidden_layers or any(t not in LAYER_TYPES for t in self.layer_types):
             raise _invalid(
@@ -229,14 +238,22 @@ class HfAttnConfig(PreTrainedConfig):
             )
         if "sliding_attention" in self.layer_types and self.sliding_window is None:
             raise _invalid("layer_types", self.layer_types, "`sliding_attention` layers need `sliding_window` set")
-        stride = self.classifier_window_stride
-        if stride is not None and (
-            isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= self.max_position_embeddings
-        ):
+        if self.read_length is not None and not _is_count(self.read_length):
+            raise _invalid("read_length", self.read_length, "must be None (every token) or a positive integer")
+        stride = self.window_stride
+        if stride is not None and not (_is_count(stride) and stride <= self.max_position_embeddings):
             raise _invalid(
-                "classifier_window_stride", stride,
+                "window_stride", stride,
                 f"must be None or a whole number in [1, max_position_embeddings={self.max_position_embeddings}] "
                 "(a longer stride would skip tokens between windows)",
+            )
+        if self.position_embedding_type == "learned" and stride is None and (
+            self.read_length or 0
+        ) > self.max_position_embeddings:
+            raise _invalid(
+                "read_length", self.read_length,
+                f"learned positions cover max_position_embeddings={self.max_position_embeddings} tokens; read "
+                f"at most that many, or set window_stride to read longer texts as windows",
             )
         for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, field)
