@@ -287,17 +287,12 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
             DateGeneratorSettings(**raw["generator"])
         except ValueError as error:
             raise ExperimentConfigError(f"{where}: {error}") from error
-    try:
-        config = HfAttnConfig(**raw.get("model", {}))  # fail now, not after tokenizing 50,000 reviews
+    max_length = raw.get("max_length", Experiment.max_length)
+    derived = {"max_position_embeddings": max_length, "read_length": raw.get("read_length") or max_length}
+    try:  # fail now, not after tokenizing 50,000 reviews; the config checks the reading policy with the run's lengths
+        HfAttnConfig(**raw.get("model", {}), **derived)
     except ValueError as error:
         raise ExperimentConfigError(f"{where} [model]: {error}") from error
-    read_length, max_length = raw.get("read_length"), raw.get("max_length", Experiment.max_length)
-    if (read_length or 0) > max_length and config.position_embedding_type == "learned" \
-            and config.window_stride is None:
-        raise ExperimentConfigError(
-            f"{where}: read_length {read_length} is past the {max_length} learned positions; read windows "
-            "(model.window_stride) or use a scheme that extrapolates (sinusoidal, rope, alibi)."
-        )
 
 
 def check_init_from(experiment: Experiment) -> None:
