@@ -11,7 +11,8 @@ emits, and no ``tokenizers`` component (normalizer, pre-tokenizer, model, post-p
 a token once the model made it. ``HfAttnTokenizerFast._encode_plus`` removes that id, with numpy,
 before truncating and padding, so its ids are exactly the document's; transformers' own Rust-backed
 tokenizers with an encoding step of their own (``CodeLlamaTokenizer``, ``LukeTokenizer``) extend the
-same method. A plain ``PreTrainedTokenizerFast`` reading the same ``tokenizer.json`` keeps those
+same method. Texts asked for ids alone are split into words by the normalizer's own pattern and each
+distinct word of the batch is encoded once, in Rust. A plain ``PreTrainedTokenizerFast`` reading the same ``tokenizer.json`` keeps those
 extra ids: load with ``AutoTokenizer.from_pretrained(path, trust_remote_code=True)`` or this class.
 
 ``save_pretrained`` copies this file next to the tokenizer, so it imports nothing from ``hf_attn``.
@@ -19,7 +20,9 @@ extra ids: load with ``AutoTokenizer.from_pretrained(path, trust_remote_code=Tru
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 import re
 from typing import Any, ClassVar
 
@@ -30,6 +33,9 @@ from transformers.tokenization_utils_base import PaddingStrategy, TruncationStra
 END_OF_WORD_TOKEN = "Ġ"
 """Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
 
+
+PER_TOKEN_OUTPUTS = ("return_offsets_mapping", "return_special_tokens_mask", "return_token_type_ids")
+"""Outputs that need the Rust encoding of each whole text."""
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -70,6 +76,25 @@ def kept_positions(
     return kept, kept_lengths
 
 
+def ragged_take(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``values[starts[i]:starts[i] + lengths[i]]`` for every ``i``, laid end to end, without a Python loop."""
+    offsets = np.cumsum(lengths) - lengths
+    return values[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
+
+
+@functools.lru_cache(maxsize=8)
+def normalizer_words(normalizer_json: bytes) -> re.Pattern[str]:
+    """The words (``[W]+`` or one ``[^WS]``) of a Week 3 normalizer, in Python's ``re``, with its own classes.
+
+    The normalizer's Oniguruma pattern is ``(?:[W]+|[^WS])\\K[S]*|[S]+`` (W word, S space characters,
+    frozen into ``tokenizer.json``); its part before ``\\K`` finds the same words, written with Python's
+    escapes. Cached on the normalizer's JSON, so a tokenizer object is never changed by encoding.
+    """
+    pattern = json.loads(normalizer_json)["pattern"]["Regex"]
+    words = pattern.split("\\K")[0]
+    return re.compile(re.sub(r"\\x\{([0-9A-F]+)\}", lambda code: f"\\U{int(code[1], 16):08X}", words))
+
+
 class HfAttnTokenizerFast(PreTrainedTokenizerFast):
     """Fast tokenizer with the Week 3 ids: ``[PAD]`` padding, ``model_max_length = max_seq``.
 
@@ -96,6 +121,11 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         """Id of ``Ġ`` (32): the Rust tokenizer's lone ``</w>``, which the Week 3 ids never contain."""
         return self.convert_tokens_to_ids(END_OF_WORD_TOKEN)
 
+    @property
+    def word_pattern(self) -> re.Pattern[str]:
+        """The words the normalizer ends with a space, as a Python pattern (see ``normalizer_words``)."""
+        return normalizer_words(self.backend_tokenizer.normalizer.__getstate__())
+
     def _encode_plus(
         self,
         text: str | list[str] | list[list[str]],
@@ -112,10 +142,12 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         return_length: bool = False,
         **kwargs: Any,
     ) -> BatchEncoding:
-        """The Rust encodings without the lone ``</w>`` id, then truncated and padded as transformers does.
+        """The ids without the lone ``</w>``, then truncated and padded as transformers does.
 
         The lone ``</w>`` must go before truncation counts tokens, and transformers has no public step
         between the Rust encoding and truncation; everything else is the parent's (``pad``, tensors).
+        Texts asked only for ids take the word route (``_word_level_ids``); offsets, pre-split words and
+        the other per-token outputs come from the parent's Rust encodings.
         """
         if text_pair is not None:
             raise ValueError("Week 3 has no sentence-pair format (no separator token): encode each text on its own.")
@@ -129,23 +161,26 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         for index, one in enumerate(texts if not is_split_into_words else []):
             if isinstance(one, str):
                 check_encodable(one, f"text {index + 1}" if batched else "the text")
-        encoded = super()._encode_plus(
-            texts,
-            is_split_into_words=is_split_into_words,
-            max_length=max_length,
-            return_attention_mask=False,
-            **kwargs,
-        )
-        rows = encoded.pop("input_ids")
-        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        flat_ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
-        extras = {name: np.array(list(itertools.chain.from_iterable(values))) for name, values in encoded.items()}
         limit = None if truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE else max_length
-        kept, kept_lengths = kept_positions(
-            lengths, flat_ids == self.end_of_word_id, limit, keep_end=self.truncation_side == "left"
-        )
+        keep_end = self.truncation_side == "left"
+        per_token_outputs = any(kwargs.get(name) for name in PER_TOKEN_OUTPUTS)
+        if is_split_into_words or per_token_outputs or kwargs.get("split_special_tokens") is False or not all(
+            isinstance(one, str) for one in texts
+        ):
+            encoded = super()._encode_plus(
+                texts, is_split_into_words=is_split_into_words, max_length=max_length, return_attention_mask=False,
+                **kwargs,
+            )
+            rows = encoded.pop("input_ids")
+            lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+            flat_ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+            extras = {name: np.array(list(itertools.chain.from_iterable(values))) for name, values in encoded.items()}
+        else:
+            flat_ids, lengths = self._word_level_ids(texts, limit, keep_end)
+            extras = {}
+        kept, kept_lengths = kept_positions(lengths, flat_ids == self.end_of_word_id, limit, keep_end=keep_end)
         row_ends = np.cumsum(kept_lengths)[:-1]
-        data = {name: [row.tolist() for row in np.split(flat[kept], row_ends)] for name, flat in
+        data = {name: [row.tolist() for row in np.split(flat[kept], row_ends)] if texts else [] for name, flat in
                 {"input_ids": flat_ids, **extras}.items()}
         offsets = data.pop("offset_mapping", None)
         data = dict(
@@ -168,6 +203,31 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         if not batched and return_tensors is None:  # like transformers: tensors keep the batch axis
             data = {name: values[0] for name, values in data.items()}
         return BatchEncoding(data, tensor_type=return_tensors)
+
+    def _word_level_ids(self, texts: list[str], limit: int | None, keep_end: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The texts' Rust ids (lone ``</w>`` included) laid end to end and each text's count, every distinct
+        word encoded once.
+
+        A word's ids never depend on its neighbours (no merge crosses a ``</w>``), so a text's ids are
+        its words' ids in order. The Rust tokenizer given a whole text merges it as one sequence, every
+        word anew; a batch of reviews repeats most of its words. Truncating to ``limit`` tokens needs at
+        most ``limit`` words (each word keeps at least one token), so only those are encoded.
+        """
+        words_of_texts = [self.word_pattern.findall(text) for text in texts]
+        if limit is not None:
+            words_of_texts = [words[-limit:] if keep_end else words[:limit] for words in words_of_texts]
+        words = list(itertools.chain.from_iterable(words_of_texts))
+        word_index = {word: index for index, word in enumerate(dict.fromkeys(words))}
+        encodings = self.backend_tokenizer.encode_batch_fast(list(word_index), add_special_tokens=False)
+        rows = [encoding.ids for encoding in encodings]
+        word_lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        table = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(word_lengths.sum()))
+        codes = np.fromiter(map(word_index.__getitem__, words), dtype=np.int64, count=len(words))
+        lengths = word_lengths[codes]
+        ids = ragged_take(table, (np.cumsum(word_lengths) - word_lengths)[codes], lengths)
+        words_per_text = np.fromiter(map(len, words_of_texts), dtype=np.int64, count=len(texts))
+        text_of_word = np.repeat(np.arange(len(texts)), words_per_text)
+        return ids, np.bincount(text_of_word, weights=lengths, minlength=len(texts)).astype(np.int64)
 
     def tokenize(
         self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs: Any

@@ -32,7 +32,7 @@ from week3_reference import (
     train_reference,
 )
 
-from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, kept_positions
+from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, kept_positions, ragged_take
 from hf_attn.week3 import (
     Week3FormatError,
     load_week3_tokenizer,
@@ -565,3 +565,44 @@ def test_kept_positions_is_a_per_row_filter_then_cut(limit: int | None, keep_end
         start += len(row)
     assert kept.tolist() == [index for indices in expected for index in indices]
     assert kept_lengths.tolist() == [len(indices) for indices in expected]
+
+
+def test_ragged_take_is_the_slices_laid_end_to_end() -> None:
+    values = np.arange(100, 120)
+    starts, lengths = np.array([3, 0, 7, 7, 19]), np.array([2, 0, 4, 1, 1])
+    expected = [value for start, length in zip(starts, lengths) for value in values[start:start + length]]
+    assert ragged_take(values, starts, lengths).tolist() == expected
+
+
+def test_word_pattern_finds_the_normalizers_words(tokenizer: HfAttnTokenizerFast) -> None:
+    """The word route's Python pattern against the Rust normalizer over every code point, in random runs."""
+    code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    generator = np.random.default_rng(0)
+    shuffled = [code_points[i] for i in generator.permutation(len(code_points))[:60_000]]
+    texts = ["".join(map(chr, range(0x20, 0xD800))), "".join(map(chr, shuffled))]
+    texts += ["".join(chr(c) + " " * int(generator.integers(0, 2)) for c in shuffled[:5000])]
+    for text in texts:
+        normalized = tokenizer.backend_tokenizer.normalizer.normalize_str(text)
+        assert tokenizer.word_pattern.findall(text) == [word for word in normalized.split(" ") if word]
+
+
+@pytest.mark.parametrize("truncation_side", ["right", "left"])
+@pytest.mark.parametrize("max_length", [None, 0, 3, 40])
+def test_word_route_and_rust_route_give_the_same_ids(
+    tokenizer: HfAttnTokenizerFast, truncation_side: str, max_length: int | None
+) -> None:
+    """Texts asked for ids alone are encoded word by word; asking for a per-token output takes the Rust
+    encodings of whole texts. Both must give the same rows, truncated and padded alike."""
+    texts = list(HARD_CASES.values()) * 2
+    options = {"truncation": max_length is not None, "max_length": max_length, "padding": "longest"}
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.truncation_side = truncation_side
+    by_words = tokenizer(texts, **options)
+    by_texts = tokenizer(texts, return_special_tokens_mask=True, **options)
+    assert by_words["input_ids"] == by_texts["input_ids"]
+    assert by_words["attention_mask"] == by_texts["attention_mask"]
+
+
+def test_an_empty_batch_encodes_to_no_rows(tokenizer: HfAttnTokenizerFast) -> None:
+    assert tokenizer([])["input_ids"] == []
+    assert tokenizer([], padding=True, return_tensors="pt")["input_ids"].numel() == 0
