@@ -12,8 +12,9 @@ a token once the model made it. ``HfAttnTokenizerFast._encode_plus`` removes tha
 before truncating and padding, so its ids are exactly the document's; transformers' own Rust-backed
 tokenizers with an encoding step of their own (``CodeLlamaTokenizer``, ``LukeTokenizer``) extend the
 same method. Texts asked for ids alone are split into words by the normalizer's own pattern and each
-distinct word of the batch is encoded once, in Rust. A plain ``PreTrainedTokenizerFast`` reading the same ``tokenizer.json`` keeps those
-extra ids: load with ``AutoTokenizer.from_pretrained(path, trust_remote_code=True)`` or this class.
+distinct word of the batch is encoded once, in Rust. A plain ``PreTrainedTokenizerFast`` reading the
+same ``tokenizer.json`` keeps those extra ids: load with
+``AutoTokenizer.from_pretrained(path, trust_remote_code=True)`` or this class.
 
 ``save_pretrained`` copies this file next to the tokenizer, so it imports nothing from ``hf_attn``.
 """
@@ -163,10 +164,13 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
                 check_encodable(one, f"text {index + 1}" if batched else "the text")
         limit = None if truncation_strategy == TruncationStrategy.DO_NOT_TRUNCATE else max_length
         keep_end = self.truncation_side == "left"
-        per_token_outputs = any(kwargs.get(name) for name in PER_TOKEN_OUTPUTS)
-        if is_split_into_words or per_token_outputs or kwargs.get("split_special_tokens") is False or not all(
-            isinstance(one, str) for one in texts
-        ):
+        by_whole_texts = (
+            is_split_into_words
+            or any(kwargs.get(name) for name in PER_TOKEN_OUTPUTS)
+            or kwargs.get("split_special_tokens") is False  # "[PAD]" in a text read as the token: Rust's matching
+            or not all(isinstance(one, str) for one in texts)  # the parent's error names the accepted types
+        )
+        if by_whole_texts:
             encoded = super()._encode_plus(
                 texts, is_split_into_words=is_split_into_words, max_length=max_length, return_attention_mask=False,
                 **kwargs,
