@@ -25,6 +25,7 @@ import functools
 import itertools
 import json
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -34,6 +35,9 @@ from transformers.tokenization_utils_base import PaddingStrategy, TruncationStra
 END_OF_WORD_TOKEN = "Ġ"
 """Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
 
+
+CHARACTERS_PER_WORD = 8
+"""Characters searched per word wanted before the whole text is (about 5 a word in English reviews)."""
 
 PER_TOKEN_OUTPUTS = ("return_offsets_mapping", "return_special_tokens_mask", "return_token_type_ids")
 """Outputs that need the Rust encoding of each whole text."""
@@ -77,22 +81,59 @@ def kept_positions(
     return kept, kept_lengths
 
 
+def first_words(find_words: Callable[..., list[str]], text: str, count: int) -> list[str]:
+    """The first ``count`` words of ``text``, looked for in its first ``CHARACTERS_PER_WORD * count`` characters
+    first: when more than ``count`` words start there, the first ``count`` end there too."""
+    words = find_words(text, 0, CHARACTERS_PER_WORD * count)
+    return words[:count] if len(words) > count else find_words(text)[:count]
+
+
 def ragged_take(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``values[starts[i]:starts[i] + lengths[i]]`` for every ``i``, laid end to end, without a Python loop."""
     offsets = np.cumsum(lengths) - lengths
     return values[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
 
 
+WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
+"""A Week 3 word: a run of Python ``\\w`` characters, or any one character that is neither that nor space."""
+
+
+@functools.cache
+def word_end_pattern() -> str:
+    """Oniguruma regex matching each word's trailing whitespace (after ``\\K``), or leading whitespace.
+
+    Replacing its matches by one space (the normalizer of ``tokenizer.json``) leaves every word of
+    ``WORD_PATTERN`` followed by exactly one space and no other whitespace. The classes are Python's
+    Unicode ``\\w`` and ``\\s`` of the running interpreter, frozen into ``tokenizer.json``, so a saved
+    tokenizer splits the same way everywhere.
+    """
+    word = character_class(r"\w")
+    space = character_class(r"\s")
+    return f"(?:[{word}]+|[^{word}{space}])\\K[{space}]*|[{space}]+"
+
+
+@functools.cache
+def character_class(pattern: str) -> str:
+    """The code points Python's ``re`` matches with ``pattern`` (``\\w`` or ``\\s``), as an Oniguruma class body."""
+    ranges = []
+    for first, last in ((0, 0xD7FF), (0xE000, 0x10FFFF)):  # lone surrogates cannot reach a tokenizer
+        block = "".join(map(chr, range(first, last + 1)))
+        ranges.extend((first + m.start(), first + m.end() - 1) for m in re.finditer(f"{pattern}+", block))
+    return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
+
+
 @functools.lru_cache(maxsize=8)
 def normalizer_words(normalizer_json: bytes) -> re.Pattern[str]:
-    """The words (``[W]+`` or one ``[^WS]``) of a Week 3 normalizer, in Python's ``re``, with its own classes.
+    """The words a Week 3 normalizer ends with a space, as a Python pattern.
 
-    The normalizer's Oniguruma pattern is ``(?:[W]+|[^WS])\\K[S]*|[S]+`` (W word, S space characters,
-    frozen into ``tokenizer.json``); its part before ``\\K`` finds the same words, written with Python's
-    escapes. Cached on the normalizer's JSON, so a tokenizer object is never changed by encoding.
+    The normalizer's pattern is ``word_end_pattern()`` of the interpreter that built it; its part before
+    ``\\K`` finds the words. When its classes are this interpreter's ``\\w`` and ``\\s`` that is
+    ``WORD_PATTERN`` (``re``'s built-in classes are fast); otherwise the frozen classes, in Python's escapes.
+    Cached on the normalizer's JSON, so encoding never changes a tokenizer object.
     """
-    pattern = json.loads(normalizer_json)["pattern"]["Regex"]
-    words = pattern.split("\\K")[0]
+    words = json.loads(normalizer_json)["pattern"]["Regex"].split("\\K")[0]
+    if words == word_end_pattern().split("\\K")[0]:
+        return WORD_PATTERN
     return re.compile(re.sub(r"\\x\{([0-9A-F]+)\}", lambda code: f"\\U{int(code[1], 16):08X}", words))
 
 
@@ -206,6 +247,8 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             data["length"] = [len(ids) for ids in data["input_ids"]]
         if not batched and return_tensors is None:  # like transformers: tensors keep the batch axis
             data = {name: values[0] for name, values in data.items()}
+        elif return_tensors is not None and len(set(map(len, data["input_ids"]))) == 1:
+            data = {name: np.array(values) for name, values in data.items()}  # numpy builds a tensor faster
         return BatchEncoding(data, tensor_type=return_tensors)
 
     def _word_level_ids(self, texts: list[str], limit: int | None, keep_end: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -217,9 +260,13 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         word anew; a batch of reviews repeats most of its words. Truncating to ``limit`` tokens needs at
         most ``limit`` words (each word keeps at least one token), so only those are encoded.
         """
-        words_of_texts = [self.word_pattern.findall(text) for text in texts]
-        if limit is not None:
-            words_of_texts = [words[-limit:] if keep_end else words[:limit] for words in words_of_texts]
+        find_words = self.word_pattern.findall
+        if limit is None:
+            words_of_texts = [find_words(text) for text in texts]
+        elif keep_end:
+            words_of_texts = [find_words(text)[-limit:] if limit else [] for text in texts]
+        else:
+            words_of_texts = [first_words(find_words, text, limit) for text in texts]
         words = list(itertools.chain.from_iterable(words_of_texts))
         word_index = {word: index for index, word in enumerate(dict.fromkeys(words))}
         encodings = self.backend_tokenizer.encode_batch_fast(list(word_index), add_special_tokens=False)

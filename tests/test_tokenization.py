@@ -16,6 +16,7 @@ import subprocess
 import sys
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from helpers import SHARED, require
+from tokenizers import Regex, normalizers
 from transformers import PreTrainedTokenizerFast
 from week3_reference import (
     END_OF_WORD,
@@ -32,7 +34,14 @@ from week3_reference import (
     train_reference,
 )
 
-from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, kept_positions, ragged_take
+from hf_attn import tokenization_hf_attn
+from hf_attn.tokenization_hf_attn import (
+    HfAttnTokenizerFast,
+    kept_positions,
+    normalizer_words,
+    ragged_take,
+    word_end_pattern,
+)
 from hf_attn.week3 import (
     Week3FormatError,
     load_week3_tokenizer,
@@ -574,16 +583,37 @@ def test_ragged_take_is_the_slices_laid_end_to_end() -> None:
     assert ragged_take(values, starts, lengths).tolist() == expected
 
 
-def test_word_pattern_finds_the_normalizers_words(tokenizer: HfAttnTokenizerFast) -> None:
-    """The word route's Python pattern against the Rust normalizer over every code point, in random runs."""
+def every_code_point_texts() -> list[str]:
+    """Every code point in order, 60,000 in random order, and 5,000 with random spaces between."""
     code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     generator = np.random.default_rng(0)
     shuffled = [code_points[i] for i in generator.permutation(len(code_points))[:60_000]]
-    texts = ["".join(map(chr, range(0x20, 0xD800))), "".join(map(chr, shuffled))]
-    texts += ["".join(chr(c) + " " * int(generator.integers(0, 2)) for c in shuffled[:5000])]
-    for text in texts:
-        normalized = tokenizer.backend_tokenizer.normalizer.normalize_str(text)
-        assert tokenizer.word_pattern.findall(text) == [word for word in normalized.split(" ") if word]
+    texts = ["".join(map(chr, code_points)), "".join(map(chr, shuffled))]
+    return texts + ["".join(chr(c) + " " * int(generator.integers(0, 2)) for c in shuffled[:5000])]
+
+
+def normalized_words(normalizer: Any, text: str) -> list[str]:
+    return [word for word in normalizer.normalize_str(text).split(" ") if word]
+
+
+def test_word_pattern_finds_the_normalizers_words(tokenizer: HfAttnTokenizerFast) -> None:
+    """The word route's Python pattern against the Rust normalizer over every code point."""
+    # built by this interpreter: its classes are re's own
+    assert tokenizer.word_pattern is tokenization_hf_attn.WORD_PATTERN
+    for text in every_code_point_texts():
+        assert tokenizer.word_pattern.findall(text) == normalized_words(tokenizer.backend_tokenizer.normalizer, text)
+
+
+def test_word_pattern_of_other_classes_keeps_them() -> None:
+    """A tokenizer.json frozen by an interpreter with other classes (here: no digits in words, so each digit is
+    a word of its own) is split with its own classes, not this interpreter's."""
+    other = normalizers.Replace(Regex(word_end_pattern().replace("\\x{30}-\\x{39}", "", 2)), " ")
+    assert "\\x{30}-\\x{39}" in word_end_pattern()
+    pattern = normalizer_words(other.__getstate__())
+    assert pattern is not tokenization_hf_attn.WORD_PATTERN
+    assert pattern.findall("ab12c 3") == ["ab", "1", "2", "c", "3"]
+    for text in every_code_point_texts()[1:]:  # the random ones: the frozen classes are slow in re
+        assert pattern.findall(text) == normalized_words(other, text)
 
 
 @pytest.mark.parametrize("truncation_side", ["right", "left"])
