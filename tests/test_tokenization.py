@@ -37,6 +37,7 @@ from week3_reference import (
 from hf_attn import tokenization_hf_attn
 from hf_attn.tokenization_hf_attn import (
     HfAttnTokenizerFast,
+    first_words,
     kept_positions,
     normalizer_words,
     ragged_take,
@@ -636,3 +637,14 @@ def test_word_route_and_rust_route_give_the_same_ids(
 def test_an_empty_batch_encodes_to_no_rows(tokenizer: HfAttnTokenizerFast) -> None:
     assert tokenizer([])["input_ids"] == []
     assert tokenizer([], padding=True, return_tensors="pt")["input_ids"].numel() == 0
+
+
+def test_first_words_are_the_first_words_of_the_whole_text() -> None:
+    """The prefix search against the whole text's words, with words cut by the prefix and texts shorter than it."""
+    generator = np.random.default_rng(0)
+    alphabet = list("ab .,!é日") + ["\n", "longword" * 5]
+    texts = ["".join(generator.choice(alphabet, size=n)) for n in (0, 1, 3, 10, 40, 200, 1000)]
+    texts += ["x" * 100 + " y", "a " * 50, "!" * 30]
+    for text in texts:
+        for count in (1, 2, 3, 7, 16, 64):
+            assert first_words(WORD_PATTERN.findall, text, count) == WORD_PATTERN.findall(text)[:count]
