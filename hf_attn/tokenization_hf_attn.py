@@ -39,6 +39,9 @@ END_OF_WORD_TOKEN = "Ġ"
 CHARACTERS_PER_WORD = 8
 """Characters searched per word wanted before the whole text is (about 5 a word in English reviews)."""
 
+WORDS_PER_CHUNK = 2048
+"""Distinct words encoded in one Rust string (several strings run in parallel)."""
+
 PER_TOKEN_OUTPUTS = ("return_offsets_mapping", "return_special_tokens_mask", "return_token_type_ids")
 """Outputs that need the Rust encoding of each whole text."""
 
@@ -269,16 +272,28 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             words_of_texts = [first_words(find_words, text, limit) for text in texts]
         words = list(itertools.chain.from_iterable(words_of_texts))
         word_index = {word: index for index, word in enumerate(dict.fromkeys(words))}
-        encodings = self.backend_tokenizer.encode_batch_fast(list(word_index), add_special_tokens=False)
-        rows = [encoding.ids for encoding in encodings]
-        word_lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        table = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(word_lengths.sum()))
+        table = self._distinct_word_ids(list(word_index))
+        word_lengths = np.diff(np.flatnonzero(self._ends_word(table)) + 1, prepend=0)
         codes = np.fromiter(map(word_index.__getitem__, words), dtype=np.int64, count=len(words))
         lengths = word_lengths[codes]
         ids = ragged_take(table, (np.cumsum(word_lengths) - word_lengths)[codes], lengths)
         words_per_text = np.fromiter(map(len, words_of_texts), dtype=np.int64, count=len(texts))
         text_of_word = np.repeat(np.arange(len(texts)), words_per_text)
         return ids, np.bincount(text_of_word, weights=lengths, minlength=len(texts)).astype(np.int64)
+
+    def _distinct_word_ids(self, words: list[str]) -> np.ndarray:
+        """The Rust ids of ``words`` laid end to end, a few thousand words to a string: one Rust encoding per
+        word costs more than its merges, and no merge crosses the space between two words."""
+        chunks = [" ".join(words[start:start + WORDS_PER_CHUNK]) for start in range(0, len(words), WORDS_PER_CHUNK)]
+        encodings = self.backend_tokenizer.encode_batch_fast(chunks, add_special_tokens=False)
+        return np.fromiter(itertools.chain.from_iterable(encoding.ids for encoding in encodings), dtype=np.int64)
+
+    def _ends_word(self, ids: np.ndarray) -> np.ndarray:
+        """Whether each id is a word's last token: its string ends with ``</w>`` (merged or lone)."""
+        distinct = np.unique(ids)
+        ends = np.zeros(int(distinct.max(initial=0)) + 1, dtype=bool)
+        ends[distinct] = [token.endswith(END_OF_WORD_TOKEN) for token in self.convert_ids_to_tokens(distinct.tolist())]
+        return ends[ids]
 
     def tokenize(
         self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs: Any
