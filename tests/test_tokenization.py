@@ -16,6 +16,7 @@ import subprocess
 import sys
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from helpers import SHARED, require
+from tokenizers import Regex, normalizers
 from transformers import PreTrainedTokenizerFast
 from week3_reference import (
     END_OF_WORD,
@@ -32,7 +34,15 @@ from week3_reference import (
     train_reference,
 )
 
-from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, kept_positions
+from hf_attn import tokenization_hf_attn
+from hf_attn.tokenization_hf_attn import (
+    HfAttnTokenizerFast,
+    first_words,
+    kept_positions,
+    normalizer_words,
+    ragged_take,
+    word_end_pattern,
+)
 from hf_attn.week3 import (
     Week3FormatError,
     load_week3_tokenizer,
@@ -565,3 +575,76 @@ def test_kept_positions_is_a_per_row_filter_then_cut(limit: int | None, keep_end
         start += len(row)
     assert kept.tolist() == [index for indices in expected for index in indices]
     assert kept_lengths.tolist() == [len(indices) for indices in expected]
+
+
+def test_ragged_take_is_the_slices_laid_end_to_end() -> None:
+    values = np.arange(100, 120)
+    starts, lengths = np.array([3, 0, 7, 7, 19]), np.array([2, 0, 4, 1, 1])
+    expected = [value for start, length in zip(starts, lengths) for value in values[start:start + length]]
+    assert ragged_take(values, starts, lengths).tolist() == expected
+
+
+def every_code_point_texts() -> list[str]:
+    """Every code point in order, 60,000 in random order, and 5,000 with random spaces between."""
+    code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    generator = np.random.default_rng(0)
+    shuffled = [code_points[i] for i in generator.permutation(len(code_points))[:60_000]]
+    texts = ["".join(map(chr, code_points)), "".join(map(chr, shuffled))]
+    return texts + ["".join(chr(c) + " " * int(generator.integers(0, 2)) for c in shuffled[:5000])]
+
+
+def normalized_words(normalizer: Any, text: str) -> list[str]:
+    return [word for word in normalizer.normalize_str(text).split(" ") if word]
+
+
+def test_word_pattern_finds_the_normalizers_words(tokenizer: HfAttnTokenizerFast) -> None:
+    """The word route's Python pattern against the Rust normalizer over every code point."""
+    # built by this interpreter: its classes are re's own
+    assert tokenizer.word_pattern is tokenization_hf_attn.WORD_PATTERN
+    for text in every_code_point_texts():
+        assert tokenizer.word_pattern.findall(text) == normalized_words(tokenizer.backend_tokenizer.normalizer, text)
+
+
+def test_word_pattern_of_other_classes_keeps_them() -> None:
+    """A tokenizer.json frozen by an interpreter with other classes (here: no digits in words, so each digit is
+    a word of its own) is split with its own classes, not this interpreter's."""
+    other = normalizers.Replace(Regex(word_end_pattern().replace("\\x{30}-\\x{39}", "", 2)), " ")
+    assert "\\x{30}-\\x{39}" in word_end_pattern()
+    pattern = normalizer_words(other.__getstate__())
+    assert pattern is not tokenization_hf_attn.WORD_PATTERN
+    assert pattern.findall("ab12c 3") == ["ab", "1", "2", "c", "3"]
+    for text in every_code_point_texts()[1:]:  # the random ones: the frozen classes are slow in re
+        assert pattern.findall(text) == normalized_words(other, text)
+
+
+@pytest.mark.parametrize("truncation_side", ["right", "left"])
+@pytest.mark.parametrize("max_length", [None, 0, 3, 40])
+def test_word_route_and_rust_route_give_the_same_ids(
+    tokenizer: HfAttnTokenizerFast, truncation_side: str, max_length: int | None
+) -> None:
+    """Texts asked for ids alone are encoded word by word; asking for a per-token output takes the Rust
+    encodings of whole texts. Both must give the same rows, truncated and padded alike."""
+    texts = list(HARD_CASES.values()) * 2
+    options = {"truncation": max_length is not None, "max_length": max_length, "padding": "longest"}
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.truncation_side = truncation_side
+    by_words = tokenizer(texts, **options)
+    by_texts = tokenizer(texts, return_special_tokens_mask=True, **options)
+    assert by_words["input_ids"] == by_texts["input_ids"]
+    assert by_words["attention_mask"] == by_texts["attention_mask"]
+
+
+def test_an_empty_batch_encodes_to_no_rows(tokenizer: HfAttnTokenizerFast) -> None:
+    assert tokenizer([])["input_ids"] == []
+    assert tokenizer([], padding=True, return_tensors="pt")["input_ids"].numel() == 0
+
+
+def test_first_words_are_the_first_words_of_the_whole_text() -> None:
+    """The prefix search against the whole text's words, with words cut by the prefix and texts shorter than it."""
+    generator = np.random.default_rng(0)
+    alphabet = list("ab .,!é日") + ["\n", "longword" * 5]
+    texts = ["".join(generator.choice(alphabet, size=n)) for n in (0, 1, 3, 10, 40, 200, 1000)]
+    texts += ["x" * 100 + " y", "a " * 50, "!" * 30]
+    for text in texts:
+        for count in (1, 2, 3, 7, 16, 64):
+            assert first_words(WORD_PATTERN.findall, text, count) == WORD_PATTERN.findall(text)[:count]

@@ -19,10 +19,8 @@ identical, and the tests check it against an independent reference:
 
 from __future__ import annotations
 
-import functools
 import heapq
 import json
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,12 +28,11 @@ from typing import Any
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from ..tokenization_hf_attn import END_OF_WORD_TOKEN, HfAttnTokenizerFast
+from ..tokenization_hf_attn import END_OF_WORD_TOKEN, WORD_PATTERN, HfAttnTokenizerFast, word_end_pattern
 from .files import (
     BYTE_ENCODER,
     BYTE_VOCAB_SIZE,
     END_OF_WORD,
-    WORD_PATTERN,
     Week3Files,
     read_week3_files,
     week3_config,
@@ -170,32 +167,6 @@ def build_backend_tokenizer(files: Week3Files) -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     tokenizer.decoder = decoders.ByteLevel()
     return tokenizer
-
-
-@functools.cache
-def word_end_pattern() -> str:
-    """Oniguruma regex matching each word's trailing whitespace (after ``\\K``), or leading whitespace.
-
-    Replacing its matches by one space leaves every word followed by exactly one space and no other
-    whitespace. The classes are Python's Unicode ``\\w`` and ``\\s`` of the running interpreter,
-    frozen into ``tokenizer.json``, so a saved tokenizer splits the same way everywhere.
-    """
-    word = _character_class(_code_point_ranges(r"\w"))
-    space = _character_class(_code_point_ranges(r"\s"))
-    return f"(?:[{word}]+|[^{word}{space}])\\K[{space}]*|[{space}]+"
-
-
-def _code_point_ranges(pattern: str) -> list[tuple[int, int]]:
-    """Maximal code point ranges that Python's ``re`` matches with ``pattern`` (``\\w`` or ``\\s``)."""
-    ranges = []
-    for first, last in ((0, 0xD7FF), (0xE000, 0x10FFFF)):  # lone surrogates cannot reach a tokenizer
-        block = "".join(map(chr, range(first, last + 1)))
-        ranges.extend((first + m.start(), first + m.end() - 1) for m in re.finditer(f"{pattern}+", block))
-    return ranges
-
-
-def _character_class(ranges: list[tuple[int, int]]) -> str:
-    return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
 
 
 def _to_internal(symbol: str) -> str:

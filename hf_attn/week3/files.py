@@ -9,7 +9,6 @@ for byte as the notebook does. Turning them into a tokenizer is ``hf_attn.week3.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +17,6 @@ from typing import Any
 END_OF_WORD = "</w>"
 PAD_TOKEN = "[PAD]"
 BYTE_VOCAB_SIZE = 256
-WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
-"""Step 1 of the document: a run of word characters, or one character that is neither word nor space."""
 
 MERGES_FILE = "bpe_merges.json"
 VOCAB_FILE = "bpe_vocab.json"

@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 from ...bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes, summarize
 from ...configuration_hf_attn import HfAttnConfig
 from ...modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
-from ...saved import beyond_learned_table, load_saved_classifier
+from ...saved import beyond_learned_table
 from .. import classification
 from ..config import Experiment
 from ..data import limit_rows, load_imdb
@@ -62,14 +62,15 @@ def read_accuracy(model_dir: Path, reading: str, length: int, arena: Arena, data
     A length the model cannot read directly (learned positions past their table) is n/a with the reason the
     config gives for refusing that reading policy."""
     policy = {"read_length": length, "window_stride": arena.window_stride if reading == "windows" else None}
+    config = HfAttnConfig.from_pretrained(model_dir, **policy)
     try:
-        model, _ = load_saved_classifier(model_dir, **policy)
+        config.validate_fields()
     except ValueError as error:
         return na(str(error))
     record: dict[str, Any] = {}
     batch_size = max(1, EVAL_BATCH_TOKENS // length)
     if reading in SCALINGS:
-        record["rope_parameters"] = rope_scaling(model.config, reading, length)
+        record["rope_parameters"] = rope_scaling(config, reading, length)
         if reading == "dynamic":
             batch_size = 1  # its frequencies follow the padded batch length: one review per batch reads its own
     metrics = classification.evaluate_saved(model_dir, dataset=dataset, split=split, limit=arena.budget.eval_limit,
