@@ -639,6 +639,13 @@ def test_an_empty_batch_encodes_to_no_rows(tokenizer: HfAttnTokenizerFast) -> No
     assert tokenizer([], padding=True, return_tensors="pt")["input_ids"].numel() == 0
 
 
+@pytest.mark.parametrize("texts", ["", ["", " "], [" \n", "a"]])
+def test_empty_texts_give_integer_tensors(tokenizer: HfAttnTokenizerFast, texts: str | list[str]) -> None:
+    """Rows with no token still make int64 ids and mask (an empty numpy row is float64 by default)."""
+    encoded = tokenizer(texts, padding=True, return_tensors="pt", return_length=True)
+    assert {value.dtype for value in encoded.values()} == {torch.int64}
+
+
 def test_first_words_are_the_first_words_of_the_whole_text() -> None:
     """The prefix search against the whole text's words, with words cut by the prefix and texts shorter than it."""
     generator = np.random.default_rng(0)
