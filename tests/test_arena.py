@@ -255,6 +255,60 @@ def test_an_arena_runs_in_stages_that_continue_on_another_machine(tmp_path: Path
         "from_step"] == 1
     assert (committed / "rope" / "metrics.json").is_file() and not (committed / "rope" / "stage.json").exists()
     assert 0.0 <= second["reading"]["rope/direct/128"]["value"] <= 1.0
+    # A third machine finds every cell committed: the classifier (never committed itself) is not trained again.
+    calls = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(classification, "train", lambda *args, **options: calls.append("train"))
+        patch.setattr(pretraining, "pretrain", lambda *args, **options: calls.append("pretrain"))
+        third = run_arena(arena, tmp_path / "machine-3", results, checkpoints=committed)
+    assert calls == [] and third["measured_now"] == [] and third["stopped"] is None
+    assert third["reading"] == second["reading"] and third["classifiers"] == second["classifiers"]
+    assert third["classifiers"]["rope/42"]["test_accuracy"] == second["classifiers"]["rope/42"]["test_accuracy"]
+
+
+def classifier_cells(tmp_path: Path, max_time: float) -> tuple[Any, Any, Any]:
+    """A tiny arena reading RoPE at 128 tokens only, whose cells hold every reading of its seed-42 classifier but
+    not its training, and another classifier's training of 20 minutes and readings of 5 minutes each."""
+    arena = load_arena(write_arena(tmp_path, schemes=["rope"], read_lengths=[128], rope_scalings=[]), "tiny")
+    stamp = arena_module.arena_stamp(arena)
+    cells = arena_module.Cells(tmp_path / "cells", None, stamp, arena_module.StageClock(max_time))
+    for key, seconds, value in [("classifier/none/seed42/train", 1200.0, None), ("whole-length/validation", 1.0, 500),
+                                ("whole-length/test", 1.0, 500)] + [
+            (f"read/{scheme}/seed42/{split}/direct/128", 300.0, 0.5) for scheme in ("none", "rope")
+            for split in ("validation", "test")]:
+        (tmp_path / "cells" / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "cells" / f"{key}.json").write_text(json.dumps({"value": value, "seconds": seconds,
+                                                                    "n_reviews": 50, "stamp": stamp}))
+    cells = arena_module.Cells(tmp_path / "cells", None, stamp, arena_module.StageClock(max_time))
+    experiment = arena_module.experiment_for(arena, "classifier", "rope", seed=42)
+    return arena, cells, experiment
+
+
+def fake_train(calls: list[str]) -> Any:
+    def train(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
+        calls.append(experiment.name)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "metrics.json").write_text(json.dumps({"test_accuracy": 0.75}))
+        return {"test_accuracy": 0.75}
+    return train
+
+
+def test_a_classifier_starts_only_when_the_stage_has_time_for_its_training_and_readings(tmp_path: Path) -> None:
+    """Its training is as long as the slowest measured (20 minutes): with 10 minutes left of a 30-minute stage it
+    waits for the next stage; a fresh 10-minute stage starts it (a classifier longer than a stage must start)."""
+    arena, cells, experiment = classifier_cells(tmp_path, max_time=30)
+    cells.clock.deadline -= 20 * 60  # 10 of the stage's 30 minutes left
+    calls: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(classification, "train", fake_train(calls))
+        with pytest.raises(arena_module.StageStopped, match="classifier rope seed 42 and its 0 readings left"):
+            arena_module.classifier_and_readings(arena, "rope", 42, tmp_path / "run", experiment, cells, {})
+        assert calls == []
+        _, cells, _ = classifier_cells(tmp_path, max_time=10)
+        found: dict[str, Any] = {}
+        summary = arena_module.classifier_and_readings(arena, "rope", 42, tmp_path / "run", experiment, cells, found)
+    assert calls == ["arena-classifier-rope-seed42"] and summary == {"test_accuracy": 0.75}
+    assert found["rope/direct/128"]["by_seed"]["42"]["test"]["value"] == 0.5
 
 
 def test_cells_of_another_arena_are_refused(tmp_path: Path) -> None:

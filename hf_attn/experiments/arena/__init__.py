@@ -29,7 +29,7 @@ order of trainings and cells, stages, committed encoders) and `report` (table, J
 from .cells import Cells, StageClock, StageStopped, arena_stamp, claim_arena_dir
 from .measure import masked_lm_loss, mlm_token_budget
 from .report import markdown_report, ranking, standard_error
-from .run import run_arena, trained
+from .run import classifier_and_readings, run_arena, trained
 from .schema import Arena, ArenaConfigError, Budget, experiment_for, load_arena
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "StageStopped",
     "arena_stamp",
     "claim_arena_dir",
+    "classifier_and_readings",
     "experiment_for",
     "load_arena",
     "markdown_report",

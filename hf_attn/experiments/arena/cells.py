@@ -27,6 +27,7 @@ class StageClock:
 
     def __init__(self, max_time: float | None) -> None:
         check_max_time(max_time)
+        self.max_time = max_time
         self.deadline = None if max_time is None else time.time() + 60.0 * max_time
 
     def minutes_left(self) -> float | None:
@@ -78,19 +79,34 @@ class Cells:
                 "cannot finish in one stage; raise --max-time, or lower the budget's eval_limit or lengths"
             )
 
-    def get(self, key: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def recorded(self, key: str) -> dict[str, Any] | None:
+        """The cell `key` if an earlier run measured it (refused if another arena did), else None."""
+        path = self.root / f"{key}.json"
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text())
+        if record.get("stamp") != self.stamp:
+            raise ArenaConfigError(
+                f"{path} was measured with {record.get('stamp')}, not this arena's {self.stamp}: cells of other "
+                "settings, budgets or code do not mix; pass another --results folder, or delete the old cells"
+            )
+        return record
+
+    def seconds_of(self, key: str) -> float:
+        """How long the cell `key` is expected to take: the slowest cell of its kind measured so far (0 if none)."""
+        return self.seconds_by_kind.get(self.kind(key), 0.0)
+
+    def get(self, key: str, measure: Callable[[], dict[str, Any]],
+            needs_seconds: float | None = None) -> dict[str, Any]:
+        """The cell `key`, measured now if no run has; started only with `needs_seconds` (default `seconds_of`)
+        left of the stage."""
         path = self.root / f"{key}.json"
         kind = self.kind(key)
-        if path.is_file():
-            record = json.loads(path.read_text())
-            if record.get("stamp") != self.stamp:
-                raise ArenaConfigError(
-                    f"{path} was measured with {record.get('stamp')}, not this arena's {self.stamp}: cells of other "
-                    "settings, budgets or code do not mix; pass another --results folder, or delete the old cells"
-                )
+        record = self.recorded(key)
+        if record is not None:
             self._note(kind, record["seconds"])
             return record
-        self.clock.check(self.seconds_by_kind.get(kind, 0.0) / 60.0, f"cell {key}")
+        self.clock.check((self.seconds_of(key) if needs_seconds is None else needs_seconds) / 60.0, f"cell {key}")
         started = time.perf_counter()
         record = {**measure(), "seconds": time.perf_counter() - started, "command": self.command, "stamp": self.stamp}
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -144,8 +144,9 @@ def attention_settings(mode: str, arena: Arena, num_layers: int) -> dict[str, An
 
 
 def speed_cell(models: dict[str, Path], arena: Arena, length: int, batch: int) -> dict[str, Any]:
-    """Median forward time and peak memory (fp32, no grad, CPU or the GPU there is) of every scheme's classifier
-    in every attention mode reading `batch` random reviews of `length` tokens; the candidates are timed
+    """Median forward time and peak memory (fp32, no grad, CPU or the GPU there is) of a classifier of every
+    scheme's architecture (the config of its model in `models`, weights drawn fresh: the time does not depend on
+    them) in every attention mode reading `batch` random reviews of `length` tokens; the candidates are timed
     interleaved as in `hf-attn bench` (`interleaved_times`). A mode a scheme cannot read is n/a."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     generator = torch.Generator().manual_seed(0)
@@ -155,13 +156,14 @@ def speed_cell(models: dict[str, Path], arena: Arena, length: int, batch: int) -
         layers = HfAttnConfig.from_pretrained(model_dir).num_hidden_layers
         for mode in ATTENTION_MODES:
             name = f"{scheme}/{mode}"
-            model = HfAttnForSequenceClassification.from_pretrained(
-                model_dir, read_length=length, **attention_settings(mode, arena, layers)).to(device).eval()
+            config = HfAttnConfig.from_pretrained(model_dir, read_length=length,
+                                                  **attention_settings(mode, arena, layers))
             try:
-                model.config.validate_fields()
+                config.validate_fields()
             except ValueError as error:
                 results[name] = na(str(error))
                 continue
+            model = HfAttnForSequenceClassification(config).to(device).eval()
             inputs = make_batch(batch, [length] * batch, length, model.config.vocab_size, generator, device)
             inputs.pop("labels")
             steps[name] = functools.partial(_forward, model, inputs)

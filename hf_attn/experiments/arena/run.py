@@ -96,7 +96,6 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
                               "training_length": experiment_for(arena, "classifier", arena.schemes[0]).max_length,
                               "seeds": arena.budget.seeds, "classifiers": {}, "pretraining": {}, "reading": {},
                               "mlm": {}, "speed": {}, "stopped": None}
-    classifiers: dict[str, Path] = {}
     try:
         encoders = {}
         for scheme in arena.schemes:
@@ -112,15 +111,13 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
             for seed in arena.budget.seeds:
                 experiment = experiment_for(arena, "classifier", scheme, seed,
                                             encoders[scheme] if arena.budget.fine_tune else None)
-                run_dir = runs / "classifier" / f"{scheme}-seed{seed}"
-                record["classifiers"][f"{scheme}/{seed}"] = _run_summary(
-                    trained(run_dir, classification.train, experiment, clock))
-                classifiers.setdefault(scheme, run_dir)
-                _readings(arena, scheme, seed, run_dir, experiment, cells, record["reading"])
+                record["classifiers"][f"{scheme}/{seed}"] = classifier_and_readings(
+                    arena, scheme, seed, runs / "classifier" / f"{scheme}-seed{seed}", experiment, cells,
+                    record["reading"])
         for length in arena.speed_lengths:
             for batch in arena.speed_batch_sizes:
                 record["speed"][f"{length}/{batch}"] = cells.get(f"speed/{length}-batch{batch}", functools.partial(
-                    speed_cell, classifiers, arena, length, batch))
+                    speed_cell, encoders, arena, length, batch))
     except StageStopped as stop:
         record["stopped"] = str(stop)
     record["measured_now"] = cells.measured
@@ -129,26 +126,60 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
     return record
 
 
-def _readings(arena: Arena, scheme: str, seed: int, model_dir: Path, experiment: Experiment, cells: Cells,
-              found: dict[str, Any]) -> None:
-    """Every reading cell of one classifier (a scheme and seed) into `found`: validation and test at each read
-    length, directly, as windows past the training length, and (RoPE) with each scaling."""
-    readings = readings_of(scheme, arena.rope_scalings)
+def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path, experiment: Experiment,
+                            cells: Cells, found: dict[str, Any]) -> dict[str, Any]:
+    """One classifier (a scheme and seed) trained and read: its readings go into `found`, its run summary is
+    returned. Classifiers are not committed, only their cells: a classifier whose readings were all committed
+    (by a stage on any machine) is not trained again; one with readings left is trained on a machine without it
+    (the cells it has stand). A training is started only when the stage has time for it and for the readings
+    it has left, as long as the slowest of each measured so far (at most 90% of a stage, so that a classifier
+    longer than a stage still starts in a fresh one and its readings land over several)."""
+    train_key = f"classifier/{scheme}/seed{seed}/train"
+    plan = _reading_plan(arena, scheme, seed, experiment, cells)
+    missing = [key for key, *_ in plan if cells.recorded(key) is None]
+    summary = cells.recorded(train_key)
+    if summary is None or missing:
+        if not (run_dir / "metrics.json").is_file():
+            needs = cells.seconds_of(train_key) + sum(cells.seconds_of(key) for key in missing)
+            if cells.clock.max_time is not None:
+                needs = min(needs, 0.9 * 60.0 * cells.clock.max_time)
+            cells.clock.check(needs / 60.0, f"classifier {scheme} seed {seed} and its {len(missing)} readings left")
+        summary = cells.get(train_key, lambda: _run_summary(
+            trained(run_dir, classification.train, experiment, cells.clock)), needs_seconds=0.0)
+        if missing:
+            trained(run_dir, classification.train, experiment, cells.clock)  # this machine's copy to read with
+    for key, split, reading, read in _reading_plan(arena, scheme, seed, experiment, cells, run_dir):
+        whole = cells.recorded(f"whole-length/{split}")
+        length = whole["value"] if read == WHOLE else read
+        cell = cells.get(key, functools.partial(read_accuracy, run_dir, reading, length, arena, experiment.dataset,
+                                                split, experiment.precision))
+        entry = found.setdefault(f"{scheme}/{reading}/{read}", {"tokens": {}, "by_seed": {}})
+        entry["tokens"][split] = length
+        entry["by_seed"].setdefault(str(seed), {})[split] = cell
+    return {key: value for key, value in summary.items() if key not in ("seconds", "command", "stamp")}
+
+
+def _reading_plan(arena: Arena, scheme: str, seed: int, experiment: Experiment, cells: Cells,
+                  model_dir: Path | None = None) -> list[tuple[str, str, str, int | str]]:
+    """The reading cells of one classifier as (cell key, split, reading, read length): validation and test at
+    each read length, directly, as windows past the training length, and (RoPE) with each scaling. With
+    `model_dir`, the length of `whole` (the split's longest review) is measured where no cell has it yet;
+    without, a `whole` of unknown length counts as past the training length."""
+    plan = []
     for split in SPLITS:
-        whole = cells.get(f"whole-length/{split}", lambda split=split: {"value": longest_review(
-            model_dir, experiment.dataset, arena.budget.eval_limit, split)})["value"]
+        whole_key = f"whole-length/{split}"
+        if model_dir is not None:
+            whole = cells.get(whole_key, lambda split=split: {"value": longest_review(
+                model_dir, experiment.dataset, arena.budget.eval_limit, split)})["value"]
+        else:
+            whole = (cells.recorded(whole_key) or {"value": experiment.max_length + 1})["value"]
         for read in arena.read_lengths:
             length = whole if read == WHOLE else read
-            for reading in readings:
+            for reading in readings_of(scheme, arena.rope_scalings):
                 if reading == "windows" and length <= experiment.max_length:
                     continue  # one window: the direct reading
-                key = f"{scheme}/{reading}/{read}"
-                cell = cells.get(f"read/{scheme}/seed{seed}/{split}/{reading}/{read}", functools.partial(
-                    read_accuracy, model_dir, reading, length, arena, experiment.dataset, split,
-                    experiment.precision))
-                entry = found.setdefault(key, {"tokens": {}, "by_seed": {}})
-                entry["tokens"][split] = length
-                entry["by_seed"].setdefault(str(seed), {})[split] = cell
+                plan.append((f"read/{scheme}/seed{seed}/{split}/{reading}/{read}", split, reading, read))
+    return plan
 
 
 def summarize_readings(record: dict[str, Any]) -> None:
