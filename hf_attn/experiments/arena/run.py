@@ -148,9 +148,7 @@ def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path,
             trained(run_dir, classification.train, experiment, cells.clock)), needs_seconds=0.0)
         if missing:
             trained(run_dir, classification.train, experiment, cells.clock)  # this machine's copy to read with
-    for key, split, reading, read in _reading_plan(arena, scheme, seed, experiment, cells, run_dir):
-        whole = cells.recorded(f"whole-length/{split}")
-        length = whole["value"] if read == WHOLE else read
+    for key, split, reading, read, length in _reading_plan(arena, scheme, seed, experiment, cells, run_dir):
         cell = cells.get(key, functools.partial(read_accuracy, run_dir, reading, length, arena, experiment.dataset,
                                                 split, experiment.precision))
         entry = found.setdefault(f"{scheme}/{reading}/{read}", {"tokens": {}, "by_seed": {}})
@@ -160,8 +158,8 @@ def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path,
 
 
 def _reading_plan(arena: Arena, scheme: str, seed: int, experiment: Experiment, cells: Cells,
-                  model_dir: Path | None = None) -> list[tuple[str, str, str, int | str]]:
-    """The reading cells of one classifier as (cell key, split, reading, read length): validation and test at
+                  model_dir: Path | None = None) -> list[tuple[str, str, str, int | str, int]]:
+    """The reading cells of one classifier as (cell key, split, reading, read length, tokens): validation and test at
     each read length, directly, as windows past the training length, and (RoPE) with each scaling. With
     `model_dir`, the length of `whole` (the split's longest review) is measured where no cell has it yet;
     without, a `whole` of unknown length counts as past the training length."""
@@ -178,7 +176,7 @@ def _reading_plan(arena: Arena, scheme: str, seed: int, experiment: Experiment, 
             for reading in readings_of(scheme, arena.rope_scalings):
                 if reading == "windows" and length <= experiment.max_length:
                     continue  # one window: the direct reading
-                plan.append((f"read/{scheme}/seed{seed}/{split}/{reading}/{read}", split, reading, read))
+                plan.append((f"read/{scheme}/seed{seed}/{split}/{reading}/{read}", split, reading, read, length))
     return plan
 
 
