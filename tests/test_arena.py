@@ -86,6 +86,7 @@ def test_arena_measures_every_cell_and_writes_the_table(arena_runs: dict[str, An
                for name in ("learned/windows", "rope/full", "rope/sliding", "rope/windows"))
     table = (results / "arena.md").read_text()
     assert "| rope | yarn |" in table and "| learned | windows |" in table and "n/a [1]" in table
+    assert "- 128: " in table and "none yet" not in table  # the ranking at the training length
     assert json.loads((results / "arena.json").read_text())["reading"] == record["reading"]
     assert all((results / name).stat().st_size > 0 for name in ("accuracy.png", "mlm_loss.png", "speed.png"))
     assert arena_runs["first_calls"] == {"train": 2, "pretrain": 2}
@@ -248,7 +249,8 @@ def test_an_arena_runs_in_stages_that_continue_on_another_machine(tmp_path: Path
         first = run_arena(arena, tmp_path / "machine-1", results, checkpoints=committed)
     assert first["stopped"] and "arena-pretraining-rope stopped at step 1 of 5" in first["stopped"]
     assert json.loads((committed / "rope" / "stage.json").read_text())["step"] == 1
-    assert "Stage stopped by --max-time" in (results / "arena.md").read_text()
+    table = (results / "arena.md").read_text()
+    assert "Stage stopped by --max-time" in table and "- none yet: no classifier read" in table
     second = run_arena(arena, tmp_path / "machine-2", results, checkpoints=committed)
     assert second["stopped"] is None and second["pretraining"]["rope"]["optimizer_steps"] == 5
     assert json.loads((tmp_path / "machine-2" / "runs" / "pretraining" / "rope" / "continued_from.json").read_text())[

@@ -69,7 +69,7 @@ def markdown_report(record: dict[str, Any]) -> str:
     ]
     if record.get("stopped"):
         lines += ["", f"**Stage stopped by --max-time** ({record['stopped']}): the table holds what is measured "
-                  "so far; the same command continues."]
+                  "so far (a blank cell is not measured yet); the same command continues."]
     lines += [
         "",
         f"## Test accuracy by read length (trained at {record['training_length']} tokens; {eval_limit} test "
@@ -89,7 +89,8 @@ def markdown_report(record: dict[str, Any]) -> str:
             lines.append(f"| {scheme} | {reading} | " + " | ".join(row) + " |")
     lines += ["", "Ranking of the direct readings (`>`: ahead by more than twice the standard error of the "
               "difference; `~`: within it, no ranking):", ""]
-    lines += [f"- {read}: {ranking(record, 'direct', read)}" for read in reads if ranking(record, "direct", read)]
+    orders = {read: ranking(record, "direct", read) for read in reads}
+    lines += [f"- {read}: {order}" for read, order in orders.items() if order] or ["- none yet: no classifier read"]
     lengths = settings["mlm_lengths"]
     lines += ["", f"## Masked-LM loss by evaluation length (pretrained at {record['training_length']} tokens)", "",
               "Validation reviews as one token stream, masked once with a fixed seed, cut into windows of each "
