@@ -1,12 +1,15 @@
 """The causal-LM study's table, plot and samples (docs/causal-lm.md), from `hf-attn perplexity` results.
 
-Reads `RESULTS/<scheme>.json` (written by `hf-attn perplexity --output`), writes `RESULTS/extrapolation.md` (a
-table of validation perplexity per scheme and evaluation length, with each run's steps and training time) and
+Reads `RESULTS/<scheme>.json` (written by `hf-attn perplexity --output`), or with `--seeds 42,43` one
+`RESULTS/<scheme>-seed<N>.json` per seed, writes `RESULTS/extrapolation.md` (a table of validation perplexity per
+scheme and evaluation length, the mean over the seeds with each seed's value, each run's steps and training time;
+the unigram level; with seeds, the schemes' ordering at each length where every seed agrees) and
 `RESULTS/extrapolation.png` (the ALiBi paper's Figure 1 shape), then picks the scheme with the lowest validation
 perplexity at the training length and writes `RESULTS/samples.md`: its continuations of a few prompts with beam
 search and with sampling (fixed seed), generated within the training length.
 
     python scripts/causal_lm_report.py --results results/causal-lm --runs runs/causal-lm
+    python scripts/causal_lm_report.py --results results/causal-lm/study --runs runs/causal-lm/study --seeds 42,43
 """
 
 from __future__ import annotations
@@ -32,32 +35,73 @@ DECODING = {
 SEED = 0
 
 
-def read_results(results: Path, schemes: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    missing = [scheme for scheme in schemes if not (results / f"{scheme}.json").is_file()]
+def result_name(scheme: str, seed: int | None) -> str:
+    """A run's name: its folder under --runs and, with `.json`, its `hf-attn perplexity --output` file."""
+    return scheme if seed is None else f"{scheme}-seed{seed}"
+
+
+def read_results(results: Path, schemes: tuple[str, ...], seeds: tuple[int | None, ...]
+                 ) -> dict[str, list[dict[str, Any]]]:
+    """Each scheme's reports, one per seed."""
+    names = [result_name(scheme, seed) for scheme in schemes for seed in seeds]
+    missing = [name for name in names if not (results / f"{name}.json").is_file()]
     if missing:
         raise SystemExit(f"no {', '.join(f'{m}.json' for m in missing)} in {results}; run `hf-attn perplexity "
-                         "--output` for those schemes first (docs/causal-lm.md).")
-    return {scheme: json.loads((results / f"{scheme}.json").read_text()) for scheme in schemes}
+                         "--output` for those runs first (docs/causal-lm.md).")
+    return {scheme: [json.loads((results / f"{result_name(scheme, seed)}.json").read_text()) for seed in seeds]
+            for scheme in schemes}
 
 
-def table(reports: dict[str, dict[str, Any]]) -> str:
-    """Markdown: one row per scheme, perplexity per evaluation length (as a multiple of the training length)."""
-    lengths = list(next(iter(reports.values()))["perplexity_by_length"])
-    training_length = next(iter(reports.values()))["training_length"]
+def perplexities(reports: list[dict[str, Any]], length: str) -> list[float] | None:
+    """The seeds' perplexities at `length`, or None where the scheme cannot be read there (a learned table)."""
+    values = [report["perplexity_by_length"][length]["perplexity"] for report in reports]
+    return values if all(isinstance(value, float) for value in values) else None
+
+
+def ordering(reports: dict[str, list[dict[str, Any]]], length: str) -> str:
+    """The schemes by mean perplexity at `length`, lowest first: `<` where every seed of one is below every seed
+    of the next, `~` where the seeds overlap (no measured difference)."""
+    measured = sorted((sum(values) / len(values), min(values), max(values), scheme) for scheme, runs in reports.items()
+                      if (values := perplexities(runs, length)) is not None)
+    words = [measured[0][3]]
+    for (_, _, highest, _), (_, lowest, _, scheme) in zip(measured, measured[1:]):
+        words += ["<" if highest < lowest else "~", scheme]
+    return " ".join(words)
+
+
+def table(reports: dict[str, list[dict[str, Any]]]) -> str:
+    """Markdown: one row per scheme, mean perplexity over the seeds per evaluation length (as a multiple of the
+    training length) with each seed's value, then the unigram level and, with two seeds or more, the ordering."""
+    seeds = len(next(iter(reports.values())))
+    first = next(iter(reports.values()))[0]
+    lengths, training_length = list(first["perplexity_by_length"]), first["training_length"]
     header = ["scheme", *(f"{length} ({int(length) // training_length}x)" for length in lengths), "steps",
               "train time (s)"]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for scheme, report in reports.items():
-        cells = [report["perplexity_by_length"][length]["perplexity"] for length in lengths]
-        cells = [f"{cell:.1f}" if isinstance(cell, float) else cell for cell in cells]
-        training = report["training"]
-        rows.append(f"| {scheme} | " + " | ".join(cells) + f" | {training['optimizer_steps']} | "
-                    f"{training['train_runtime_s']:.0f} |")
-    tokens = next(iter(reports.values()))["evaluated_tokens"]
-    return "\n".join([
-        f"Validation perplexity of each causal LM (trained at {training_length} tokens) on the same {tokens:,} tokens "
-        "of validation reviews, cut into non-overlapping windows of each length (Press et al. 2022's nonoverlapping "
-        "evaluation). Lower is better.", "", *rows, ""])
+    for scheme, runs in reports.items():
+        cells = []
+        for length in lengths:
+            values = perplexities(runs, length)
+            if values is None:
+                cells.append(runs[0]["perplexity_by_length"][length]["perplexity"])
+            else:
+                mean = f"{sum(values) / len(values):.1f}"
+                cells.append(mean if seeds == 1 else f"{mean} ({', '.join(f'{value:.1f}' for value in values)})")
+        seconds = sum(run["training"]["train_runtime_s"] for run in runs) / len(runs)
+        rows.append(f"| {scheme} | " + " | ".join(cells) + f" | {runs[0]['training']['optimizer_steps']} | "
+                    f"{seconds:.0f} |")
+    lines = [f"Validation perplexity of each causal LM (trained at {training_length} tokens) on the same "
+             f"{first['evaluated_tokens']:,} tokens of validation reviews, cut into non-overlapping windows of each "
+             "length (Press et al. 2022's nonoverlapping evaluation). Lower is better."
+             + ("" if seeds == 1 else f" Each cell: the mean of {seeds} seeds (each seed's value)."), "", *rows, ""]
+    if "unigram_perplexity" in first:
+        lines += [f"Unigram level (each token's smoothed frequency in the training reviews, no context): "
+                  f"{first['unigram_perplexity']:.1f}.", ""]
+    if seeds > 1:
+        lines += ["Ordering by mean perplexity (`<`: every seed below every seed of the next; `~`: the seeds "
+                  "overlap, no measured difference):", ""]
+        lines += [f"- {length}: {ordering(reports, length)}" for length in lengths] + [""]
+    return "\n".join(lines)
 
 
 def samples(model_dir: Path, scheme: str, perplexity: float) -> str:
@@ -86,15 +130,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=Path("results/causal-lm"))
     parser.add_argument("--runs", type=Path, default=Path("runs/causal-lm"), help="the runs' --output-dir parent")
     parser.add_argument("--schemes", default=",".join(SCHEMES))
+    parser.add_argument("--seeds", help="comma-separated seeds: read SCHEME-seedN.json (runs SCHEME-seedN), not "
+                                        "SCHEME.json")
     args = parser.parse_args(argv)
-    reports = read_results(args.results, tuple(args.schemes.split(",")))
+    seeds = tuple(int(seed) for seed in args.seeds.split(",")) if args.seeds else (None,)
+    reports = read_results(args.results, tuple(args.schemes.split(",")), seeds)
     (args.results / "extrapolation.md").write_text(table(reports))
-    curves = {scheme: {int(length): result["perplexity"] for length, result in report["perplexity_by_length"].items()
-                       if isinstance(result["perplexity"], float)} for scheme, report in reports.items()}
-    training_length = next(iter(reports.values()))["training_length"]
+    curves = {scheme: {int(length): sum(values) / len(values) for length in runs[0]["perplexity_by_length"]
+                       if (values := perplexities(runs, length)) is not None} for scheme, runs in reports.items()}
+    training_length = next(iter(reports.values()))[0]["training_length"]
     plot_perplexity_by_length(curves, args.results / "extrapolation.png", training_length)
     best = min(curves, key=lambda scheme: curves[scheme][training_length])
-    (args.results / "samples.md").write_text(samples(args.runs / best, best, curves[best][training_length]))
+    (args.results / "samples.md").write_text(samples(args.runs / result_name(best, seeds[0]), best,
+                                                     curves[best][training_length]))
     print(f"wrote {args.results}/extrapolation.md, extrapolation.png, samples.md (best at {training_length}: {best})",
           file=sys.stderr)
 

@@ -14,7 +14,13 @@ from hf_attn import HfAttnConfig
 from hf_attn.cli import main
 from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.data import load_imdb
-from hf_attn.experiments.perplexity import NOT_APPLICABLE, extrapolation_perplexity, token_stream, windowed_nll
+from hf_attn.experiments.perplexity import (
+    NOT_APPLICABLE,
+    extrapolation_perplexity,
+    token_stream,
+    unigram_perplexity,
+    windowed_nll,
+)
 from hf_attn.experiments.pretraining import IGNORE_INDEX, CausalLMCollator, pretrain, pretraining_corpus
 from hf_attn.modeling_hf_attn import HfAttnForCausalLM
 from hf_attn.week3 import train_week3_tokenizer
@@ -118,6 +124,7 @@ def test_causal_run_saves_a_decoder_that_generate_and_perplexity_continue(
     report = json.loads(output.read_text())
     assert list(report["perplexity_by_length"]) == ["64", "128"] and report["evaluated_tokens"] == 512
     assert report["training"]["optimizer_steps"] == 3
+    assert 1 < report["unigram_perplexity"] < metrics["vocab_size"]  # the sample's frequencies tell something
     assert all(result["predicted_tokens"] == 512 - 512 // int(length)
                for length, result in report["perplexity_by_length"].items())
 
@@ -126,3 +133,15 @@ def test_perplexity_command_rejects_bad_lengths(tmp_path: Path, capsys: pytest.C
     with pytest.raises(SystemExit):
         main(["perplexity", "--lengths", "64,x", "--model", str(tmp_path)])
     assert "--lengths" in capsys.readouterr().err
+
+
+def test_unigram_perplexity_is_the_smoothed_frequency_of_each_token() -> None:
+    texts = load_imdb("sample")["train"]["text"][:20]
+    tokenizer = train_week3_tokenizer(texts, vocab_size=300, max_seq=16)
+    stream = token_stream(tokenizer, load_imdb("sample")["validation"]["text"][:3], max_tokens=200)
+    counts = [0] * len(tokenizer)
+    for text in texts:
+        for i in tokenizer.encode(text, add_special_tokens=False, truncation=False):
+            counts[i] += 1
+    nll = [-math.log((counts[i] + 1) / (sum(counts) + len(tokenizer))) for i in stream.tolist()]
+    assert unigram_perplexity(tokenizer, texts, stream) == pytest.approx(math.exp(sum(nll) / len(nll)), rel=1e-9)

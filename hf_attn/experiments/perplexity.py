@@ -8,12 +8,17 @@ is exp of the mean next-token NLL over all predicted tokens. Every L reads the s
 `max_tokens` of the stream, rounded down to a multiple of the longest L), so the curves differ only in how far
 each token is allowed to look back and how far positions run past training.
 
+Beside the model, the stream's perplexity under a context-free model (`unigram_perplexity`: each token's
+smoothed frequency in the seed split's training reviews) is the level a causal LM sits at when it learned token
+frequencies and nothing of the context: a budget has trained a decoder when its perplexity is well below it.
+
 A `learned` position table has `max_position_embeddings` rows and no row for a later position: its
 perplexity past that length is reported as `NOT_APPLICABLE` with the reason, not computed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -42,6 +47,15 @@ def token_stream(tokenizer: PreTrainedTokenizerBase, texts: Iterable[str], max_t
         if len(ids) >= max_tokens:
             break
     return torch.tensor(ids[:max_tokens], dtype=torch.long)
+
+
+def unigram_perplexity(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], stream: torch.Tensor) -> float:
+    """Perplexity of `stream` under the unigram model of `texts` (each review tokenized whole), with add-one
+    smoothing so that a token never seen there still has a probability."""
+    ids = tokenizer(list(texts), add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    counts = torch.bincount(torch.tensor(list(itertools.chain.from_iterable(ids))), minlength=len(tokenizer))
+    log_probs = torch.log((counts.double() + 1) / (counts.sum() + len(tokenizer)))
+    return math.exp(-log_probs[stream].mean().item())
 
 
 @torch.no_grad()
@@ -98,16 +112,19 @@ def evaluate_perplexity(
 ) -> dict[str, Any]:
     """`extrapolation_perplexity` of a saved causal LM (strictly loaded, with its tokenizer) on the seed split's
     validation reviews, computed in `precision` (an experiment's: `auto`, `bf16`, `fp32`), with what it was
-    measured on; the training run's `metrics.json`, when the folder has one, goes under `training`."""
+    measured on and the unigram level of the same tokens; the training run's `metrics.json`, when the folder has
+    one, goes under `training`."""
     device = default_device()
     computed_in = resolve_precision(precision, device)
     model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
     check_loaded_weights(model_dir, model, info)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    stream = token_stream(tokenizer, load_imdb(dataset)["validation"]["text"], max_tokens)
+    reviews = load_imdb(dataset)
+    stream = token_stream(tokenizer, reviews["validation"]["text"], max_tokens)
     if len(stream) < max(lengths):
         raise ValueError(f"the validation text has {len(stream)} tokens, fewer than one window of {max(lengths)}; "
                          "lower --lengths or raise --max-tokens.")
+    stream = stream[: len(stream) // max(lengths) * max(lengths)]  # whole windows of every length
     metrics_file = Path(model_dir) / "metrics.json"
     with autocast(computed_in, model.device):
         by_length = extrapolation_perplexity(model, stream, lengths)
@@ -117,9 +134,10 @@ def evaluate_perplexity(
         "training_length": model.config.max_position_embeddings,
         "evaluation": "nonoverlapping windows (Press et al. 2022) of the seed split's validation reviews, "
                       "concatenated into one token stream",
-        "evaluated_tokens": len(stream) // max(lengths) * max(lengths),
+        "evaluated_tokens": len(stream),
         "precision": computed_in,
         "perplexity_by_length": by_length,
+        "unigram_perplexity": unigram_perplexity(tokenizer, reviews["train"]["text"], stream),
         "training": json.loads(metrics_file.read_text()) if metrics_file.is_file() else None,
     }
 
