@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -212,6 +213,21 @@ def test_a_reading_reports_both_splits_with_a_binomial_standard_error(arena_runs
     assert entry["value"] == entry["test"]["value"]
 
 
+def test_a_reading_not_yet_read_on_test_is_blank_never_its_validation_number(arena_runs: dict[str, Any]) -> None:
+    record = copy.deepcopy(arena_runs["first"])
+    entry = record["reading"]["rope/direct/256"]
+    for cells in entry["by_seed"].values():
+        del cells["test"]
+    del entry["test"]
+    record["seeds"] = [42, 43]  # a second seed, not read yet
+    arena_module.run.summarize_readings(record)
+    assert entry["value"] is None and entry["val"]["value"] is not None
+    table = arena_module.markdown_report(record)
+    row = next(line for line in table.splitlines() if line.startswith("| rope | direct |"))
+    at_128, at_256 = (cell.strip() for cell in row.strip("|").split("|")[2:4])
+    assert at_256 == "" and at_128.endswith(" (1 of 2 seeds)")
+
+
 def test_the_ranking_orders_only_gaps_beyond_noise() -> None:
     def entry(value: float) -> dict[str, Any]:
         return {"value": value, "se": arena_module.standard_error(value, 5000)}
@@ -220,6 +236,7 @@ def test_the_ranking_orders_only_gaps_beyond_noise() -> None:
                           "none/direct/128": entry(0.80), "learned/direct/128": {"value": None, "reason": "x"}}}
     # 0.90 vs 0.895: gap 0.005 < 2 * hypot(0.0042, 0.0043); 0.895 vs 0.80: far beyond it.
     assert arena_module.ranking(record, "direct", 128) == "rope ~ alibi > none"
+    assert arena_module.ranking({"reading": {"rope/direct/128": entry(0.90)}}, "direct", 128) == ""  # one is no order
 
 
 def test_a_fine_tune_budget_starts_each_seed_from_the_schemes_encoder(tmp_path: Path) -> None:
@@ -250,7 +267,7 @@ def test_an_arena_runs_in_stages_that_continue_on_another_machine(tmp_path: Path
     assert first["stopped"] and "arena-pretraining-rope stopped at step 1 of 5" in first["stopped"]
     assert json.loads((committed / "rope" / "stage.json").read_text())["step"] == 1
     table = (results / "arena.md").read_text()
-    assert "Stage stopped by --max-time" in table and "- none yet: no classifier read" in table
+    assert "Stage stopped by --max-time" in table and "- none yet: two schemes read on test are needed" in table
     second = run_arena(arena, tmp_path / "machine-2", results, checkpoints=committed)
     assert second["stopped"] is None and second["pretraining"]["rope"]["optimizer_steps"] == 5
     assert json.loads((tmp_path / "machine-2" / "runs" / "pretraining" / "rope" / "continued_from.json").read_text())[
@@ -331,5 +348,6 @@ def test_a_stage_shorter_than_a_cell_measured_before_is_refused_before_it_starts
         {"value": 0.5, "seconds": 600.0, "stamp": stamp}))
     arena_module.claim_arena_dir(tmp_path / "results", arena)
     with pytest.raises(ArenaConfigError, match="a read:whole cell of this arena took 10.0 minutes, more than "
-                                               "--max-time 5: it cannot finish in one stage"):
+                                               "--max-time 5: it cannot finish in one stage; raise --max-time "
+                                               "above 10.0"):
         run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=5)

@@ -76,7 +76,8 @@ class Cells:
             kind, seconds = max(too_long.items(), key=lambda item: item[1])
             raise ArenaConfigError(
                 f"a {kind} cell of this arena took {seconds / 60:.1f} minutes, more than --max-time {max_time:g}: it "
-                "cannot finish in one stage; raise --max-time, or lower the budget's eval_limit or lengths"
+                f"cannot finish in one stage; raise --max-time above {seconds / 60:.1f}, or lower the budget's "
+                "eval_limit or lengths"
             )
 
     def recorded(self, key: str) -> dict[str, Any] | None:

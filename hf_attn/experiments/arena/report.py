@@ -24,8 +24,8 @@ class _Notes:
         self.reasons: list[str] = []
 
     def cell(self, record: dict[str, Any] | None, show: Callable[[dict[str, Any]], str]) -> str:
-        if record is None:
-            return ""
+        if record is None or (record["value"] is None and record.get("reason") is None):
+            return ""  # not measured yet
         if record["value"] is not None:
             return show(record)
         if record["reason"] not in self.reasons:
@@ -38,10 +38,11 @@ class _Notes:
 
 def ranking(record: dict[str, Any], reading: str, read: int | str) -> str:
     """The schemes read `reading` at `read`, by mean test accuracy, `>` where the gap to the next exceeds twice the
-    standard error of a difference (both accuracies' errors combined) and `~` where it does not."""
+    standard error of a difference (both accuracies' errors combined) and `~` where it does not; empty while
+    fewer than two schemes are read."""
     scored = sorted(((entry["value"], entry["se"], key.split("/")[0]) for key, entry in record["reading"].items()
                      if key.endswith(f"/{reading}/{read}") and entry.get("value") is not None), reverse=True)
-    if not scored:
+    if len(scored) < 2:
         return ""
     words = [scored[0][2]]
     for (value, se, _), (next_value, next_se, name) in zip(scored, scored[1:]):
@@ -55,10 +56,16 @@ def markdown_report(record: dict[str, Any]) -> str:
     settings = record["settings"]
     notes = _Notes()
     reads = settings["read_lengths"]
-    tokens = {read: next((entry["tokens"].get("test") for key, entry in record["reading"].items()
-                          if key.endswith(f"/{read}")), read) for read in reads}
-    header = [f"{read} (longest: {tokens[read]})" if read == WHOLE else str(read) for read in reads]
+    longest = next((entry["tokens"]["test"] for key, entry in record["reading"].items()
+                    if key.endswith(f"/{WHOLE}") and "test" in entry["tokens"]), None)
+    header = [f"{read} (longest: {longest})" if read == WHOLE and longest else str(read) for read in reads]
     seeds = record["seeds"]
+
+    def accuracy(entry: dict[str, Any]) -> str:
+        read_by = entry["test"]["seeds"]
+        partial = f" ({read_by} of {len(seeds)} seeds)" if read_by < len(seeds) else ""
+        return f"{entry['value']:.3f} ± {entry['se']:.3f}{partial}"
+
     eval_limit = settings["budget"]["eval_limit"] or "all"
     lines = [
         f"# Position-scheme arena, budget `{record['budget']}`",
@@ -84,13 +91,13 @@ def markdown_report(record: dict[str, Any]) -> str:
     ]
     for scheme in settings["schemes"]:
         for reading in readings_of(scheme, settings["rope_scalings"]):
-            row = [notes.cell(record["reading"].get(f"{scheme}/{reading}/{read}"),
-                              lambda entry: f"{entry['value']:.3f} ± {entry['se']:.3f}") for read in reads]
+            row = [notes.cell(record["reading"].get(f"{scheme}/{reading}/{read}"), accuracy) for read in reads]
             lines.append(f"| {scheme} | {reading} | " + " | ".join(row) + " |")
     lines += ["", "Ranking of the direct readings (`>`: ahead by more than twice the standard error of the "
               "difference; `~`: within it, no ranking):", ""]
     orders = {read: ranking(record, "direct", read) for read in reads}
-    lines += [f"- {read}: {order}" for read, order in orders.items() if order] or ["- none yet: no classifier read"]
+    lines += [f"- {read}: {order}" for read, order in orders.items() if order] or ["- none yet: two schemes read"
+                                                                                   " on test are needed"]
     lengths = settings["mlm_lengths"]
     lines += ["", f"## Masked-LM loss by evaluation length (pretrained at {record['training_length']} tokens)", "",
               "Validation reviews as one token stream, masked once with a fixed seed, cut into windows of each "

@@ -183,7 +183,8 @@ def _reading_plan(arena: Arena, scheme: str, seed: int, experiment: Experiment, 
 def summarize_readings(record: dict[str, Any]) -> None:
     """Each reading's seeds in one number per split: the mean accuracy (`value` is the test one), its standard
     error on the reviews read (the seeds read the same reviews, so it does not shrink with them), and the
-    seeds' spread; n/a with the reason where a seed's cell is n/a."""
+    seeds' spread; n/a with the reason where a seed's cell is n/a. `value` is the test mean, None (not measured
+    yet) until a seed's test reading is in."""
     for entry in record["reading"].values():
         for split in SPLITS:
             seeds = [cells[split] for cells in entry["by_seed"].values() if split in cells]
@@ -198,9 +199,8 @@ def summarize_readings(record: dict[str, Any]) -> None:
                 summary = {"value": mean, "se": standard_error(mean, reviews),
                            "spread": max(values) - min(values), "seeds": len(values), "n_reviews": reviews}
             entry["val" if split == "validation" else "test"] = summary
-        test = entry.get("test") or entry.get("val")
-        entry["value"], entry["reason"] = test["value"], test.get("reason")
-        entry["se"] = test.get("se")
+        test = entry.get("test", {})  # the table's number: none yet while only validation is read
+        entry["value"], entry["reason"], entry["se"] = test.get("value"), test.get("reason"), test.get("se")
 
 
 def _run_summary(metrics: dict[str, Any]) -> dict[str, Any]:
