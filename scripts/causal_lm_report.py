@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import torch
@@ -61,7 +62,7 @@ def perplexities(reports: list[dict[str, Any]], length: str) -> list[float] | No
 def ordering(reports: dict[str, list[dict[str, Any]]], length: str) -> str:
     """The schemes by mean perplexity at `length`, lowest first: `<` where every seed of one is below every seed
     of the next, `~` where the seeds overlap (no measured difference)."""
-    measured = sorted((sum(values) / len(values), min(values), max(values), scheme) for scheme, runs in reports.items()
+    measured = sorted((fmean(values), min(values), max(values), scheme) for scheme, runs in reports.items()
                       if (values := perplexities(runs, length)) is not None)
     words = [measured[0][3]]
     for (_, _, highest, _), (_, lowest, _, scheme) in zip(measured, measured[1:]):
@@ -85,9 +86,9 @@ def table(reports: dict[str, list[dict[str, Any]]]) -> str:
             if values is None:
                 cells.append(runs[0]["perplexity_by_length"][length]["perplexity"])
             else:
-                mean = f"{sum(values) / len(values):.1f}"
+                mean = f"{fmean(values):.1f}"
                 cells.append(mean if seeds == 1 else f"{mean} ({', '.join(f'{value:.1f}' for value in values)})")
-        seconds = sum(run["training"]["train_runtime_s"] for run in runs) / len(runs)
+        seconds = fmean(run["training"]["train_runtime_s"] for run in runs)
         rows.append(f"| {scheme} | " + " | ".join(cells) + f" | {runs[0]['training']['optimizer_steps']} | "
                     f"{seconds:.0f} |")
     lines = [f"Validation perplexity of each causal LM (trained at {training_length} tokens) on the same "
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     seeds = tuple(int(seed) for seed in args.seeds.split(",")) if args.seeds else (None,)
     reports = read_results(args.results, tuple(args.schemes.split(",")), seeds)
     (args.results / "extrapolation.md").write_text(table(reports))
-    curves = {scheme: {int(length): sum(values) / len(values) for length in runs[0]["perplexity_by_length"]
+    curves = {scheme: {int(length): fmean(values) for length in runs[0]["perplexity_by_length"]
                        if (values := perplexities(runs, length)) is not None} for scheme, runs in reports.items()}
     training_length = next(iter(reports.values()))[0]["training_length"]
     plot_perplexity_by_length(curves, args.results / "extrapolation.png", training_length)
