@@ -19,7 +19,7 @@ from transformers import (
     TrainerCallback,
 )
 
-from hf_attn import HfAttnConfig, HfAttnForMaskedLM
+from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection
 from hf_attn.experiments.classification import compute_metrics, evaluate_saved, train
 from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.run import build_model, cli_command, load_tokenizer
@@ -220,6 +220,26 @@ def test_a_run_reads_the_length_it_trains_at_and_its_tokenizer_carries_none(sour
     assert tokenizer(text, truncation=True)["input_ids"] == folder_tokenizer(text)["input_ids"]
     assert len(folder_tokenizer(text)["input_ids"]) > 48
     assert build_model(experiment, tokenizer).config.read_length == 48
+
+
+@pytest.mark.parametrize("scale_embeddings", [False, True])
+@pytest.mark.parametrize("model_class", [HfAttnForMaskedLM, HfAttnForReplacedTokenDetection])
+def test_a_learned_position_table_starts_at_the_scale_of_the_dan_tokens(
+    sample_dir: Path, model_class: type, scale_embeddings: bool
+) -> None:
+    """Beside the DAN's token vectors (N(0, 1) rows) a learned table drawn at initializer_range (0.02) would carry
+    about 1/50 of the signal: each table a fresh model learns with (the ELECTRA generator's too) starts at the
+    standard deviation of the DAN's rows, whatever the model's embedding scale."""
+    dan = torch.load(sample_dir / "models" / "imdb_embedding_layer.pt", weights_only=True)["weight"]
+    experiment = load_experiment(SMOKE, [f"week3={sample_dir}", "model.position_embedding_type=learned",
+                                         "model.hidden_size=384", f"model.scale_embeddings={scale_embeddings}",
+                                         "model.num_hidden_layers=1", "model.intermediate_size=64", "max_length=64"])
+    model = build_model(experiment, load_tokenizer(experiment, train_texts=[]), model_class)
+    tables = [module.weight.detach() for name, module in model.named_modules() if name.endswith("positions.embeddings")]
+    assert len(tables) == (2 if model_class is HfAttnForReplacedTokenDetection else 1)
+    for table in tables:
+        assert float(table.std()) == pytest.approx(float(dan.std()), rel=0.05)
+        assert abs(float(table.mean())) < 0.05
 
 
 def test_a_pretrained_encoder_missing_weights_is_an_error_naming_them(tmp_path: Path) -> None:
