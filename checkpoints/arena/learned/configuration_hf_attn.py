@@ -1,0 +1,284 @@
+"""Configuration of hf_attn encoder classifiers.
+
+The config is the single source of truth: `config.json` alone rebuilds the model, including the
+position scheme, which is one field (`position_embedding_type`) looked up in the registry of
+`positions.py`. Every invalid value is rejected here, at construction, with a `ValueError` that names
+the field, the value and what is allowed, so that a bad YAML file or a typo in a notebook never
+surfaces later as a shape error deep inside torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from transformers import PreTrainedConfig
+
+from .positions import POSITION_SCHEMES, ROPE_LAYOUTS
+
+HIDDEN_ACTIVATIONS = ("gelu", "relu", "silu", "swiglu", "geglu")
+NORM_TYPES = ("layernorm", "rmsnorm")
+NORM_POSITIONS = ("pre", "post")
+POOLING_MODES = ("cls", "mean", "max")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+# RoPE variants whose init functions transformers ships and this package supports end to end.
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
+LAST_ID = -1
+"""`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _invalid(field: str, value: Any, allowed: str) -> ValueError:
+    return ValueError(f"HfAttnConfig: invalid `{field}`={value!r}; {allowed}.")
+
+
+class HfAttnConfig(PreTrainedConfig):
+    r"""Configuration of an hf_attn encoder (or decoder-style) Transformer classifier.
+
+    Defaults describe a small classifier: 4 pre-norm layers, 4 heads, hidden size 384, FFN 1536, GELU,
+    dropout 0.1, 128 tokens, a 501-token vocabulary with `[PAD]` = 500.
+
+    Args:
+        vocab_size: rows of the token embedding; take it from the tokenizer (`len(tokenizer)`).
+        hidden_size: model width d.
+        num_hidden_layers: number of Transformer blocks.
+        num_attention_heads: query heads; `hidden_size` must divide evenly.
+        num_key_value_heads: key/value heads for grouped-query attention (1 = multi-query); `None`
+            means as many as query heads (plain multi-head attention).
+        intermediate_size: FFN width (for gated activations, the width of each of the two branches).
+        hidden_act: `gelu`, `relu`, `silu`, or the gated `swiglu` / `geglu`.
+        norm_type: `layernorm` or `rmsnorm`.
+        norm_eps: epsilon of every norm.
+        norm_position: `pre` (x + f(norm(x)): stable without warm-up tricks) or `post`
+            (norm(x + f(x)): the original Transformer / BERT).
+        position_embedding_type: a key of `hf_attn.positions.POSITION_SCHEMES`: `none`, `sinusoidal`,
+            `learned`, `rope`, `alibi`.
+        max_position_embeddings: the training length; `learned` cannot go beyond it, RoPE scaling
+            uses it as the original context length, other schemes extrapolate past it.
+        rope_parameters: transformers' RoPE dict (`rope_type` in default/linear/dynamic/yarn,
+            `rope_theta`, `factor`, ...). Filled with `{"rope_type": "default", "rope_theta": 10000.0}`
+            when the scheme is `rope` and nothing is given.
+        rope_layout: which channels of a head RoPE rotates together: `halves` (i and i + d/2, Llama's
+            `rotate_half`) or `interleaved` (2i and 2i + 1, the RoPE paper's and RoFormer's layout).
+            A `config.json` saved before this field existed was trained with `halves`, the default.
+        sliding_window: if set, layers of type `sliding_attention` let a token attend only to keys at
+            most this many positions away (on each side; only backwards when causal).
+        layer_types: per-layer `full_attention` / `sliding_attention`; defaults to all sliding when
+            `sliding_window` is set (list some as `full_attention` to keep them global).
+        attention_dropout: dropout on attention weights.
+        hidden_dropout: dropout on embeddings and on every residual branch.
+        classifier_dropout: dropout before the classification layer; `None` means `hidden_dropout`.
+        classifier_pooling: `mean` over real tokens (the default: it needs no CLS token), `max` over real
+            tokens, or `cls` (the first token).
+        read_length: sequence classification only: how many tokens of each text the classifier reads, the
+            first `read_length` (the model cuts a longer input, so `pipeline(...)` with its defaults, a
+            tokenizer called without truncation and hf-attn's commands all read the same tokens); `None`
+            reads every token. Past `max_position_embeddings` the model reads directly (schemes that
+            extrapolate) or as windows (`window_stride`; the only way for `learned`).
+        window_stride: sequence classification only: `None` (the default) reads the input directly, in
+            one pass. A number: an input longer than `max_position_embeddings` is read as windows of that
+            many tokens starting every `window_stride` tokens (at most `max_position_embeddings`, so no
+            token is skipped), each encoded on its own with positions from 0 as in training, and the
+            classifier reads the average of their pooled vectors weighted by their real tokens: linear cost
+            in the length, and every scheme, learned positions included, reads a text of any length.
+        scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps
+            them from being drowned by sinusoidal positions of magnitude 1.
+        attention_bias: biases on the Q/K/V/O projections.
+        initializer_range: std of the normal init.
+        is_decoder: causal self-attention (each token sees only itself and earlier tokens).
+        add_cross_attention: a cross-attention sublayer in each block, attending over
+            `encoder_hidden_states` (no positions are applied in that step).
+        pad_token_id: id of `[PAD]`; its embedding row is kept at zero and gets no gradient. Defaults to the
+            last id, `vocab_size - 1`, where every Week 3 vocabulary puts it; `None` for no padding token.
+        bos_token_id, eos_token_id: ids that start and end a generated text (`generate()` reads them);
+            Week 3 vocabularies have neither, so both default to `None`.
+        use_cache: decoders only: whether an evaluation forward (and `generate()`) keeps the keys and values
+            of past tokens by default. A training forward never does (every position is scored at once and
+            the cache would only cost memory), and an encoder ignores it, as BERT does.
+        rtd_generator_layers: replaced-token detection (ELECTRA) pretraining only: layers of the masked-LM
+            generator that proposes the replacements (same width as the encoder; ELECTRA's best
+            generators are 1/4 to 1/2 the size of the model they train).
+        rtd_loss_weight: replaced-token detection only: weight of the encoder's per-token loss against
+            the generator's masked-LM loss (ELECTRA's 50).
+        sparse_prediction: masked-LM only: when labels are given, run the vocabulary projection on the
+            labelled (masked) positions alone and return their logits as (masked tokens, vocab), as
+            ModernBERT does; with 15% masking that skips ~85% of the largest matmul of pretraining.
+
+    Example:
+        ```python
+        >>> from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
+        >>> config = HfAttnConfig(position_embedding_type="alibi", num_key_value_heads=2)
+        >>> model = HfAttnForSequenceClassification(config)
+        ```
+    """
+
+    model_type = "hf_attn"
+
+    vocab_size: int = 501
+    hidden_size: int = 384
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int | None = None
+    intermediate_size: int = 1536
+    hidden_act: Literal["gelu", "relu", "silu", "swiglu", "geglu"] = "gelu"
+    norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
+    norm_eps: float = 1e-5
+    norm_position: Literal["pre", "post"] = "pre"
+    position_embedding_type: str = "rope"
+    max_position_embeddings: int = 128
+    rope_parameters: dict | None = None
+    rope_layout: Literal["halves", "interleaved"] = "halves"
+    sliding_window: int | None = None
+    layer_types: list[str] | None = None
+    attention_dropout: float = 0.1
+    hidden_dropout: float = 0.1
+    classifier_dropout: float | None = None
+    classifier_pooling: Literal["cls", "mean", "max"] = "mean"
+    read_length: int | None = None
+    window_stride: int | None = None
+    scale_embeddings: bool = False
+    attention_bias: bool = True
+    initializer_range: float = 0.02
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    pad_token_id: int | None = LAST_ID
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+    use_cache: bool = True
+    tie_word_embeddings: bool = True
+    sparse_prediction: bool = False
+    rtd_generator_layers: int = 1
+    rtd_loss_weight: float = 50.0
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        # Configs saved by hf_attn 1.0 name a dropout implementation; dropout is torch's now, and inactive at
+        # inference, so such a checkpoint computes the same logits.
+        kwargs.pop("dropout_implementation", None)
+        # hf_attn 1.0 named the window stride `classifier_window_stride`.
+        if "classifier_window_stride" in kwargs:
+            self.window_stride = kwargs.pop("classifier_window_stride")
+        if self.pad_token_id == LAST_ID and isinstance(self.vocab_size, int):
+            self.pad_token_id = self.vocab_size - 1
+        if self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
+        if self.layer_types is None:
+            kind = "full_attention" if self.sliding_window is None else "sliding_attention"
+            self.layer_types = [kind] * self.num_hidden_layers if isinstance(self.num_hidden_layers, int) else []
+        if self.position_embedding_type == "rope" and not self.rope_parameters and "rope_scaling" not in kwargs:
+            self.rope_parameters = {"rope_type": "default", "rope_theta": kwargs.pop("rope_theta", 10_000.0)}
+        self.validate_fields()
+        super().__post_init__(**kwargs)
+        if self.position_embedding_type == "rope":
+            self._validate_rope_parameters()
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head (read by transformers' RoPE init functions)."""
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_scale(self) -> float:
+        """What the forward pass multiplies the token table by: sqrt(hidden_size) with `scale_embeddings`, else 1."""
+        return math.sqrt(self.hidden_size) if self.scale_embeddings else 1.0
+
+    @property
+    def num_key_value_groups(self) -> int:
+        """Query heads sharing one key/value head."""
+        return self.num_attention_heads // self.num_key_value_heads
+
+    def validate_fields(self) -> None:
+        """Raise a `ValueError` naming the first invalid field (run at construction; again after a field is set)."""
+        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                      "num_key_value_heads", "intermediate_size", "max_position_embeddings", "rtd_generator_layers"):
+            value = getattr(self, field)
+            if not _is_count(value):
+                raise _invalid(field, value, "must be a positive integer")
+        for field in ("attention_dropout", "hidden_dropout", "classifier_dropout"):
+            value = getattr(self, field)
+            if value is None and field == "classifier_dropout":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise _invalid(field, value, "must be a probability in [0, 1)")
+        for field in ("norm_eps", "rtd_loss_weight"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise _invalid(field, value, "must be a positive number")
+        choices = {
+            "hidden_act": HIDDEN_ACTIVATIONS,
+            "norm_type": NORM_TYPES,
+            "norm_position": NORM_POSITIONS,
+            "classifier_pooling": POOLING_MODES,
+            "position_embedding_type": tuple(POSITION_SCHEMES),
+            "rope_layout": ROPE_LAYOUTS,
+        }
+        for field, allowed in choices.items():
+            value = getattr(self, field)
+            if value not in allowed:
+                raise _invalid(field, value, f"allowed: {', '.join(allowed)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise _invalid(
+                "num_attention_heads", self.num_attention_heads,
+                f"must divide hidden_size={self.hidden_size} (head_dim = hidden_size / num_attention_heads)",
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise _invalid(
+                "num_key_value_heads", self.num_key_value_heads,
+                f"must divide num_attention_heads={self.num_attention_heads} (each key/value head serves "
+                "a whole group of query heads)",
+            )
+        if self.sliding_window is not None and not _is_count(self.sliding_window):
+            raise _invalid("sliding_window", self.sliding_window, "must be a positive integer or None")
+        if len(self.layer_types) != self.num_hidden_layers or any(t not in LAYER_TYPES for t in self.layer_types):
+            raise _invalid(
+                "layer_types", self.layer_types,
+                f"must list {self.num_hidden_layers} entries (one per layer) from {', '.join(LAYER_TYPES)}",
+            )
+        if "sliding_attention" in self.layer_types and self.sliding_window is None:
+            raise _invalid("layer_types", self.layer_types, "`sliding_attention` layers need `sliding_window` set")
+        if self.read_length is not None and not _is_count(self.read_length):
+            raise _invalid("read_length", self.read_length, "must be None (every token) or a positive integer")
+        stride = self.window_stride
+        if stride is not None and not (_is_count(stride) and stride <= self.max_position_embeddings):
+            raise _invalid(
+                "window_stride", stride,
+                f"must be None or a whole number in [1, max_position_embeddings={self.max_position_embeddings}] "
+                "(a longer stride would skip tokens between windows)",
+            )
+        if self.position_embedding_type == "learned" and stride is None and (
+            self.read_length or 0
+        ) > self.max_position_embeddings:
+            raise _invalid(
+                "read_length", self.read_length,
+                f"learned positions cover max_position_embeddings={self.max_position_embeddings} tokens; read "
+                f"at most that many, or set window_stride to read longer texts as windows",
+            )
+        for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, field)
+            ids = value if isinstance(value, list) and field == "eos_token_id" else [value]
+            if value is not None and not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size for i in ids
+            ):
+                raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
+        POSITION_SCHEMES[self.position_embedding_type].check_config(self)
+
+    def _validate_rope_parameters(self) -> None:
+        rope_type = self.rope_parameters.get("rope_type", "default")
+        if rope_type not in ROPE_TYPES:
+            raise _invalid("rope_parameters.rope_type", rope_type, f"allowed: {', '.join(ROPE_TYPES)}")
+        if rope_type != "default":
+            factor = self.rope_parameters.get("factor")
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
+                raise _invalid(
+                    "rope_parameters.factor", factor,
+                    f"rope_type={rope_type!r} needs a context-length scaling factor >= 1 (e.g. 4.0 to reach "
+                    f"4 x max_position_embeddings)",
+                )
+        theta = self.rope_parameters.get("rope_theta")
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 1:
+            raise _invalid("rope_parameters.rope_theta", theta, "must be a number > 1 (10000.0 is standard)")
+
+
+__all__ = ["HfAttnConfig"]
