@@ -13,10 +13,11 @@ import torch
 from helpers import SHARED, require, tiny_config_kwargs
 from torch.utils.data import Subset, TensorDataset
 from transformers import BertConfig, BertForSequenceClassification
+from transformers.testing_utils import CaptureLogger
 from week3_reference import ReferenceTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
-from hf_attn.week3 import Week3FormatError, load_week3_tokenizer
+from hf_attn.week3 import Week3FormatError, load_week3_tokenizer, tensors
 from hf_attn.week3.tensors import (
     load_week3_embedding,
     load_week3_pickle,
@@ -201,6 +202,36 @@ def test_model_computes_with_the_dan_vectors(
     token_ids = torch.tensor([[3, 7, 250, 499]])
     first_hidden = model(token_ids, output_hidden_states=True).hidden_states[0]
     torch.testing.assert_close(first_hidden[0], embedding_weight[token_ids[0]])
+
+
+def learned_hf_attn_model() -> HfAttnForSequenceClassification:
+    return HfAttnForSequenceClassification(HfAttnConfig(**tiny_config_kwargs(
+        vocab_size=501, hidden_size=384, pad_token_id=500, position_embedding_type="learned")))
+
+
+@pytest.mark.parametrize("make_model", [bert, learned_hf_attn_model], ids=["bert", "hf_attn"])
+def test_position_tables_start_at_the_dan_tokens_scale_when_asked(
+    sample_dir: Path, embedding_weight: torch.Tensor, make_model
+) -> None:
+    """A fresh position table (std initializer_range = 0.02) is ~1/50 of the DAN's N(0, 1) vectors, and an encoder
+    learns to ignore it: asked, the loader draws it at the tokens' std; otherwise it keeps it and says so."""
+    path = sample_dir / "models" / "imdb_embedding_layer.pt"
+    kept = make_model()
+    initial = [module.weight.detach().clone() for name, module in kept.named_modules() if "position" in name
+               and isinstance(module, torch.nn.Embedding)]
+    assert len(initial) == 1 and float(initial[0].std()) == pytest.approx(0.02, rel=0.1)
+    with CaptureLogger(tensors.logger) as captured:
+        load_week3_embedding(kept, path)
+    kept_tables = [module.weight for name, module in kept.named_modules() if "position" in name
+                   and isinstance(module, torch.nn.Embedding)]
+    assert torch.equal(kept_tables[0], initial[0])
+    assert "start_position_tables_at_token_scale=True" in captured.out
+
+    redrawn = load_week3_embedding(make_model(), path, start_position_tables_at_token_scale=True)
+    tables = [module.weight for name, module in redrawn.named_modules() if "position" in name
+              and isinstance(module, torch.nn.Embedding)]
+    assert float(tables[0].detach().std()) == pytest.approx(float(embedding_weight.std()), rel=0.05)
+    assert torch.equal(redrawn.get_input_embeddings().weight, embedding_weight)
 
 
 def test_embedding_mismatches_raise_clear_errors(sample_dir: Path, tmp_path: Path) -> None:

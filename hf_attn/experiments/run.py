@@ -59,7 +59,6 @@ from ..modeling_hf_attn import (
     HfAttnForSequenceClassification,
     HfAttnPreTrainedModel,
 )
-from ..positions import PositionScheme
 from ..saved import check_loaded_weights
 from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
 from .config import FINE_TUNING_SETTINGS, Experiment
@@ -303,29 +302,11 @@ def build_model(
     )
     model = model_class(config)
     if use_dan:
-        load_week3_embedding(model, embedding_file)
-        start_position_tables_at_token_scale(model)
+        load_week3_embedding(model, embedding_file, start_position_tables_at_token_scale=True)
     if isinstance(model, HfAttnForReplacedTokenDetection):
         with torch.no_grad():
             model.generator.get_input_embeddings().weight.copy_(model.get_input_embeddings().weight)
     return model
-
-
-def start_position_tables_at_token_scale(model: HfAttnPreTrainedModel) -> None:
-    """Re-draw every trained position table (`learned`) at the standard deviation of the token vectors it is
-    added to.
-
-    A fresh model starts the table at `initializer_range`, as BERT starts its token and position tables alike;
-    beside the DAN's N(0, 1) token vectors that table is about 1/50 of the signal, and the encoder learns to
-    ignore it (docs/arena.md, "Learned positions barely moved": such an encoder's masked-LM loss tracked
-    `none`'s step for step). Started at the tokens' scale, position and token count alike, as in BERT.
-    """
-    std = float(model.get_input_embeddings().weight.detach().std()) * model.config.embedding_scale
-    for module in model.modules():
-        if isinstance(module, PositionScheme):
-            for table in module.modules():
-                if isinstance(table, torch.nn.Embedding):
-                    torch.nn.init.normal_(table.weight, std=std)
 
 
 def training_arguments(experiment: Experiment, output_dir: Path, n_train: int, **fixed: Any) -> TrainingArguments:

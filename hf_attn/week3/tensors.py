@@ -22,8 +22,12 @@ import numpy as np
 import torch
 from torch.utils.data import Subset, TensorDataset
 from transformers import PreTrainedModel
+from transformers.utils import logging
 
+from ..positions import PositionScheme
 from .files import CONFIG_FILE, Week3FormatError
+
+logger = logging.get_logger(__name__)
 
 ALLOWED_CLASSES = (TensorDataset, Subset)
 """The only classes a Week 3 pickle may name, besides tensors and containers."""
@@ -152,7 +156,11 @@ def read_embedding_width(path: str | Path) -> int:
 
 
 def load_week3_embedding(
-    model: PreTrainedModel, path: str | Path, vocab_config: str | Path | Mapping[str, Any] | None = None
+    model: PreTrainedModel,
+    path: str | Path,
+    vocab_config: str | Path | Mapping[str, Any] | None = None,
+    *,
+    start_position_tables_at_token_scale: bool = False,
 ) -> PreTrainedModel:
     """Copy a Week 3 embedding into ``model.get_input_embeddings()`` and return the model.
 
@@ -166,6 +174,12 @@ def load_week3_embedding(
     other weights: AdamW moves each weight by about the learning rate per step whatever its size,
     and the DAN's rows are N(0, 1) draws (nn.Embedding's init, which its training moves by ~7%),
     so stored as they are they barely move.
+
+    A fresh model's trained position table (hf-attn's `learned`, BERT's `position_embeddings`) starts at
+    `initializer_range`, about 1/50 of the DAN's vectors, and an encoder learns to ignore a table that small
+    (docs/arena.md, "Learned positions barely moved"). ``start_position_tables_at_token_scale=True`` draws
+    such tables afresh at the standard deviation of the token vectors; without it a table that much smaller
+    is kept, with a warning (a pretrained table should be kept).
     """
     path = Path(path)
     weight = read_embedding(path)
@@ -205,4 +219,25 @@ def load_week3_embedding(
     with torch.no_grad():
         stored = weight.to(device=embeddings.weight.device, dtype=embeddings.weight.dtype) / forward_scale
         embeddings.weight.copy_(stored)
+    token_std = float(weight.std())
+    for table in position_tables(model):
+        table_std = float(table.weight.detach().std())
+        if start_position_tables_at_token_scale:
+            torch.nn.init.normal_(table.weight, std=token_std)
+        elif table_std < token_std / 10:
+            logger.warning(
+                f"The model's position table has std {table_std:.3g}, the DAN's token "
+                f"vectors {token_std:.3g}: an encoder learns to ignore a table that small. To train it from here, "
+                "pass start_position_tables_at_token_scale=True to draw it at the tokens' scale."
+            )
     return model
+
+
+def position_tables(model: PreTrainedModel) -> list[torch.nn.Embedding]:
+    """The trained position tables added to the token vectors: those of hf-attn's position schemes (`learned`)
+    and BERT-style `position_embeddings`, the ELECTRA generator's included."""
+    schemes = [module for module in model.modules() if isinstance(module, PositionScheme)]
+    learned = [table for scheme in schemes for table in scheme.modules() if isinstance(table, torch.nn.Embedding)]
+    stock = [module for name, module in model.named_modules()
+             if name.endswith("position_embeddings") and isinstance(module, torch.nn.Embedding)]
+    return learned + stock
