@@ -31,6 +31,7 @@ from hf_attn.analysis import checkpoint
 from hf_attn.analysis.hub import build_model_card
 from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.data import LABEL_NAMES, load_sample
+from hf_attn.experiments.pretraining import MaskedLMCollator
 from hf_attn.experiments.run import build_model, init_from_metrics, load_tokenizer
 from hf_attn.week3 import train_week3_tokenizer
 
@@ -212,7 +213,27 @@ def test_a_run_without_metrics_gets_a_card_that_says_what_the_model_is(tmp_path:
     card = (tmp_path / "encoder" / "README.md").read_text()
     assert "# hf-attn masked-LM encoder (alibi positions)" in card
     assert "left no `metrics.json`" in card and "AutoModelForMaskedLM.from_pretrained" in card
-    assert "pipeline_tag: fill-mask" in card and not (tmp_path / "encoder" / "metrics.json").exists()
+    assert not (tmp_path / "encoder" / "metrics.json").exists()
+
+
+def test_a_masked_lm_card_predicts_a_token_masked_as_pretraining_masked_it(tmp_path: Path) -> None:
+    """A Week 3 vocabulary has no mask token, so the fill-mask pipeline cannot use these encoders (no Hub widget
+    for it); the card's code masks a token with the id pretraining's collator masks with, and its logits are the
+    model's on the collator-masked ids."""
+    save_run(tmp_path / "run", HfAttnForMaskedLM, None)
+    checkpoint.write_checkpoint(tmp_path / "run", tmp_path / "encoder")
+    card = (tmp_path / "encoder" / "README.md").read_text()
+    assert "pipeline_tag" not in card
+    code = card.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(code, namespace)  # the card names the folder it was written to
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "encoder")
+    masked = tokenizer("This movie was terrible. I hated every minute of it.", return_tensors="pt")["input_ids"]
+    masked[0, 3] = MaskedLMCollator(tokenizer).mask_token_id
+    assert torch.equal(namespace["inputs"]["input_ids"], masked)
+    model = HfAttnForMaskedLM.from_pretrained(tmp_path / "encoder").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(namespace["logits"].detach(), model(masked).logits)
 
 
 def checkpoint_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -235,6 +235,19 @@ class Head(NamedTuple):
     auto_class: str  # the transformers Auto class that loads it
     pipeline_tag: str | None  # the Hub's task for it (None: no pipeline uses it as it is)
     encoder_to_fine_tune: bool  # pretrained for a classifier to start from (`init_from`)
+    example: str = ""  # code after loading, where a pipeline cannot show the model's use
+
+
+# Week 3 vocabularies have no mask token: pretraining marks a masked position with the [PAD] id (attended to),
+# which no text names (the tokenizer splits special tokens written in text), so the fill-mask pipeline cannot
+# use these encoders; the card shows the same prediction made by hand.
+FILL_A_MASKED_TOKEN = """
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
+inputs = tokenizer("This movie was terrible. I hated every minute of it.", return_tensors="pt")
+inputs["input_ids"][0, 3] = tokenizer.pad_token_id  # mask "terrible": pretraining masked with the [PAD] id
+logits = model(**inputs).logits
+print(tokenizer.convert_ids_to_tokens(logits[0, 3].topk(5).indices))
+"""
 
 
 # Keyed by the `architectures` name `save_pretrained` writes into config.json.
@@ -244,7 +257,7 @@ HEADS: dict[str, Head] = {
         "IMDb classifier", "Transformer encoder classifier for IMDb sentiment", "AutoModelForSequenceClassification",
         "text-classification", False),
     "HfAttnForMaskedLM": Head("masked-LM encoder", "Transformer encoder with a masked-LM head",
-                              "AutoModelForMaskedLM", "fill-mask", True),
+                              "AutoModelForMaskedLM", None, True, FILL_A_MASKED_TOKEN),
     "HfAttnForReplacedTokenDetection": Head(
         "ELECTRA encoder", "Transformer encoder for replaced-token detection (ELECTRA) with its small masked-LM "
         "generator", "AutoModelForPreTraining", None, True),
@@ -269,10 +282,10 @@ A {layers}-layer, {heads}-head, d={hidden} {what}, with **{scheme}** position en
 ## How to load
 
 ```python
-from transformers import {auto_class}
+from transformers import {imports}
 
 model = {auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)
-```
+{example}```
 {fine_tune}"""
 
 
@@ -303,6 +316,8 @@ def build_description_card(metrics: dict[str, Any] | None, config: dict[str, Any
         record=record, pre_norm=config.get("norm_position", "pre") == "pre", vocab_size=config["vocab_size"],
         positions=config["max_position_embeddings"], pretraining=_pretraining_text(metrics) if pretrained else "",
         auto_class=head.auto_class, repo_id=repo_id, fine_tune=fine_tune,
+        imports=f"{head.auto_class}, AutoTokenizer" if head.example else head.auto_class,
+        example=head.example.format(repo_id=repo_id),
     )
     return ModelCard(text)
 
