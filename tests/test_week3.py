@@ -204,6 +204,13 @@ def test_model_computes_with_the_dan_vectors(
     torch.testing.assert_close(first_hidden[0], embedding_weight[token_ids[0]])
 
 
+def position_table_weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The weights of the model's position tables, found by name (BERT's `position_embeddings`, hf-attn's
+    `positions.embeddings`) rather than by the loader's own search."""
+    return [module.weight.detach() for name, module in model.named_modules()
+            if "position" in name and isinstance(module, torch.nn.Embedding)]
+
+
 def learned_hf_attn_model() -> HfAttnForSequenceClassification:
     return HfAttnForSequenceClassification(HfAttnConfig(**tiny_config_kwargs(
         vocab_size=501, hidden_size=384, pad_token_id=500, position_embedding_type="learned")))
@@ -217,20 +224,15 @@ def test_position_tables_start_at_the_dan_tokens_scale_when_asked(
     learns to ignore it: asked, the loader draws it at the tokens' std; otherwise it keeps it and says so."""
     path = sample_dir / "models" / "imdb_embedding_layer.pt"
     kept = make_model()
-    initial = [module.weight.detach().clone() for name, module in kept.named_modules() if "position" in name
-               and isinstance(module, torch.nn.Embedding)]
+    initial = [weight.clone() for weight in position_table_weights(kept)]
     assert len(initial) == 1 and float(initial[0].std()) == pytest.approx(0.02, rel=0.1)
     with CaptureLogger(tensors.logger) as captured:
         load_week3_embedding(kept, path)
-    kept_tables = [module.weight for name, module in kept.named_modules() if "position" in name
-                   and isinstance(module, torch.nn.Embedding)]
-    assert torch.equal(kept_tables[0], initial[0])
+    assert torch.equal(position_table_weights(kept)[0], initial[0])
     assert "start_position_tables_at_token_scale=True" in captured.out
 
     redrawn = load_week3_embedding(make_model(), path, start_position_tables_at_token_scale=True)
-    tables = [module.weight for name, module in redrawn.named_modules() if "position" in name
-              and isinstance(module, torch.nn.Embedding)]
-    assert float(tables[0].detach().std()) == pytest.approx(float(embedding_weight.std()), rel=0.05)
+    assert float(position_table_weights(redrawn)[0].std()) == pytest.approx(float(embedding_weight.std()), rel=0.05)
     assert torch.equal(redrawn.get_input_embeddings().weight, embedding_weight)
 
 
