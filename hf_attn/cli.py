@@ -554,6 +554,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _leave_process_group() -> None:
+    """Leave the process group a run under `accelerate launch` joined, if any.
+
+    A process that exits while still in a gloo group can abort in its last moment ("terminate called without
+    an active exception": the group's threads outlive the interpreter), failing a run whose work was done.
+    """
+    distributed = sys.modules.get("torch.distributed")  # never imported by the commands that do not train
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
@@ -578,6 +589,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except OSError as error:  # what transformers raises for a Hub repo it cannot find or reach, a full disk, ...
         print(f"hf-attn {args.command}: error: {' '.join(str(error).split())}", file=sys.stderr)
         raise SystemExit(2) from None
+    finally:
+        _leave_process_group()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ tokens of a long review; predict reads texts from arguments, a file or standard 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import time
@@ -125,6 +126,25 @@ def save_tiny_classifier(
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return model
+
+
+@pytest.mark.parametrize("outcome", ["success", "error"])
+def test_a_command_leaves_the_process_group_it_ran_in(outcome: str, tmp_path: Path) -> None:
+    """Under `accelerate launch` each process joins a gloo group, and one that exits still in it can abort after
+    its work is done (which failed a two-process run); every command leaves the group, whether it ended well
+    or in an error. A group of one process stands in for accelerate's here."""
+    save_tiny_classifier(tmp_path)
+    if outcome == "error":
+        weights = tmp_path / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        with contextlib.suppress(SystemExit):
+            cli.main(["predict", "--model", str(tmp_path), "a good film"])
+        assert not torch.distributed.is_initialized()
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
 
 def test_a_truncated_weights_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
