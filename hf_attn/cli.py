@@ -560,7 +560,7 @@ def _leave_process_group() -> None:
     A process that exits while still in a gloo group can abort in its last moment ("terminate called without
     an active exception": the group's threads outlive the interpreter), failing a run whose work was done.
     """
-    distributed = sys.modules.get("torch.distributed")  # never imported by the commands that do not train
+    distributed = sys.modules.get("torch.distributed")  # absent where the command never imported torch
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
         distributed.destroy_process_group()
 

@@ -128,6 +128,12 @@ def save_tiny_classifier(
     return model
 
 
+def truncate_weights(folder: Path) -> None:
+    """Cut the saved model's weights file to its first half, as an interrupted download or save leaves it."""
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
 @pytest.mark.parametrize("outcome", ["success", "error"])
 def test_a_command_leaves_the_process_group_it_ran_in(outcome: str, tmp_path: Path) -> None:
     """Under `accelerate launch` each process joins a gloo group, and one that exits still in it can abort after
@@ -135,8 +141,7 @@ def test_a_command_leaves_the_process_group_it_ran_in(outcome: str, tmp_path: Pa
     or in an error. A group of one process stands in for accelerate's here."""
     save_tiny_classifier(tmp_path)
     if outcome == "error":
-        weights = tmp_path / "model.safetensors"
-        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+        truncate_weights(tmp_path)
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         with contextlib.suppress(SystemExit):
@@ -149,8 +154,7 @@ def test_a_command_leaves_the_process_group_it_ran_in(outcome: str, tmp_path: Pa
 
 def test_a_truncated_weights_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     save_tiny_classifier(tmp_path)
-    weights = tmp_path / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    truncate_weights(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["predict", "--model", str(tmp_path), "a good film"])
     assert exit_info.value.code == 2
@@ -401,8 +405,7 @@ def test_resuming_from_a_checkpoint_cut_short_names_it_and_the_ways_on(
     for step in (40, 50):
         save_tiny_classifier(run / f"checkpoint-{step}")
     (run / "checkpoint-40" / "trainer_state.json").write_text("{}")
-    weights = run / "checkpoint-50" / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    truncate_weights(run / "checkpoint-50")
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", "--config", str(SMOKE), "--output-dir", str(run), "--resume"])
