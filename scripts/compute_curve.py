@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     args.output.with_suffix(".md").write_text(curve_table(points))
     args.output.with_suffix(".json").write_text(json.dumps(points, indent=2) + "\n")
     plot_line_panels([("Whole-review accuracy against pretraining", "accuracy (read whole)",
-                       {split: (tokens, [point[f"{key}_accuracy"] for point in points])
+                       {split: (tokens, [point[f"{key}_accuracy"] for point in points],
+                                [point[f"{key}_se"] for point in points])
                         for split, key in (("validation", "val"), ("test", "test"))})],
                      args.output.with_suffix(".png"), xlabel="masked-LM pretraining tokens (millions)")
 

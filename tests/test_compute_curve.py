@@ -54,3 +54,22 @@ def test_an_unfinished_run_is_refused_by_name(tmp_path: Path) -> None:
     stopped.write_text(json.dumps({"stage": "stopped", "step": 100}))
     with pytest.raises(SystemExit, match="stopped.json has no val_accuracy, test_accuracy"):
         run_script(str(stopped), "--output", str(tmp_path / "curve"))
+
+
+def test_the_plot_draws_each_accuracy_with_its_standard_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from matplotlib.axes import Axes
+
+    drawn: dict[str, tuple[list[float], list[float]]] = {}
+    errorbar = Axes.errorbar
+
+    def recording_errorbar(self: Axes, xs: Any, ys: Any, yerr: Any = None, **kwargs: Any) -> Any:
+        drawn[kwargs["label"]] = (list(ys), list(yerr))
+        return errorbar(self, xs, ys, yerr=yerr, **kwargs)
+
+    monkeypatch.setattr(Axes, "errorbar", recording_errorbar)
+    paths = [write_results(tmp_path, "scratch", 0.886, 0.89, None),
+             write_results(tmp_path, "pretrained-4000", 0.90, 0.8, pretraining_run(4000, 7200.0))]
+    run_script(*map(str, paths), "--output", str(tmp_path / "compute-curve"))
+    assert drawn["validation"][0] == [0.886, 0.90]
+    assert drawn["validation"][1] == pytest.approx([math.sqrt(0.886 * 0.114 / 5000), math.sqrt(0.9 * 0.1 / 5000)])
+    assert drawn["test"][1] == pytest.approx([math.sqrt(0.89 * 0.11 / 4000), math.sqrt(0.8 * 0.2 / 4000)])

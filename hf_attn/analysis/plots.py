@@ -128,12 +128,13 @@ def plot_attention_maps(
 
 
 def plot_line_panels(
-    panels: Sequence[tuple[str, str, dict[str, tuple[Sequence[float], Sequence[float]]]]],
+    panels: Sequence[tuple[str, str, dict[str, tuple[Sequence[float], ...]]]],
     path: str | os.PathLike[str],
     xlabel: str,
     log_x: bool = False,
 ) -> Path:
-    """Panels side by side, each (title, y label, {line name: (xs, ys)}), with a shared x label; `log_x`
+    """Panels side by side, each (title, y label, {line name: (xs, ys) or (xs, ys, standard errors)}; errors
+    are drawn as bars, so a reader sees which gaps are noise), with a shared x label; `log_x`
     spaces the x axis in powers of 2 (lengths that double). Lines named `group/variant` share a colour per
     group (a position scheme) and a line style per variant (a reading, an attention mode)."""
     names = [name for _, _, series in panels for name in series]
@@ -142,10 +143,10 @@ def plot_line_panels(
     styles = ("-", "--", ":", "-.", (0, (5, 1)), (0, (1, 3)))
     figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
     for axis, (title, ylabel, series) in zip(axes[0], panels):
-        for name, (xs, ys) in series.items():
+        for name, (xs, ys, *errors) in series.items():
             group, _, variant = name.partition("/")
-            axis.plot(xs, ys, marker="o", label=name, color=f"C{groups.index(group) % 10}",
-                      linestyle=styles[variants.index(variant) % len(styles)])
+            axis.errorbar(xs, ys, yerr=errors[0] if errors else None, capsize=3, marker="o", label=name,
+                          color=f"C{groups.index(group) % 10}", linestyle=styles[variants.index(variant) % len(styles)])
         if log_x:
             axis.set_xscale("log", base=2)
         axis.set_xlabel(xlabel)

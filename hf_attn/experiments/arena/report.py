@@ -143,18 +143,21 @@ def arena_plots(record: dict[str, Any], results_dir: Path) -> list[Path]:
     from ...analysis.plots import plot_line_panels  # matplotlib: only when plots are drawn
 
     def series(cells: dict[str, dict[str, Any]], name_of: Callable[[str], str], x_of: Callable[[str, dict], float],
-               y_of: Callable[[dict], float]) -> dict[str, tuple[list[float], list[float]]]:
-        lines: dict[str, tuple[list[float], list[float]]] = {}
+               *values_of: Callable[[dict], float]) -> dict[str, tuple[list[float], ...]]:
+        """{line name: (xs, and a list per function of values_of)}: the y values, then their standard errors
+        where a second function is given."""
+        lines: dict[str, tuple[list[float], ...]] = {}
         for key, cell in cells.items():
             if cell["value"] is not None:
-                xs, ys = lines.setdefault(name_of(key), ([], []))
+                xs, *columns = lines.setdefault(name_of(key), tuple([] for _ in range(1 + len(values_of))))
                 xs.append(x_of(key, cell))
-                ys.append(y_of(cell))
+                for column, value_of in zip(columns, values_of):
+                    column.append(value_of(cell))
         return lines
 
     accuracy = series(record["reading"], lambda key: key.rsplit("/", 1)[0],
                       lambda key, cell: cell["tokens"].get("test", cell["tokens"].get("validation")),
-                      lambda cell: cell["value"])
+                      lambda cell: cell["value"], lambda cell: cell["se"])
     mlm = series(record["mlm"], lambda key: key.split("/")[0], lambda key, cell: int(key.split("/")[1]),
                  lambda cell: cell["value"])
     candidates = {f"{name}/b{cell['batch']}/{cell['length']}": {**found, "length": cell["length"]}
