@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -256,3 +257,20 @@ def test_a_pretrained_encoder_missing_weights_is_an_error_naming_them(tmp_path: 
               tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(ValueError, match=r"missing model\.layers\.1\..*\(\d+ in all\)"):
         build_model(experiment, tokenizer)
+
+
+def test_scoring_a_finished_run_does_not_set_off_early_stopping(tmp_path: Path) -> None:
+    """The validation and test scores after training are evaluations too; early stopping, done by then, must
+    not answer them with "did not find eval_loss so early stopping is disabled"."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    transformers_logger = logging.getLogger("transformers")
+    transformers_logger.addHandler(handler)
+    try:
+        metrics = train(load_experiment(SMOKE, [*FAST, "evals_per_epoch=2", "early_stopping_patience=2"]),
+                        tmp_path / "run")
+    finally:
+        transformers_logger.removeHandler(handler)
+    assert "test_accuracy" in metrics
+    assert [record.getMessage() for record in records if "early stopping" in record.getMessage()] == []

@@ -179,6 +179,9 @@ def run(
         if stage_limit.stopped:
             return write_stage(trainer, experiment, output_dir, max_time, started)
         (output_dir / STAGE_RECORD).unlink(missing_ok=True)  # an earlier stage's: this run has ended
+        # Scoring evaluates again under other metric prefixes (val_, test_), where early stopping, whose work
+        # is done, would warn that it found no eval_loss and "is disabled".
+        trainer.remove_callback(EarlyStoppingCallback)
         trainer.save_model(str(output_dir))
         metrics = {
             "name": experiment.name,
