@@ -239,6 +239,26 @@ def test_the_ranking_orders_only_gaps_beyond_noise() -> None:
     assert arena_module.ranking({"reading": {"rope/direct/128": entry(0.90)}}, "direct", 128) == ""  # one is no order
 
 
+def test_the_accuracy_plot_draws_each_reading_with_its_standard_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn: dict[str, Any] = {}
+    monkeypatch.setattr("hf_attn.analysis.plots.plot_line_panels",
+                        lambda panels, path, *args, **kwargs: drawn.update({Path(path).name: panels[0][2]}))
+
+    def reading(value: float | None, tokens: int) -> dict[str, Any]:
+        se = None if value is None else (value * (1 - value) / 5000) ** 0.5
+        return {"value": value, "se": se, "tokens": {"validation": tokens, "test": tokens}}
+
+    record = {"reading": {"rope/direct/128": reading(0.82, 128), "rope/direct/256": reading(0.85, 256),
+                          "rope/windows/256": reading(None, 256)},
+              "mlm": {"rope/128": {"value": 4.1}, "rope/256": {"value": 4.6}}, "speed": {}}
+    arena_module.report.arena_plots(record, tmp_path)
+    xs, ys, errors = drawn["accuracy.png"]["rope/direct"]
+    assert (xs, ys) == ([128, 256], [0.82, 0.85]) and "rope/windows" not in drawn["accuracy.png"]  # blank: no point
+    assert errors == pytest.approx([(0.82 * 0.18 / 5000) ** 0.5, (0.85 * 0.15 / 5000) ** 0.5])
+    assert drawn["mlm_loss.png"]["rope"] == ([128, 256], [4.1, 4.6])  # a loss has no bars
+
+
 def test_a_fine_tune_budget_starts_each_seed_from_the_schemes_encoder(tmp_path: Path) -> None:
     encoder = tmp_path / "encoder"
     HfAttnForMaskedLM(HfAttnConfig(**tiny_config_kwargs(position_embedding_type="alibi", max_position_embeddings=128,

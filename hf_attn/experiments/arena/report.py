@@ -143,21 +143,22 @@ def arena_plots(record: dict[str, Any], results_dir: Path) -> list[Path]:
     from ...analysis.plots import plot_line_panels  # matplotlib: only when plots are drawn
 
     def series(cells: dict[str, dict[str, Any]], name_of: Callable[[str], str], x_of: Callable[[str, dict], float],
-               *values_of: Callable[[dict], float]) -> dict[str, tuple[list[float], ...]]:
-        """{line name: (xs, and a list per function of values_of)}: the y values, then their standard errors
-        where a second function is given."""
+               y_of: Callable[[dict], float], error_of: Callable[[dict], float] | None = None,
+               ) -> dict[str, tuple[list[float], ...]]:
+        """{line name: (xs, ys), or (xs, ys, standard errors) when `error_of` is given}, skipping empty cells."""
         lines: dict[str, tuple[list[float], ...]] = {}
         for key, cell in cells.items():
             if cell["value"] is not None:
-                xs, *columns = lines.setdefault(name_of(key), tuple([] for _ in range(1 + len(values_of))))
+                xs, ys, *errors = lines.setdefault(name_of(key), ([], [], []) if error_of else ([], []))
                 xs.append(x_of(key, cell))
-                for column, value_of in zip(columns, values_of):
-                    column.append(value_of(cell))
+                ys.append(y_of(cell))
+                if error_of:
+                    errors[0].append(error_of(cell))
         return lines
 
     accuracy = series(record["reading"], lambda key: key.rsplit("/", 1)[0],
                       lambda key, cell: cell["tokens"].get("test", cell["tokens"].get("validation")),
-                      lambda cell: cell["value"], lambda cell: cell["se"])
+                      lambda cell: cell["value"], error_of=lambda cell: cell["se"])
     mlm = series(record["mlm"], lambda key: key.split("/")[0], lambda key, cell: int(key.split("/")[1]),
                  lambda cell: cell["value"])
     candidates = {f"{name}/b{cell['batch']}/{cell['length']}": {**found, "length": cell["length"]}
