@@ -224,17 +224,19 @@ def _generate(args: argparse.Namespace) -> None:
     BOS token); without one it is an error. One prompt at a time, so no padding is needed.
     """
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, EncoderDecoderModel, set_seed
+    from transformers import AutoConfig, AutoTokenizer, EncoderDecoderModel, set_seed
 
-    from .saved import check_loaded_weights
+    from .saved import check_loaded_weights, load_saved_causal_lm
 
     prompts = text_arguments(args.prompts, "prompt")
     is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
-    model_class = EncoderDecoderModel if is_seq2seq else AutoModelForCausalLM
-    model, loading_info = model_class.from_pretrained(args.model, output_loading_info=True)
-    check_loaded_weights(args.model, model, loading_info)
+    if is_seq2seq:
+        model, loading_info = EncoderDecoderModel.from_pretrained(args.model, output_loading_info=True)
+        check_loaded_weights(args.model, model, loading_info)
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+    else:
+        model, tokenizer = load_saved_causal_lm(args.model)
     model.eval()
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
     options = dict(max_new_tokens=args.max_new_tokens, num_beams=args.num_beams, do_sample=args.do_sample,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     for prompt in prompts:

@@ -1,4 +1,5 @@
-"""A saved classifier folder as the package's own commands read it: loaded strictly, at one length, in batches.
+"""A saved folder as the package's own commands read it: a classifier loaded strictly, at one length, in batches;
+a causal LM loaded strictly, or refused with what the folder holds instead.
 
 `from_pretrained` starts every weight it does not find in the folder from a random init and only logs it:
 a folder whose `config.json` is another model type, or a pretraining folder read as a classifier, would
@@ -16,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     PreTrainedModel,
@@ -60,6 +63,22 @@ def load_saved_classifier(
     except ValueError as error:
         raise ValueError(f"{model_dir}: {error}") from None
     return model, tokenizer
+
+
+def load_saved_causal_lm(model_dir: str | os.PathLike[str]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The causal LM and tokenizer of a saved folder (or Hub repo), loaded strictly.
+
+    An hf_attn encoder's folder (a classifier, a masked LM) is refused by what it is, before the model is built:
+    built as a decoder it would fail inside the model with advice meant for code that constructs one.
+    """
+    config = AutoConfig.from_pretrained(model_dir)
+    if isinstance(config, HfAttnConfig) and not config.is_decoder:
+        held = ", ".join(config.architectures or []) or "an encoder"
+        raise ValueError(f"{model_dir} holds {held}, an encoder that reads text but does not continue it; pass a "
+                         "causal-LM folder, such as one `hf-attn pretrain --config configs/causal-lm/rope.yaml` writes")
+    model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
+    check_loaded_weights(model_dir, model, info)
+    return model, AutoTokenizer.from_pretrained(model_dir)
 
 
 def check_loaded_weights(

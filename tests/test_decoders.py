@@ -606,6 +606,20 @@ def test_generate_command_runs_an_encoder_decoder_folder(
     assert capsys.readouterr().out == tokenizer.decode(expected) + "\n" != "\n"
 
 
+@pytest.mark.parametrize("command", [["generate", "a good"], ["perplexity", "--lengths", "16", "--dataset", "sample"]])
+def test_generate_and_perplexity_name_an_encoder_folder_instead_of_failing_inside_the_model(
+    command: list[str], tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+) -> None:
+    from hf_attn import HfAttnForMaskedLM, cli
+
+    HfAttnForMaskedLM(HfAttnConfig(**tiny_config_kwargs(**vocabulary(tokenizer)))).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command[0], "--model", str(tmp_path), *command[1:]])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "holds HfAttnForMaskedLM, an encoder" in error and "causal-LM folder" in error
+
+
 LONG_PROMPT = "a good film, a bad film " * 8  # more tokens than the tokenizer's model_max_length (32)
 
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..saved import beyond_learned_table, check_loaded_weights
+from ..saved import beyond_learned_table, load_saved_causal_lm
 from .data import load_imdb
 from .precision import autocast, default_device, resolve_precision
 
@@ -116,9 +116,7 @@ def evaluate_perplexity(
     one, goes under `training`."""
     device = default_device()
     computed_in = resolve_precision(precision, device)
-    model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
-    check_loaded_weights(model_dir, model, info)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model, tokenizer = load_saved_causal_lm(model_dir)
     reviews = load_imdb(dataset)
     stream = token_stream(tokenizer, reviews["validation"]["text"], max_tokens)
     if len(stream) < max(lengths):
