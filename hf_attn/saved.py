@@ -73,9 +73,10 @@ def load_saved_causal_lm(model_dir: str | os.PathLike[str]) -> tuple[PreTrainedM
     """
     config = AutoConfig.from_pretrained(model_dir)
     if isinstance(config, HfAttnConfig) and not config.is_decoder:
-        held = ", ".join(config.architectures or []) or "an encoder"
-        raise ValueError(f"{model_dir} holds {held}, an encoder that reads text but does not continue it; pass a "
-                         "causal-LM folder, such as one `hf-attn pretrain --config configs/causal-lm/rope.yaml` writes")
+        saved_as = ", ".join(config.architectures or []) or "is_decoder false"
+        raise ValueError(f"{model_dir} holds an encoder ({saved_as}): it reads text but does not continue it; "
+                         "pass a causal-LM folder, such as one "
+                         "`hf-attn pretrain --config configs/causal-lm/rope.yaml` writes")
     model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
     check_loaded_weights(model_dir, model, info)
     return model, AutoTokenizer.from_pretrained(model_dir)

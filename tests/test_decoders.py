@@ -617,7 +617,7 @@ def test_generate_and_perplexity_name_an_encoder_folder_instead_of_failing_insid
     with pytest.raises(SystemExit) as exit_info:
         cli.main([command[0], "--model", str(tmp_path), *command[1:]])
     error = capsys.readouterr().err
-    assert exit_info.value.code == 2 and "holds HfAttnForMaskedLM, an encoder" in error and "causal-LM folder" in error
+    assert exit_info.value.code == 2 and "holds an encoder (HfAttnForMaskedLM)" in error and "causal-LM folder" in error
 
 
 LONG_PROMPT = "a good film, a bad film " * 8  # more tokens than the tokenizer's model_max_length (32)
