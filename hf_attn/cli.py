@@ -226,13 +226,12 @@ def _generate(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoConfig, AutoTokenizer, EncoderDecoderModel, set_seed
 
-    from .saved import check_loaded_weights, load_saved_causal_lm
+    from .saved import load_saved_causal_lm, load_strictly
 
     prompts = text_arguments(args.prompts, "prompt")
     is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
     if is_seq2seq:
-        model, loading_info = EncoderDecoderModel.from_pretrained(args.model, output_loading_info=True)
-        check_loaded_weights(args.model, model, loading_info)
+        model = load_strictly(EncoderDecoderModel, args.model)
         tokenizer = AutoTokenizer.from_pretrained(args.model)
     else:
         model, tokenizer = load_saved_causal_lm(args.model)

@@ -3,10 +3,10 @@ a causal LM loaded strictly, or refused with what the folder holds instead.
 
 `from_pretrained` starts every weight it does not find in the folder from a random init and only logs it:
 a folder whose `config.json` is another model type, or a pretraining folder read as a classifier, would
-then print labels and accuracies from random weights. `load_saved_classifier` (behind `hf-attn predict`,
-`evaluate` and `probe`) and `build_model`'s `init_from` make every missing, unexpected or mismatched
-weight an error naming them and the likely cause. Only the core install is needed (`predict` works
-without the extras).
+then print labels and accuracies from random weights. `load_strictly` (behind `hf-attn predict`,
+`evaluate`, `probe`, `generate`, `perplexity`, `checkpoint`, `--continue-from` and `build_model`'s
+`init_from`) makes every missing, unexpected or mismatched weight an error naming them and the likely
+cause. Only the core install is needed (`predict` works without the extras).
 """
 
 from __future__ import annotations
@@ -44,9 +44,7 @@ def load_saved_classifier(
     A classifier saved by hf_attn 1.0 kept its read length in the tokenizer's `model_max_length`; it reads
     what it read then.
     """
-    model, info = AutoModelForSequenceClassification.from_pretrained(model_dir, output_loading_info=True,
-                                                                     **config_changes)
-    check_loaded_weights(model_dir, model, info)
+    model = load_strictly(AutoModelForSequenceClassification, model_dir, **config_changes)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = model.config
     if not isinstance(config, HfAttnConfig):
@@ -77,20 +75,19 @@ def load_saved_causal_lm(model_dir: str | os.PathLike[str]) -> tuple[PreTrainedM
         raise ValueError(f"{model_dir} holds an encoder ({saved_as}): it reads text but does not continue it; "
                          "pass a causal-LM folder, such as one "
                          "`hf-attn pretrain --config configs/causal-lm/rope.yaml` writes")
-    model, info = AutoModelForCausalLM.from_pretrained(model_dir, output_loading_info=True)
-    check_loaded_weights(model_dir, model, info)
-    return model, AutoTokenizer.from_pretrained(model_dir)
+    return load_strictly(AutoModelForCausalLM, model_dir), AutoTokenizer.from_pretrained(model_dir)
 
 
-def check_loaded_weights(
-    source: str | os.PathLike[str], model: PreTrainedModel, info: dict[str, Any], new_head: bool = False
-) -> None:
-    """Raise a ValueError naming the weights `source` lacked, had left over or had in another shape for `model`
-    (`info` is `from_pretrained(..., output_loading_info=True)`'s).
+def load_strictly(
+    model_class: type, source: str | os.PathLike[str], new_head: bool = False, **from_pretrained_kwargs: Any
+) -> PreTrainedModel:
+    """`model_class.from_pretrained(source, **from_pretrained_kwargs)` (a model class or an Auto class), or a
+    ValueError naming the weights `source` lacked, had left over or had in another shape, and the likely cause.
 
     With `new_head` (a model started from a pretrained encoder, `init_from`), only the encoder must load
     whole: the weights outside it are the new head, and the weights of another head are dropped.
     """
+    model, info = model_class.from_pretrained(source, output_loading_info=True, **from_pretrained_kwargs)
     missing = sorted(info["missing_keys"])
     unexpected = sorted(info["unexpected_keys"])
     if new_head:
@@ -107,6 +104,7 @@ def check_loaded_weights(
             f"the weights in {source} do not fit {type(model).__name__} ({'; '.join(problems)}): "
             f"{_likely_cause(source, model)}"
         )
+    return model
 
 
 def _listed(names: list[str]) -> str:

@@ -31,7 +31,7 @@ from transformers import AutoTokenizer, PreTrainedModel
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import AUTO_CLASSES
-from ..saved import check_loaded_weights
+from ..saved import load_strictly
 from .hub import build_description_card, build_model_card
 
 STORED_DTYPE = torch.float16
@@ -72,9 +72,7 @@ def load_run_model(run_dir: Path) -> PreTrainedModel:
     if architecture not in classes:
         raise CheckpointError(f"{config_path} names the architecture {architecture!r}, not one of {sorted(classes)}; "
                               "save the model with save_pretrained, which writes it")
-    model, info = classes[architecture].from_pretrained(run_dir, dtype=torch.float32, output_loading_info=True)
-    check_loaded_weights(run_dir, model, info)
-    return model
+    return load_strictly(classes[architecture], run_dir, dtype=torch.float32)
 
 
 def check_output(output: Path, overwrite: bool, max_checkpoints: int | None = None) -> None:

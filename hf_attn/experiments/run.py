@@ -59,7 +59,7 @@ from ..modeling_hf_attn import (
     HfAttnForSequenceClassification,
     HfAttnPreTrainedModel,
 )
-from ..saved import check_loaded_weights
+from ..saved import load_strictly
 from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
 from .config import FINE_TUNING_SETTINGS, Experiment
 from .data import LABEL_NAMES
@@ -286,10 +286,8 @@ def build_model(
     label_maps = {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {name: i for i, name in enumerate(LABEL_NAMES)}}
     if experiment.init_from is not None:
         fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
-        model, info = model_class.from_pretrained(experiment.init_from, output_loading_info=True, **label_maps,
-                                                  read_length=experiment.reading_length, **fine_tuning)
-        check_loaded_weights(experiment.init_from, model, info, new_head=True)
-        return model
+        return load_strictly(model_class, experiment.init_from, new_head=True, **label_maps,
+                             read_length=experiment.reading_length, **fine_tuning)
     model_settings = dict(experiment.model)
     embedding_file = Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
     use_dan = experiment.init_embedding_from_dan and embedding_file is not None and embedding_file.is_file()
@@ -496,8 +494,7 @@ def continued_checkpoint(source: str | os.PathLike[str], output_dir: Path,
     state = json.loads(state_file.read_text())
     if state.get("best_model_checkpoint") and not Path(state["best_model_checkpoint"]).is_dir():
         state["best_model_checkpoint"] = None  # a folder of the machine the stage ran on
-    model, info = model_class.from_pretrained(source, dtype=torch.float32, output_loading_info=True)
-    check_loaded_weights(source, model, info)
+    model = load_strictly(model_class, source, dtype=torch.float32)
     target = output_dir / f"checkpoint-{state['global_step']}"
     model.save_pretrained(target)
     (target / TRAINER_STATE_NAME).write_text(json.dumps(state, indent=2))
