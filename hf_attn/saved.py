@@ -66,16 +66,20 @@ def load_saved_classifier(
 def load_saved_causal_lm(model_dir: str | os.PathLike[str]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The causal LM and tokenizer of a saved folder (or Hub repo), loaded strictly.
 
-    An hf_attn encoder's folder (a classifier, a masked LM) is refused by what it is, before the model is built:
-    built as a decoder it would fail inside the model with advice meant for code that constructs one.
+    An hf_attn encoder's folder (a classifier, a masked LM) or an encoder-decoder's is refused by what it holds,
+    before the model is built: built as a causal LM, the first would fail inside the model with advice meant for
+    code that constructs a decoder, the second inside transformers with the list of every causal-LM config.
     """
     config = AutoConfig.from_pretrained(model_dir)
-    if isinstance(config, HfAttnConfig) and not config.is_decoder:
-        saved_as = ", ".join(config.architectures or []) or "is_decoder false"
-        raise ValueError(f"{model_dir} holds an encoder ({saved_as}): it reads text but does not continue it; "
-                         "pass a causal-LM folder, such as one "
-                         "`hf-attn pretrain --config configs/causal-lm/rope.yaml` writes")
-    return load_strictly(AutoModelForCausalLM, model_dir), AutoTokenizer.from_pretrained(model_dir)
+    saved_as = ", ".join(config.architectures or [])
+    if config.is_encoder_decoder:
+        holds = f"an encoder-decoder ({saved_as or config.model_type}): it writes an output for a source text"
+    elif isinstance(config, HfAttnConfig) and not config.is_decoder:
+        holds = f"an encoder ({saved_as or 'is_decoder false'}): it reads text but does not continue it"
+    else:
+        return load_strictly(AutoModelForCausalLM, model_dir), AutoTokenizer.from_pretrained(model_dir)
+    raise ValueError(f"{model_dir} holds {holds}; pass a causal-LM folder, such as one "
+                     "`hf-attn pretrain --config configs/causal-lm/rope.yaml` writes")
 
 
 def load_strictly(
