@@ -17,10 +17,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from transformers import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
     AutoConfig,
     AutoModelForCausalLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
+    PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     TextClassificationPipeline,
@@ -32,6 +35,8 @@ from .configuration_hf_attn import HfAttnConfig
 
 SHOWN_NAMES = 3  # weight names an error lists of each kind, before the count
 BATCH_SIZE = 32  # texts per pipeline call of `classify_in_batches`: a large input is never held whole
+CLASSIFIER_FOLDER = "a classifier folder, such as one `hf-attn train` writes"
+CAUSAL_LM_FOLDER = "a causal-LM folder, such as one `hf-attn pretrain --config configs/causal-lm/rope.yaml` writes"
 
 
 def load_saved_classifier(
@@ -44,6 +49,8 @@ def load_saved_classifier(
     A classifier saved by hf_attn 1.0 kept its read length in the tokenizer's `model_max_length`; it reads
     what it read then.
     """
+    _check_loadable(AutoModelForSequenceClassification, MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING, model_dir,
+                    CLASSIFIER_FOLDER)
     model = load_strictly(AutoModelForSequenceClassification, model_dir, **config_changes)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = model.config
@@ -66,20 +73,30 @@ def load_saved_classifier(
 def load_saved_causal_lm(model_dir: str | os.PathLike[str]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The causal LM and tokenizer of a saved folder (or Hub repo), loaded strictly.
 
-    An hf_attn encoder's folder (a classifier, a masked LM) or an encoder-decoder's is refused by what it holds,
-    before the model is built: built as a causal LM, the first would fail inside the model with advice meant for
-    code that constructs a decoder, the second inside transformers with the list of every causal-LM config.
+    An hf_attn encoder's folder (a classifier, a masked LM) is refused by what it holds, before the model is
+    built: built as a causal LM, it would fail inside the model with advice meant for code that constructs a
+    decoder.
     """
+    config = _check_loadable(AutoModelForCausalLM, MODEL_FOR_CAUSAL_LM_MAPPING, model_dir, CAUSAL_LM_FOLDER)
+    if isinstance(config, HfAttnConfig) and not config.is_decoder:
+        saved_as = ", ".join(config.architectures or []) or "is_decoder false"
+        raise ValueError(f"{model_dir} holds an encoder ({saved_as}): it reads text but does not continue it; "
+                         f"pass {CAUSAL_LM_FOLDER}")
+    return load_strictly(AutoModelForCausalLM, model_dir), AutoTokenizer.from_pretrained(model_dir)
+
+
+def _check_loadable(
+    auto_class: type, mapping: Any, model_dir: str | os.PathLike[str], wanted: str
+) -> PretrainedConfig:
+    """The folder's config, or a one-line ValueError when `auto_class` has no model for it (an encoder-decoder
+    read as a classifier): transformers' own error lists every model type the Auto class knows."""
     config = AutoConfig.from_pretrained(model_dir)
-    saved_as = ", ".join(config.architectures or [])
-    if config.is_encoder_decoder:
-        holds = f"an encoder-decoder ({saved_as or config.model_type}): it writes an output for a source text"
-    elif isinstance(config, HfAttnConfig) and not config.is_decoder:
-        holds = f"an encoder ({saved_as or 'is_decoder false'}): it reads text but does not continue it"
-    else:
-        return load_strictly(AutoModelForCausalLM, model_dir), AutoTokenizer.from_pretrained(model_dir)
-    raise ValueError(f"{model_dir} holds {holds}; pass a causal-LM folder, such as one "
-                     "`hf-attn pretrain --config configs/causal-lm/rope.yaml` writes")
+    if type(config) in mapping or auto_class.__name__ in (getattr(config, "auto_map", None) or {}):
+        return config
+    saved_as = ", ".join(config.architectures or []) or config.model_type
+    holds = (f"an encoder-decoder ({saved_as}): it writes an output for a source text" if config.is_encoder_decoder
+             else f"a {config.model_type} model ({saved_as}), which {auto_class.__name__} has no class for")
+    raise ValueError(f"{model_dir} holds {holds}; pass {wanted}")
 
 
 def load_strictly(

@@ -620,8 +620,14 @@ def test_generate_and_perplexity_name_an_encoder_folder_instead_of_failing_insid
     assert exit_info.value.code == 2 and "holds an encoder (HfAttnForMaskedLM)" in error and "causal-LM folder" in error
 
 
-def test_perplexity_names_an_encoder_decoder_folder_instead_of_listing_every_causal_lm_config(
-    tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
+@pytest.mark.parametrize(("command", "wanted"), [
+    (["perplexity", "--lengths", "16", "--dataset", "sample"], "causal-LM folder"),
+    (["predict", "a good film"], "classifier folder"),
+    (["evaluate", "--dataset", "sample", "--limit", "2"], "classifier folder"),
+    (["probe"], "classifier folder"),
+])
+def test_an_encoder_decoder_folder_is_named_instead_of_listing_every_config_the_auto_class_knows(
+    command: list[str], wanted: str, tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: ANN001
 ) -> None:
     from hf_attn import cli
 
@@ -629,10 +635,10 @@ def test_perplexity_names_an_encoder_decoder_folder_instead_of_listing_every_cau
     tokenizer.save_pretrained(tmp_path)
     capsys.readouterr()  # the save's progress bar
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["perplexity", "--model", str(tmp_path), "--lengths", "16", "--dataset", "sample"])
+        cli.main([command[0], "--model", str(tmp_path), *command[1:]])
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and len(error.splitlines()) == 1, error
-    assert "holds an encoder-decoder (EncoderDecoderModel)" in error and "causal-LM folder" in error
+    assert "holds an encoder-decoder (EncoderDecoderModel)" in error and wanted in error
 
 
 LONG_PROMPT = "a good film, a bad film " * 8  # more tokens than the tokenizer's model_max_length (32)
