@@ -48,7 +48,7 @@ def arena_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The tiny budget with two schemes (one that cannot read past 128, one with scalings) run twice in one
     folder, counting the trainings each run starts."""
     folder = tmp_path_factory.mktemp("arena")
-    path = write_arena(folder, schemes=["learned", "rope"], read_lengths=[128, 256, "whole"],
+    path = write_arena(folder, schemes=["learned", "rope"], read_lengths=[128, "whole"],
                        mlm_lengths=[128, 256], speed_lengths=[256])
     calls = {"train": 0, "pretrain": 0}
 
@@ -72,7 +72,7 @@ def test_arena_measures_every_cell_and_writes_the_table(arena_runs: dict[str, An
     record, results = arena_runs["first"], arena_runs["folder"] / "results"
     readings = {"learned": ["direct", "windows"], "rope": ["direct", "windows", "linear", "dynamic", "yarn"]}
     expected = {f"{scheme}/{reading}/{read}" for scheme, names in readings.items() for reading in names
-                for read in (128, 256, "whole") if not (reading == "windows" and read == 128)}
+                for read in (128, "whole") if not (reading == "windows" and read == 128)}
     assert set(record["reading"]) == expected
     for key, cell in record["reading"].items():
         if key.startswith("learned/direct/") and not key.endswith("/128"):
@@ -103,14 +103,14 @@ def test_a_second_run_measures_nothing(arena_runs: dict[str, Any]) -> None:
 def test_rope_scalings_use_the_length_ratio(arena_runs: dict[str, Any]) -> None:
     """linear and yarn stretch by read length / 128; dynamic keeps factor 1 (its frequencies follow each input)."""
     record = arena_runs["first"]
-    for read in (128, 256, "whole"):
+    for read in (128, "whole"):
         tokens = record["reading"][f"rope/direct/{read}"]["tokens"]["test"]
         for reading in ("linear", "yarn"):
             parameters = record["reading"][f"rope/{reading}/{read}"]["by_seed"]["42"]["test"]["rope_parameters"]
             assert parameters["rope_type"] == reading and parameters["factor"] == pytest.approx(tokens / 128)
         assert record["reading"][f"rope/dynamic/{read}"]["by_seed"]["42"]["test"]["rope_parameters"]["factor"] == 1.0
     # The scaling reaches the model (its loss differs from plain RoPE's), and the saved folder stays as it was.
-    cells = {reading: record["reading"][f"rope/{reading}/256"]["by_seed"]["42"]["test"] for reading in ("direct",
+    cells = {reading: record["reading"][f"rope/{reading}/whole"]["by_seed"]["42"]["test"] for reading in ("direct",
                                                                                                      "linear")}
     assert cells["linear"]["loss"] != cells["direct"]["loss"]
     saved = HfAttnConfig.from_pretrained(arena_runs["folder"] / "out" / "runs" / "classifier" / "rope-seed42")
@@ -215,7 +215,7 @@ def test_a_reading_reports_both_splits_with_a_binomial_standard_error(arena_runs
 
 def test_a_reading_not_yet_read_on_test_is_blank_never_its_validation_number(arena_runs: dict[str, Any]) -> None:
     record = copy.deepcopy(arena_runs["first"])
-    entry = record["reading"]["rope/direct/256"]
+    entry = record["reading"]["rope/direct/whole"]
     for cells in entry["by_seed"].values():
         del cells["test"]
     del entry["test"]
@@ -224,8 +224,8 @@ def test_a_reading_not_yet_read_on_test_is_blank_never_its_validation_number(are
     assert entry["value"] is None and entry["val"]["value"] is not None
     table = arena_module.markdown_report(record)
     row = next(line for line in table.splitlines() if line.startswith("| rope | direct |"))
-    at_128, at_256 = (cell.strip() for cell in row.strip("|").split("|")[2:4])
-    assert at_256 == "" and at_128.endswith(" (1 of 2 seeds)")
+    at_128, at_whole = (cell.strip() for cell in row.strip("|").split("|")[2:4])
+    assert at_whole == "" and at_128.endswith(" (1 of 2 seeds)")
 
 
 def test_the_ranking_orders_only_gaps_beyond_noise() -> None:
@@ -371,3 +371,31 @@ def test_a_stage_shorter_than_a_cell_measured_before_is_refused_before_it_starts
                                                "--max-time 5: it cannot finish in one stage; raise --max-time "
                                                "above 10.0"):
         run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=5)
+
+
+@pytest.mark.parametrize("trained_here", [False, True])
+def test_a_long_classifier_training_refuses_a_short_stage_only_while_a_classifier_is_left_to_train(
+    trained_here: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arena = load_arena(write_arena(tmp_path, schemes=["rope"]), "tiny")
+    cells = tmp_path / "results" / "cells" / "classifier" / "rope"
+    for seed in arena.budget.seeds:
+        (cells / f"seed{seed}").mkdir(parents=True)
+        (cells / f"seed{seed}" / "train.json").write_text(json.dumps(
+            {"seconds": 600.0, "stamp": arena_module.arena_stamp(arena)}))
+        if trained_here:  # the run folder a finished training leaves: only readings are left
+            run_dir = tmp_path / "out" / "runs" / "classifier" / f"rope-seed{seed}"
+            run_dir.mkdir(parents=True)
+            (run_dir / "metrics.json").write_text("{}")
+    arena_module.claim_arena_dir(tmp_path / "results", arena)
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise arena_module.StageStopped("stopped where pretraining would start")
+
+    monkeypatch.setattr(arena_module.run, "pretrained_encoder", stopped)
+    if trained_here:
+        record = run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=5)
+        assert record["stopped"] == "stopped where pretraining would start"
+    else:
+        with pytest.raises(ArenaConfigError, match="a classifier:train cell of this arena took 10.0 minutes"):
+            run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=5)

@@ -90,8 +90,8 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
     clock = StageClock(max_time)
     claim_arena_dir(results, arena)
     cells = Cells(results / "cells", cli_command(), arena_stamp(arena), clock)
-    cells.check_fits(max_time)
     runs = output_dir / "runs"
+    cells.check_fits(max_time, done_kinds=() if classifiers_to_train(arena, runs, cells) else ("classifier:train",))
     record: dict[str, Any] = {"budget": arena.budget_name, "settings": arena.settings(), "command": cli_command(),
                               "training_length": experiment_for(arena, "classifier", arena.schemes[0]).max_length,
                               "seeds": arena.budget.seeds, "classifiers": {}, "pretraining": {}, "reading": {},
@@ -135,8 +135,7 @@ def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path,
     it has left, as long as the slowest of each measured so far (at most 90% of a stage, so that a classifier
     longer than a stage still starts in a fresh one and its readings land over several)."""
     train_key = f"classifier/{scheme}/seed{seed}/train"
-    plan = _reading_plan(arena, scheme, seed, experiment, cells)
-    missing = [key for key, *_ in plan if cells.recorded(key) is None]
+    missing = _readings_left(arena, scheme, seed, experiment, cells)
     summary = cells.recorded(train_key)
     if summary is None or missing:
         if not (run_dir / "metrics.json").is_file():
@@ -155,6 +154,20 @@ def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path,
         entry["tokens"][split] = length
         entry["by_seed"].setdefault(str(seed), {})[split] = cell
     return {key: value for key, value in summary.items() if key not in ("seconds", "command", "stamp")}
+
+
+def classifiers_to_train(arena: Arena, runs: Path, cells: Cells) -> list[str]:
+    """The classifiers (`scheme/seed`) a stage would still train: cells of theirs are left to measure and this
+    machine has no finished run folder of theirs to read with."""
+    return [f"{scheme}/{seed}" for scheme in arena.schemes for seed in arena.budget.seeds
+            if not (runs / "classifier" / f"{scheme}-seed{seed}" / "metrics.json").is_file()
+            and (cells.recorded(f"classifier/{scheme}/seed{seed}/train") is None
+                 or _readings_left(arena, scheme, seed, experiment_for(arena, "classifier", scheme, seed), cells))]
+
+
+def _readings_left(arena: Arena, scheme: str, seed: int, experiment: Experiment, cells: Cells) -> list[str]:
+    """The keys of one classifier's reading cells that no stage has measured yet."""
+    return [key for key, *_ in _reading_plan(arena, scheme, seed, experiment, cells) if cells.recorded(key) is None]
 
 
 def _reading_plan(arena: Arena, scheme: str, seed: int, experiment: Experiment, cells: Cells,
