@@ -105,6 +105,17 @@ def table(reports: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def run_folder(runs: Path, scheme: str, seeds: tuple[int | None, ...]) -> Path:
+    """The run folder of `scheme` that samples are drawn from: its first seed's that this machine has."""
+    folders = [runs / result_name(scheme, seed) for seed in seeds]
+    for folder in folders:
+        if (folder / "config.json").is_file():
+            return folder
+    raise SystemExit(f"wrote the table and plot; samples.md needs a run folder of {scheme}, and none of "
+                     f"{', '.join(map(str, folders))} holds a model: pass --runs where they are, or train one "
+                     "(docs/causal-lm.md)")
+
+
 def samples(model_dir: Path, scheme: str, perplexity: float) -> str:
     """Markdown: the model's continuation of each prompt with each decoding, prompt + new tokens within the
     training length (a learned table has no later position, and the other schemes were trained on no more)."""
@@ -142,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     training_length = next(iter(reports.values()))[0]["training_length"]
     plot_perplexity_by_length(curves, args.results / "extrapolation.png", training_length)
     best = min(curves, key=lambda scheme: curves[scheme][training_length])
-    (args.results / "samples.md").write_text(samples(args.runs / result_name(best, seeds[0]), best,
+    (args.results / "samples.md").write_text(samples(run_folder(args.runs, best, seeds), best,
                                                      curves[best][training_length]))
     print(f"wrote {args.results}/extrapolation.md, extrapolation.png, samples.md (best at {training_length}: {best})",
           file=sys.stderr)

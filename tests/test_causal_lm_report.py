@@ -6,6 +6,8 @@ import runpy
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 NOT_APPLICABLE = "n/a (learned table)"
 REPO = Path(__file__).resolve().parents[1]
 REPORT = runpy.run_path(str(REPO / "scripts" / "causal_lm_report.py"))
@@ -43,3 +45,11 @@ def test_table_shows_the_mean_each_seed_and_the_unigram_level() -> None:
 def test_one_seed_has_no_ordering() -> None:
     table = REPORT["table"]({scheme: runs[:1] for scheme, runs in REPORTS.items()})
     assert "| rope | 101.0 | 104.0 | 3000 | 100 |" in table and "Ordering" not in table
+
+
+def test_samples_come_from_the_first_seed_whose_run_folder_is_here(tmp_path: Path) -> None:
+    (tmp_path / "rope-seed43").mkdir()
+    (tmp_path / "rope-seed43" / "config.json").write_text("{}")
+    assert REPORT["run_folder"](tmp_path, "rope", (42, 43)) == tmp_path / "rope-seed43"
+    with pytest.raises(SystemExit, match="none of .*alibi-seed42, .*alibi-seed43 holds a model"):
+        REPORT["run_folder"](tmp_path, "alibi", (42, 43))
