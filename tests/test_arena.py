@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -303,6 +304,14 @@ def test_an_arena_runs_in_stages_that_continue_on_another_machine(tmp_path: Path
     assert calls == [] and third["measured_now"] == [] and third["stopped"] is None
     assert third["reading"] == second["reading"] and third["classifiers"] == second["classifiers"]
     assert third["classifiers"]["rope/42"]["test_accuracy"] == second["classifiers"]["rope/42"]["test_accuracy"]
+    # A finished arena's encoders may leave checkpoints/ (at most three again): nothing is pretrained to replace them.
+    shutil.rmtree(committed)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(classification, "train", lambda *args, **options: calls.append("train"))
+        patch.setattr(pretraining, "pretrain", lambda *args, **options: calls.append("pretrain"))
+        fourth = run_arena(arena, tmp_path / "machine-4", results, checkpoints=committed)
+    assert calls == [] and fourth["measured_now"] == [] and not committed.exists()
+    assert fourth["pretraining"] == second["pretraining"] and fourth["mlm"] == second["mlm"]
 
 
 def classifier_cells(tmp_path: Path, max_time: float) -> tuple[Any, Any, Any]:

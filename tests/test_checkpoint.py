@@ -305,19 +305,20 @@ def test_a_run_folder_that_is_not_a_saved_model_is_refused(
     assert message in error and not (tmp_path / "out").exists()
 
 
-# Every committed model: the folders of checkpoints/ holding a config.json, the study's encoders in
+# Every committed model: the folders of checkpoints/ holding a config.json, the study's encoders kept in
 # checkpoints/arena/SCHEME included.
 COMMITTED = sorted(path.parent for path in (REPO / "checkpoints").rglob("config.json"))
 STUDY_ENCODERS = REPO / "checkpoints" / "arena"
 
 
 def test_the_committed_checkpoints_keep_the_rules() -> None:
-    """checkpoints/ (checkpoints/README.md, tools/commit_checkpoint.py): at most 3 models, and while the study runs
-    one encoder per position scheme in checkpoints/arena/ besides; each a folder of at most 30 MB whose weights are
-    float16 on disk and float32 by the config, with its card and tokenizer."""
+    """checkpoints/ (checkpoints/README.md, tools/commit_checkpoint.py): at most 3 models in all, the study's
+    encoders (one folder per position scheme in checkpoints/arena/) included now that the study is done; each a
+    folder of at most 30 MB whose weights are float16 on disk and float32 by the config, with its card and
+    tokenizer."""
     study = [folder for folder in COMMITTED if folder.parent == STUDY_ENCODERS]
     assert {folder.name for folder in study} <= set(POSITION_SCHEMES), study
-    assert len(COMMITTED) - len(study) <= commit_checkpoint.MAX_CHECKPOINTS, COMMITTED
+    assert len(COMMITTED) <= commit_checkpoint.MAX_CHECKPOINTS, COMMITTED
     for folder in COMMITTED:
         assert checkpoint.folder_bytes(folder) <= commit_checkpoint.MAX_CHECKPOINT_MB * 1_000_000, folder
         assert {tensor.dtype for tensor in load_file(folder / "model.safetensors").values()} == {torch.float16}

@@ -152,6 +152,9 @@ def plot_line_panels(
         axis.set_xlabel(xlabel)
         axis.set_ylabel(ylabel)
         axis.set_title(title)
-        if series:
-            axis.legend(fontsize=7)
+    # One legend for all panels, right of them: inside a panel it hides the points of a dozen lines.
+    handles = {label: handle for axis in axes[0] for handle, label in zip(*axis.get_legend_handles_labels())}
+    if handles:
+        figure.legend(list(handles.values()), list(handles), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    figure.tight_layout()
     return _save(figure, path)

@@ -65,6 +65,16 @@ def pretrained_encoder(arena: Arena, scheme: str, run_dir: Path, clock: StageClo
     return run_dir, metrics
 
 
+def encoder_needed(arena: Arena, scheme: str, cells: Cells, to_train: list[str]) -> bool:
+    """Whether a cell left to measure needs `scheme`'s pretrained encoder: its pretraining record, its masked-LM
+    losses, a classifier to fine-tune from it, or speed (which reads its config). A finished arena needs none,
+    so its encoders can leave `checkpoints/` without the next run pretraining them again."""
+    keys = [f"pretraining/{scheme}", *(f"mlm/{scheme}/{length}" for length in arena.mlm_lengths),
+            *(f"speed/{length}-batch{batch}" for length in arena.speed_lengths for batch in arena.speed_batch_sizes)]
+    classifiers_left = arena.budget.fine_tune and any(name.split("/")[0] == scheme for name in to_train)
+    return classifiers_left or any(cells.recorded(key) is None for key in keys)
+
+
 def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
     """`source` (a run folder or one of its checkpoints) as the float16 checkpoint `committed`, replacing it; the
     folder beside it holds one per scheme."""
@@ -91,26 +101,30 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
     claim_arena_dir(results, arena)
     cells = Cells(results / "cells", cli_command(), arena_stamp(arena), clock)
     runs = output_dir / "runs"
-    cells.check_fits(max_time, done_kinds=() if classifiers_to_train(arena, runs, cells) else ("classifier:train",))
+    to_train = classifiers_to_train(arena, runs, cells)
+    cells.check_fits(max_time, done_kinds=() if to_train else ("classifier:train",))
     record: dict[str, Any] = {"budget": arena.budget_name, "settings": arena.settings(), "command": cli_command(),
                               "training_length": experiment_for(arena, "classifier", arena.schemes[0]).max_length,
                               "seeds": arena.budget.seeds, "classifiers": {}, "pretraining": {}, "reading": {},
                               "mlm": {}, "speed": {}, "stopped": None}
     try:
-        encoders = {}
+        encoders: dict[str, Path] = {}
         for scheme in arena.schemes:
-            committed = Path(checkpoints) / scheme if checkpoints is not None else None
-            encoders[scheme], metrics = pretrained_encoder(arena, scheme, runs / "pretraining" / scheme, clock,
-                                                           committed)
-            record["pretraining"][scheme] = _run_summary(metrics)
+            pretraining_key = f"pretraining/{scheme}"
+            if encoder_needed(arena, scheme, cells, to_train):
+                committed = Path(checkpoints) / scheme if checkpoints is not None else None
+                encoders[scheme], metrics = pretrained_encoder(arena, scheme, runs / "pretraining" / scheme, clock,
+                                                               committed)
+                cells.get(pretraining_key, lambda metrics=metrics: _run_summary(metrics), needs_seconds=0.0)
+            record["pretraining"][scheme] = _cell_summary(cells.recorded(pretraining_key))
             experiment = experiment_for(arena, "pretraining", scheme)
             for length in arena.mlm_lengths:
                 record["mlm"][f"{scheme}/{length}"] = cells.get(f"mlm/{scheme}/{length}", functools.partial(
-                    mlm_cell, encoders[scheme], length, experiment, arena.budget.mlm_tokens, arena.mlm_lengths))
+                    mlm_cell, encoders.get(scheme), length, experiment, arena.budget.mlm_tokens, arena.mlm_lengths))
         for scheme in arena.schemes:
             for seed in arena.budget.seeds:
                 experiment = experiment_for(arena, "classifier", scheme, seed,
-                                            encoders[scheme] if arena.budget.fine_tune else None)
+                                            encoders.get(scheme) if arena.budget.fine_tune else None)
                 record["classifiers"][f"{scheme}/{seed}"] = classifier_and_readings(
                     arena, scheme, seed, runs / "classifier" / f"{scheme}-seed{seed}", experiment, cells,
                     record["reading"])
@@ -153,7 +167,7 @@ def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path,
         entry = found.setdefault(f"{scheme}/{reading}/{read}", {"tokens": {}, "by_seed": {}})
         entry["tokens"][split] = length
         entry["by_seed"].setdefault(str(seed), {})[split] = cell
-    return {key: value for key, value in summary.items() if key not in ("seconds", "command", "stamp")}
+    return _cell_summary(summary)
 
 
 def classifiers_to_train(arena: Arena, runs: Path, cells: Cells) -> list[str]:
@@ -214,6 +228,11 @@ def summarize_readings(record: dict[str, Any]) -> None:
             entry["val" if split == "validation" else "test"] = summary
         test = entry.get("test", {})  # the table's number: none yet while only validation is read
         entry["value"], entry["reason"], entry["se"] = test.get("value"), test.get("reason"), test.get("se")
+
+
+def _cell_summary(cell: dict[str, Any]) -> dict[str, Any]:
+    """A run summary kept as a cell, without what the cell adds (its time, command and stamp)."""
+    return {key: value for key, value in cell.items() if key not in ("seconds", "command", "stamp")}
 
 
 def _run_summary(metrics: dict[str, Any]) -> dict[str, Any]:
