@@ -70,9 +70,14 @@ def encoder_needed(arena: Arena, scheme: str, cells: Cells, to_train: list[str])
     losses, a classifier to fine-tune from it, or speed (which reads its config). A finished arena needs none,
     so its encoders can leave `checkpoints/` without the next run pretraining them again."""
     keys = [f"pretraining/{scheme}", *(f"mlm/{scheme}/{length}" for length in arena.mlm_lengths),
-            *(f"speed/{length}-batch{batch}" for length in arena.speed_lengths for batch in arena.speed_batch_sizes)]
+            *(speed_key(length, batch) for length in arena.speed_lengths for batch in arena.speed_batch_sizes)]
     classifiers_left = arena.budget.fine_tune and any(name.split("/")[0] == scheme for name in to_train)
     return classifiers_left or any(cells.recorded(key) is None for key in keys)
+
+
+def speed_key(length: int, batch: int) -> str:
+    """The cell of whole-review speed at `length` tokens, `batch` reviews a forward."""
+    return f"speed/{length}-batch{batch}"
 
 
 def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
@@ -115,7 +120,7 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
                 committed = Path(checkpoints) / scheme if checkpoints is not None else None
                 encoders[scheme], metrics = pretrained_encoder(arena, scheme, runs / "pretraining" / scheme, clock,
                                                                committed)
-                cells.get(pretraining_key, lambda metrics=metrics: _run_summary(metrics), needs_seconds=0.0)
+                cells.get(pretraining_key, functools.partial(_run_summary, metrics), needs_seconds=0.0)
             record["pretraining"][scheme] = _cell_summary(cells.recorded(pretraining_key))
             experiment = experiment_for(arena, "pretraining", scheme)
             for length in arena.mlm_lengths:
@@ -130,7 +135,7 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
                     record["reading"])
         for length in arena.speed_lengths:
             for batch in arena.speed_batch_sizes:
-                record["speed"][f"{length}/{batch}"] = cells.get(f"speed/{length}-batch{batch}", functools.partial(
+                record["speed"][f"{length}/{batch}"] = cells.get(speed_key(length, batch), functools.partial(
                     speed_cell, encoders, arena, length, batch))
     except StageStopped as stop:
         record["stopped"] = str(stop)
