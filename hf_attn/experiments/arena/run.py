@@ -65,13 +65,13 @@ def pretrained_encoder(arena: Arena, scheme: str, run_dir: Path, clock: StageClo
     return run_dir, metrics
 
 
-def encoder_needed(arena: Arena, scheme: str, cells: Cells, to_train: list[str]) -> bool:
+def encoder_needed(arena: Arena, scheme: str, cells: Cells, to_train: list[tuple[str, int]]) -> bool:
     """Whether a cell left to measure needs `scheme`'s pretrained encoder: its pretraining record, its masked-LM
     losses, a classifier to fine-tune from it, or speed (which reads its config). A finished arena needs none,
     so its encoders can leave `checkpoints/` without the next run pretraining them again."""
     keys = [f"pretraining/{scheme}", *(f"mlm/{scheme}/{length}" for length in arena.mlm_lengths),
             *(speed_key(length, batch) for length in arena.speed_lengths for batch in arena.speed_batch_sizes)]
-    classifiers_left = arena.budget.fine_tune and any(name.split("/")[0] == scheme for name in to_train)
+    classifiers_left = arena.budget.fine_tune and any(trained == scheme for trained, _ in to_train)
     return classifiers_left or any(cells.recorded(key) is None for key in keys)
 
 
@@ -120,8 +120,10 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
                 committed = Path(checkpoints) / scheme if checkpoints is not None else None
                 encoders[scheme], metrics = pretrained_encoder(arena, scheme, runs / "pretraining" / scheme, clock,
                                                                committed)
-                cells.get(pretraining_key, functools.partial(_run_summary, metrics), needs_seconds=0.0)
-            record["pretraining"][scheme] = _cell_summary(cells.recorded(pretraining_key))
+                summary = cells.get(pretraining_key, functools.partial(_run_summary, metrics), needs_seconds=0.0)
+            else:  # every cell of this scheme is measured, its pretraining summary among them
+                summary = cells.recorded(pretraining_key)
+            record["pretraining"][scheme] = _cell_summary(summary)
             experiment = experiment_for(arena, "pretraining", scheme)
             for length in arena.mlm_lengths:
                 record["mlm"][f"{scheme}/{length}"] = cells.get(f"mlm/{scheme}/{length}", functools.partial(
@@ -175,10 +177,10 @@ def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path,
     return _cell_summary(summary)
 
 
-def classifiers_to_train(arena: Arena, runs: Path, cells: Cells) -> list[str]:
-    """The classifiers (`scheme/seed`) a stage would still train: cells of theirs are left to measure and this
+def classifiers_to_train(arena: Arena, runs: Path, cells: Cells) -> list[tuple[str, int]]:
+    """The classifiers (scheme, seed) a stage would still train: cells of theirs are left to measure and this
     machine has no finished run folder of theirs to read with."""
-    return [f"{scheme}/{seed}" for scheme in arena.schemes for seed in arena.budget.seeds
+    return [(scheme, seed) for scheme in arena.schemes for seed in arena.budget.seeds
             if not (runs / "classifier" / f"{scheme}-seed{seed}" / "metrics.json").is_file()
             and (cells.recorded(f"classifier/{scheme}/seed{seed}/train") is None
                  or _readings_left(arena, scheme, seed, experiment_for(arena, "classifier", scheme, seed), cells))]
