@@ -134,7 +134,7 @@ def assert_onnxruntime_matches_eager(
         inputs = batch(*shape)
         (logits,) = session.run(["logits"], {name: tensor.numpy() for name, tensor in inputs.items()})
         with torch.no_grad():
-            expected = model(**inputs).logits
+            expected = model(**inputs, return_dict=True).logits
         torch.testing.assert_close(torch.from_numpy(logits), expected, atol=1e-5, rtol=1e-4, msg=f"shape {shape}")
 
 
@@ -151,6 +151,26 @@ def test_onnx_export_runs_in_onnxruntime_like_eager(scheme: str, tmp_path: Path)
     model = classifier(scheme)
     export_onnx(model, tmp_path / "model.onnx")
     assert_onnxruntime_matches_eager(model, tmp_path / "model.onnx", (EXAMPLE, *shapes(scheme)))
+
+
+@pytest.mark.slow
+@needs_onnx
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "legacy"])
+@pytest.mark.parametrize("scheme", list(POSITION_SCHEMES))
+def test_onnx_recipes_that_set_return_dict_false_export_every_scheme(scheme: str, dynamo: bool, tmp_path: Path) -> None:
+    """The common recipe sets `model.config.return_dict = False` so the graph returns a tuple; both exporters
+    (dynamo's, and the TorchScript one with `dynamic_axes`) then give onnxruntime the eager model's logits."""
+    model = classifier(scheme)
+    model.config.return_dict = False
+    path = tmp_path / "model.onnx"
+    if dynamo:
+        export_onnx(model, path)
+    else:
+        inputs = batch(*EXAMPLE)
+        torch.onnx.export(model, (inputs["input_ids"], inputs["attention_mask"]), str(path), dynamo=False,
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          dynamic_axes={name: {0: "batch", 1: "sequence"} for name in inputs})
+    assert_onnxruntime_matches_eager(model, path, (EXAMPLE, *shapes(scheme)))
 
 
 WINDOW = 16  # the windowed classifiers' positions: the example and the other shapes fall on both sides of it

@@ -759,3 +759,27 @@ def test_a_masked_lm_folder_loads_as_every_head_where_hf_attn_is_absent(tmp_path
     with torch.no_grad():
         expected = model.model(input_ids=input_ids).last_hidden_state
     torch.testing.assert_close(torch.tensor(loaded["features"]), expected)
+
+
+@pytest.mark.parametrize("model_class", [HfAttnModel, HfAttnForSequenceClassification, HfAttnForMaskedLM,
+                                         HfAttnForReplacedTokenDetection, HfAttnForCausalLM],
+                         ids=lambda model_class: model_class.__name__)
+def test_return_dict_false_in_the_config_gives_every_heads_output_as_a_tuple(model_class: type,
+                                                                           tmp_path: Path) -> None:
+    """As BERT does: `config.return_dict = False` (what ONNX recipes set, or `from_pretrained(...,
+    return_dict=False)`) makes every head return the tuple of its output's fields, the same tensors."""
+    decoder = {"is_decoder": True} if model_class is HfAttnForCausalLM else {}
+    model = build(model_class, position_embedding_type="rope", **decoder)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).to_tuple()
+        model.save_pretrained(tmp_path)
+        model.config.return_dict = False
+        loaded = model_class.from_pretrained(tmp_path, return_dict=False, attn_implementation="eager").eval()
+        for candidate in (model, loaded):
+            actual = candidate(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+            assert isinstance(actual, tuple) and len(actual) == len(expected)
+            for actual_field, expected_field in zip(actual, expected, strict=True):
+                torch.testing.assert_close(actual_field, expected_field)
+        as_dict = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, return_dict=True)
+        assert torch.equal(as_dict[0], expected[0])

@@ -742,6 +742,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
             **kwargs,
         )
         pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
@@ -795,6 +796,7 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
             attention_mask=attention_mask,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
             **kwargs,
         )
         hidden_states = outputs.last_hidden_state
@@ -877,6 +879,7 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
             encoder_attention_mask=encoder_attention_mask,
             cache=cache,
             use_cache=use_cache,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
             **kwargs,
         )
         logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
@@ -970,6 +973,7 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
             **kwargs,
         )
         logits = self.detector(self.act(self.dense(outputs.last_hidden_state))).squeeze(-1)
