@@ -111,11 +111,13 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(json.dumps(metrics, indent=2))
 
 
-def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
+def read_records(stream: TextIO, jsonl: bool, prediction_keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
     """The texts of `stream` as records with a `text`, one a line, read lazily: a JSON object with a `text` key
     per line for `jsonl` (blank lines skipped; a ValueError naming the line otherwise), else the line itself (a
     final newline ends the last text; an empty line in between is an empty text). A line that is not UTF-8
-    (read with `errors="surrogateescape"`) is a ValueError naming it."""
+    (read with `errors="surrogateescape"`) is a ValueError naming it, and so is a record that already has one of
+    the `prediction_keys` (gold labels, say): the prediction is written beside the record's fields, never over
+    them."""
     from .tokenization_hf_attn import check_encodable
 
     for number, line in enumerate(stream, 1):
@@ -132,6 +134,10 @@ def read_records(stream: TextIO, jsonl: bool) -> Iterator[dict[str, Any]]:
             raise ValueError(f"--input line {number} is not valid JSON ({error}); write one object per line") from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise ValueError(f'--input line {number} has no "text" string; each line needs {{"text": "..."}}')
+        for key, option in zip(prediction_keys, ("--label-key", "--score-key"), strict=False):
+            if key in record:
+                raise ValueError(f'--input line {number} already has "{key}", which the prediction would overwrite; '
+                                 f"name the prediction's key with {option} (for example {option} predicted_{key})")
         yield record
 
 
@@ -153,23 +159,30 @@ def _predict(args: argparse.Namespace) -> None:
     texts = text_arguments(args.texts, "text")
     classifier = classifier_pipeline(args.model, **reading_policy(args.read_length, args.window_stride))
     jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
+    keys = (args.label_key, args.score_key)
+    if len(set(keys)) < 2 or "text" in keys:
+        raise ValueError(f"--label-key and --score-key must differ from each other and from \"text\", got {keys}")
     records = ({"text": text} for text in texts)
     with contextlib.ExitStack() as stack:
         if args.input == "-":
             if hasattr(sys.stdin, "reconfigure"):  # UTF-8 whatever the locale; other bytes reach read_records
                 sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
-            records = read_records(sys.stdin, jsonl)
+            records = read_records(sys.stdin, jsonl, keys)
         elif args.input is not None:
             records = read_records(stack.enter_context(open(args.input, encoding="utf-8", errors="surrogateescape")),
-                                   jsonl)
-        _print_predictions(classify_in_batches(classifier, records), jsonl)
+                                   jsonl, keys)
+        _print_predictions(classify_in_batches(classifier, records), jsonl, keys)
 
 
-def _print_predictions(predictions: Iterator[tuple[dict[str, Any], dict[str, Any]]], jsonl: bool) -> None:
-    """One line per text as it comes: the record plus `label` and `score` as JSON, or label, score and text."""
+def _print_predictions(
+    predictions: Iterator[tuple[dict[str, Any], dict[str, Any]]], jsonl: bool, keys: tuple[str, str]
+) -> None:
+    """One line per text as it comes: the record plus the label and score under `keys` as JSON, or label, score
+    and text."""
+    label_key, score_key = keys
     for record, prediction in predictions:
         if jsonl:
-            print(json.dumps({**record, "label": prediction["label"], "score": prediction["score"]},
+            print(json.dumps({**record, label_key: prediction["label"], score_key: prediction["score"]},
                              ensure_ascii=False))
         else:
             print(f"{prediction['label']}\t{prediction['score']:.3f}\t{record['text']}")
@@ -463,8 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--input", type=input_file, metavar="PATH",
                          help="classify the texts of a file, - for standard input: one text per line, or JSONL "
                          "(PATH ending in .jsonl, or --jsonl): one object with a \"text\" per line, written back "
-                         "with \"label\" and \"score\" added")
+                         "with \"label\" and \"score\" added (a record that has either key is refused)")
     predict.add_argument("--jsonl", action="store_true", help="read --input as JSONL whatever its name")
+    predict.add_argument("--label-key", default="label", help="JSONL: the key the predicted label is written under")
+    predict.add_argument("--score-key", default="score", help="JSONL: the key its probability is written under")
     predict.add_argument("--read-length", "--max-length", type=read_length, help=READ_LENGTH_HELP)
     predict.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     predict.set_defaults(func=_predict)

@@ -312,6 +312,32 @@ def test_a_jsonl_line_that_is_not_a_text_record_is_an_error_naming_it(
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("clash", ["label", "score"])
+def test_a_jsonl_record_with_a_field_the_prediction_would_overwrite_is_refused_and_a_named_key_keeps_it(
+    clash: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Gold labels (or any "label"/"score" field) are the user's data: predict refuses in one line naming the line
+    and the flag, before printing that record; with --label-key/--score-key the prediction sits beside them."""
+    save_tiny_classifier(tmp_path)
+    records = [{"text": "a good film", "stars": 5}, {"text": "a bad film", clash: "gold"}]
+    (tmp_path / "texts.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    model = ["predict", "--model", str(tmp_path), "--input", str(tmp_path / "texts.jsonl")]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(model)
+    output = capsys.readouterr()
+    option = f"--{clash}-key"
+    last_line = output.err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and f'line 2 already has "{clash}"' in last_line and option in last_line
+    assert len(output.out.splitlines()) <= 1  # the first record only
+    cli.main([*model, option, f"predicted_{clash}"])
+    written = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [{key: one[key] for key in record} for one, record in zip(written, records, strict=True)] == records
+    assert all(f"predicted_{clash}" in one for one in written)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*model, "--label-key", "text"])
+    assert exit_info.value.code == 2 and "--label-key and --score-key must differ" in capsys.readouterr().err
+
+
 def test_blank_lines_of_a_jsonl_input_are_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A JSONL file ending in a blank line (as many editors write it), or with one between records, holds its
     records and nothing else; a plain text file's empty line stays an empty text."""

@@ -159,6 +159,50 @@ def test_a_saved_windowed_classifier_reads_a_whole_review_through_the_pipeline_d
     torch.testing.assert_close(torch.tensor([scores["LABEL_0"], scores["LABEL_1"]]), expected, atol=1e-5, rtol=1e-5)
 
 
+def test_an_input_past_max_direct_length_is_read_as_windows_of_the_positions() -> None:
+    """Reading directly is quadratic in the length: past `max_direct_length` a model without a `window_stride`
+    reads windows of `max_position_embeddings` tokens one after another (the reference: windows by hand), no
+    encoder pass longer than a window; at or under the limit it reads as a model without a limit."""
+    model = classifier("rope", None)
+    model.config.max_direct_length = 3 * WINDOW
+    unlimited = classifier("rope", None)
+    unlimited.config.max_direct_length = None
+    longest_pass = []
+    model.model.register_forward_pre_hook(lambda module, args, kwargs: longest_pass.append(kwargs["input_ids"].shape[1]),
+                                          with_kwargs=True)
+    generator = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        long_text = torch.randint(1, 64, (1, 5 * WINDOW + 3), generator=generator)
+        torch.testing.assert_close(model(input_ids=long_text).logits[0],
+                                   windows_by_hand(model, long_text[0].tolist(), stride=WINDOW), atol=1e-5, rtol=1e-5)
+        assert max(longest_pass) == WINDOW
+        within = torch.randint(1, 64, (2, 3 * WINDOW), generator=generator)
+        assert torch.equal(model(input_ids=within).logits, unlimited(input_ids=within).logits)
+
+
+@pytest.mark.parametrize("limit", [0, -3, 2.5, True])
+def test_a_max_direct_length_that_is_not_a_count_is_refused(limit: object) -> None:
+    with pytest.raises(ValueError, match="max_direct_length"):
+        HfAttnConfig(**tiny_config_kwargs(max_direct_length=limit))
+
+
+def test_a_saved_classifier_without_a_reading_policy_reads_a_megabyte_through_the_pipeline_in_windows(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A model saved with `save_pretrained` and no `read_length` (none) through `pipeline(...)` with its defaults:
+    a 1 MB text is read in windows (the warning names the length and the policy), not in one quadratic pass."""
+    model = save_tiny_classifier(tmp_path, read_length=None)
+    longest_pass = []
+    classify = pipeline("text-classification", model=str(tmp_path), tokenizer=str(tmp_path))
+    classify.model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: longest_pass.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
+    megabyte = ("a good film but a bad ending " * 40_000)[:1_000_000]
+    with caplog.at_level("WARNING"):
+        (answer,) = classify(megabyte)
+    assert answer["label"] in {"LABEL_0", "LABEL_1"}
+    assert max(longest_pass) == model.config.max_position_embeddings
+    assert "longer than max_direct_length=8192: it is read as windows of 16 tokens" in caplog.text
+
+
 def test_predict_reads_past_a_learned_table_only_as_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = save_tiny_classifier(tmp_path, position_embedding_type="learned").eval()
     text = "a good film but a bad ending " * 10
