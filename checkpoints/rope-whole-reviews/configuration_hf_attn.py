@@ -84,6 +84,11 @@ class HfAttnConfig(PreTrainedConfig):
             token is skipped), each encoded on its own with positions from 0 as in training, and the
             classifier reads the average of their pooled vectors weighted by their real tokens: linear cost
             in the length, and every scheme, learned positions included, reads a text of any length.
+        max_direct_length: sequence classification only: the longest input read directly in one pass when
+            `window_stride` is `None` (default 8192 tokens). Attention costs time quadratic in the length, so a
+            longer input (a whole book through `pipeline(...)`) is read as windows of `max_position_embeddings`
+            tokens, one after another (the stride `max_position_embeddings`), with a warning: linear cost.
+            `None` reads every input directly, however long.
         scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps
             them from being drowned by sinusoidal positions of magnitude 1.
         attention_bias: biases on the Q/K/V/O projections.
@@ -139,6 +144,7 @@ class HfAttnConfig(PreTrainedConfig):
     classifier_pooling: Literal["cls", "mean", "max"] = "mean"
     read_length: int | None = None
     window_stride: int | None = None
+    max_direct_length: int | None = 8192
     scale_embeddings: bool = False
     attention_bias: bool = True
     initializer_range: float = 0.02
@@ -247,6 +253,9 @@ class HfAttnConfig(PreTrainedConfig):
                 f"must be None or a whole number in [1, max_position_embeddings={self.max_position_embeddings}] "
                 "(a longer stride would skip tokens between windows)",
             )
+        if self.max_direct_length is not None and not _is_count(self.max_direct_length):
+            raise _invalid("max_direct_length", self.max_direct_length,
+                           "must be None (read any length in one pass) or a positive integer")
         if self.position_embedding_type == "learned" and stride is None and (
             self.read_length or 0
         ) > self.max_position_embeddings:

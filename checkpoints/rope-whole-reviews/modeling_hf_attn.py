@@ -40,7 +40,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing
+from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing, logging
 from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -48,6 +48,7 @@ from .configuration_hf_attn import HfAttnConfig
 from .masking import key_padding_mask, self_attention_mask
 from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
 
+logger = logging.get_logger(__name__)
 
 def eager_attention_forward(
     module: nn.Module,
@@ -663,7 +664,11 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         self.post_init()
 
     def _windows(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, attention_mask: torch.Tensor | None
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        stride: int,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """The inputs cut into windows, (windows, window, ...), the windows' attention mask, and the text (row
         of the batch) each window comes from.
@@ -673,7 +678,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         captured (compile, export), whose shapes cannot depend on the data, they are kept and masked out, so
         they weigh nothing.
         """
-        window, stride = self.config.max_position_embeddings, self.config.window_stride
+        window = self.config.max_position_embeddings
         text = input_ids if input_ids is not None else inputs_embeds
         if attention_mask is None:
             attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
@@ -713,6 +718,15 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
             )
         stride = self.config.window_stride
         positions = self.config.max_position_embeddings
+        direct_limit = self.config.max_direct_length
+        if stride is None and direct_limit is not None and text is not None and not is_tracing(text) \
+                and text.shape[1] > direct_limit:
+            logger.warning_once(
+                f"An input of {text.shape[1]} tokens is longer than max_direct_length={direct_limit}: it is read as "
+                f"windows of {positions} tokens (linear cost). Set config.window_stride to choose the windows, "
+                "config.read_length to read only the start, or config.max_direct_length=None to read it in one pass."
+            )
+            stride = positions
         # A captured graph always reads windows: a branch on the example's length would serve it alone (a
         # shorter text is one window, read as the model reads it whole).
         windowed = stride is not None and text is not None and (is_tracing(text) or text.shape[1] > positions)
@@ -736,7 +750,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
                     "positions from 0; leave position_ids out."
                 )
             batch = text.shape[0]
-            input_ids, inputs_embeds, attention_mask, texts = self._windows(input_ids, inputs_embeds, attention_mask)
+            input_ids, inputs_embeds, attention_mask, texts = self._windows(input_ids, inputs_embeds, attention_mask, stride)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
