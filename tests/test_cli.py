@@ -11,12 +11,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import datasets
 import pytest
 import torch
 from helpers import SMOKE, tiny_config_kwargs
 from transformers import AutoTokenizer, BertConfig, PreTrainedTokenizerBase, pipeline
 
-from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, HfAttnPreTrainedModel, cli
+from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnForSequenceClassification, HfAttnPreTrainedModel, cli
 from hf_attn.experiments.data import load_sample
 from hf_attn.week3 import train_week3_tokenizer
 
@@ -52,6 +53,42 @@ def test_a_classifier_folder_without_its_tokenizer_is_a_usage_error(
 def test_a_saved_folder_or_a_hub_repo_id_passes(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("huggingface_hub.is_offline_mode", lambda: False)  # online: the Hub is asked later
     assert cli.model_folder(value) == value
+
+
+@pytest.mark.parametrize(("argv", "option"), [
+    (["evaluate", "--limit", "0"], "--limit"), (["evaluate", "--limit", "-3"], "--limit"),
+    (["prepare", "--output-dir", "o", "--vocab-size", "0"], "--vocab-size"),
+    (["prepare", "--output-dir", "o", "--max-seq", "-1"], "--max-seq"),
+    (["generate", "--top-k", "0", "a prompt"], "--top-k"), (["baseline", "--max-tokens", "0"], "--max-tokens"),
+])
+def test_a_count_that_is_not_a_whole_number_above_zero_is_refused_by_name(
+    argv: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if argv[0] in {"evaluate", "generate"}:
+        save_tiny_classifier(tmp_path)
+        argv = [argv[0], "--model", str(tmp_path), *argv[1:]]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and f"argument {option}: expected a whole number above 0" in error
+
+
+@pytest.mark.parametrize("command", ["evaluate", "perplexity", "baseline"])
+def test_the_default_hub_dataset_offline_names_the_flag_that_reads_a_local_copy(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    argv = {"evaluate": ["--model", str(tmp_path)], "perplexity": ["--model", str(tmp_path), "--lengths", "8"],
+            "baseline": []}[command]
+    if command == "evaluate":
+        save_tiny_classifier(tmp_path)
+    elif command == "perplexity":
+        save_tiny_classifier(tmp_path, HfAttnForCausalLM, is_decoder=True)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, *argv])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and "stanfordnlp/imdb" in error and "--dataset" in error
 
 
 MODEL_COMMANDS = {"predict": ["some text"], "evaluate": [], "probe": [], "generate": ["a prompt"],

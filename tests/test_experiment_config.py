@@ -74,6 +74,18 @@ def test_overrides_are_parsed_as_yaml_and_checked(tmp_path: Path) -> None:
         load_experiment(tmp_path / "missing.yaml")
 
 
+def test_numbers_in_exponent_form_are_numbers_in_a_file_as_on_the_command_line(tmp_path: Path) -> None:
+    """PyYAML (YAML 1.1) reads `1e-3` as text; JSON and YAML 1.2 read it as a number, and so does every
+    experiment file: each exponent spelling equals the float Python reads, and the file equals the override."""
+    spellings = {"learning_rate": "1e-3", "weight_decay": "1E-2", "adam_epsilon": "+5.0e-8", "max_grad_norm": "5e-1"}
+    path = write_yaml(tmp_path, "experiment.yaml", f"base: {SMOKE.resolve()}\ntraining:\n" + "".join(
+        f"  {key}: {value}\n" for key, value in spellings.items()))
+    from_file = load_experiment(path).training
+    from_overrides = load_experiment(SMOKE, [f"training.{key}={value}" for key, value in spellings.items()]).training
+    for key, value in spellings.items():
+        assert from_file[key] == from_overrides[key] == float(value) and isinstance(from_file[key], float)
+
+
 @pytest.fixture
 def chain(tmp_path: Path) -> Path:
     """study/child.yaml -> study/parent.yaml -> root.yaml, each setting some keys of the same sections."""

@@ -125,9 +125,19 @@ DERIVED_MODEL_FIELDS = {
     "read_length": "the experiment's `read_length` (a top-level key): set it there",
 }
 
-# Numbers in exponent form without a dot (3e-4, 1E5), which YAML 1.1 leaves as strings; nothing else
-# (names like `nan`, `inf`, `1_000`) is turned into a float behind the user's back.
-_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+class NumberLoader(yaml.SafeLoader):
+    """PyYAML's safe loader reading numbers in exponent form (3e-4, 1E5, 5.0e-5) as floats, as YAML 1.2 and JSON
+    do (YAML 1.1 leaves those without a dot as strings); nothing else (names like `nan`, `inf`) changes."""
+
+
+NumberLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$"), list("-+0123456789.")
+)
+
+
+def load_yaml(text: str) -> Any:
+    """`text` read as YAML with exponent numbers as floats (every experiment and arena file, every override)."""
+    return yaml.load(text, Loader=NumberLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def merge_sections(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +166,7 @@ def read_experiment_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] 
         loop = " -> ".join(str(link) for link in (*_chain, path))
         raise ExperimentConfigError(f"`base` chain loops back on itself: {loop}.")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ExperimentConfigError(f"{path} is not valid YAML: {error}") from error
     if raw is None:
@@ -178,9 +188,7 @@ def parse_override(override: str) -> tuple[list[str], Any]:
     if "=" not in override:
         raise ExperimentConfigError(f"override {override!r} must look like key=value (e.g. model.hidden_size=256)")
     key, raw = override.split("=", 1)
-    value = yaml.safe_load(raw)
-    if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value):  # YAML 1.1 reads 3e-4 as a string
-        value = float(value)
+    value = load_yaml(raw)
     return key.strip().split("."), value
 
 

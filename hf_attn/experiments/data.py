@@ -184,7 +184,13 @@ def _read_aclimdb(root: Path) -> datasets.Dataset:
 
 def _read_hf_layout(source: str) -> datasets.Dataset:
     """Load train+test of a Hub id or local parquet folder via ``datasets`` and normalise the schema."""
-    labelled = datasets.load_dataset(source, split="train+test")
+    try:
+        labelled = datasets.load_dataset(source, split="train+test")
+    except ConnectionError as error:  # offline (HF_HUB_OFFLINE=1) or no network: name the local way
+        raise ValueError(
+            f"IMDb could not be loaded from the Hub id {source!r} ({type(error).__name__}); pass a local copy with "
+            f"--dataset PATH (a parquet folder or aclImdb/) or --dataset sample."
+        ) from None
     missing = {"text", "label"} - set(labelled.column_names)
     if missing:
         raise ValueError(

@@ -18,6 +18,7 @@ from ..config import (
     ExperimentConfigError,
     check_init_from,
     load_experiment,
+    load_yaml,
     merge_sections,
 )
 
@@ -154,7 +155,7 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
     if not path.is_file():
         raise ArenaConfigError(f"arena file {path} does not exist; see configs/arena/arena.yaml.")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ArenaConfigError(f"{path} is not valid YAML: {error}") from error
     _check_mapping(raw, ARENA_RULES, str(path), required=tuple(ARENA_RULES))
