@@ -588,6 +588,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as error:  # user errors: one clear line, no traceback
         print(f"hf-attn {args.command}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:  # Ctrl-C: a run's checkpoints stay as they were; say how to go on, no traceback
+        again = "; the same command with --resume continues from its last checkpoint" if getattr(
+            args, "resume", None) is not None else ""
+        print(f"\nhf-attn {args.command}: interrupted{again}", file=sys.stderr)
+        raise SystemExit(130) from None
     except BrokenPipeError:  # the reader went away (`hf-attn predict ... | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the interpreter's final flush is silent
         raise SystemExit(1) from None

@@ -91,6 +91,28 @@ def test_the_default_hub_dataset_offline_names_the_flag_that_reads_a_local_copy(
     assert exit_info.value.code == 2 and "stanfordnlp/imdb" in error and "--dataset" in error
 
 
+@pytest.mark.parametrize(("command", "argv", "resume_hint"), [
+    ("_train", ["train", "--config", "configs/smoke.yaml"], True), ("_predict", ["predict", "--model", "{model}", "a"],
+                                                                     False)])
+def test_ctrl_c_ends_a_command_in_one_line_that_says_how_to_continue(
+    command: str, argv: list[str], resume_hint: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (KeyboardInterrupt wherever the work is) exits 130, as shells expect, with one line and no
+    traceback; a run's line names --resume."""
+    def interrupted(args: object) -> None:
+        raise KeyboardInterrupt
+
+    save_tiny_classifier(tmp_path)
+    monkeypatch.setattr(cli, command, interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([part.format(model=tmp_path) for part in argv])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 130 and not any("Traceback" in line for line in error)
+    assert error[-1] == f"hf-attn {argv[0]}: interrupted" + (
+        "; the same command with --resume continues from its last checkpoint" if resume_hint else "")
+
+
 MODEL_COMMANDS = {"predict": ["some text"], "evaluate": [], "probe": [], "generate": ["a prompt"],
                   "perplexity": ["--lengths", "8"], "card": ["--repo-id", "a/b", "--output", "x.md"],
                   "push": ["--repo-id", "a/b"], "checkpoint": ["--output", "out"]}
