@@ -315,7 +315,7 @@ def test_the_committed_checkpoints_keep_the_rules() -> None:
     """checkpoints/ (checkpoints/README.md, tools/commit_checkpoint.py): at most 3 models in all, the study's
     encoders (one folder per position scheme in checkpoints/arena/) included now that the study is done; each a
     folder of at most 30 MB whose weights are float16 on disk and float32 by the config, with its card and
-    tokenizer."""
+    tokenizer; only a classifier's config names the task's labels."""
     study = [folder for folder in COMMITTED if folder.parent == STUDY_ENCODERS]
     assert {folder.name for folder in study} <= set(POSITION_SCHEMES), study
     assert len(COMMITTED) <= commit_checkpoint.MAX_CHECKPOINTS, COMMITTED
@@ -324,6 +324,9 @@ def test_the_committed_checkpoints_keep_the_rules() -> None:
         assert {tensor.dtype for tensor in load_file(folder / "model.safetensors").values()} == {torch.float16}
         assert json.loads((folder / "config.json").read_text())["dtype"] == "float32"
         assert (folder / "README.md").is_file() and (folder / "tokenizer.json").is_file()
+        config = json.loads((folder / "config.json").read_text())
+        is_classifier = config["architectures"] == ["HfAttnForSequenceClassification"]
+        assert ("neg" in config.get("id2label", {}).values()) == is_classifier, "only a classifier names labels"
 
 
 @pytest.mark.parametrize("folder", COMMITTED, ids=lambda folder: folder.name)

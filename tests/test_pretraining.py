@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers import SMOKE, SMOKE_TINY_MODEL, run_on_two_processes
 from safetensors.torch import load_file
-from transformers import AutoTokenizer, TrainerCallback
+from transformers import AutoTokenizer, TrainerCallback, pipeline
 
 from hf_attn.analysis.hub import _pretraining_text, card_for_run
 from hf_attn.experiments.classification import train
@@ -137,6 +137,10 @@ def test_pretrained_encoder_starts_the_classifier(tmp_path: Path) -> None:
     assert metrics["optimizer_steps"] == 4 and metrics["chunks_seen"] == 4 * 32
     assert 0 < metrics["eval_mlm_loss"] < 2 * torch.log(torch.tensor(300.0)).item()
     weights = load_file(pretrained / "model.safetensors")
+    # A classifier built on the encoder (its head new) answers with transformers' placeholder names, not the
+    # task's: nothing in the pretrained folder looks like a trained classifier's labels.
+    classify = pipeline("text-classification", model=str(pretrained))
+    assert classify("a good film")[0]["label"] in {"LABEL_0", "LABEL_1"}
 
     capture = CaptureStart()
     fine_tune = load_experiment(SMOKE, [*TINY, f"init_from={pretrained}", "training.num_train_epochs=1"])
@@ -144,6 +148,7 @@ def test_pretrained_encoder_starts_the_classifier(tmp_path: Path) -> None:
     encoder = {name: value for name, value in weights.items() if name.startswith("model.")}
     assert encoder and all(torch.equal(capture.start[name], value) for name, value in encoder.items())
     assert result["vocab_size"] == metrics["vocab_size"]
+    assert json.loads((tmp_path / "classifier" / "config.json").read_text())["id2label"] == {"0": "neg", "1": "pos"}
     assert result["pretraining"]["eval_mlm_loss"] == metrics["eval_mlm_loss"]
     card = card_for_run(tmp_path / "classifier", "someone/rope-pretrained").content
     assert "## Pretraining" in card and f"masked-LM loss {metrics['eval_mlm_loss']:.3f}" in card

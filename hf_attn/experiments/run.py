@@ -283,7 +283,10 @@ def build_model(
     """
     if checkpoint is not None:
         return model_class(HfAttnConfig.from_pretrained(checkpoint))
-    label_maps = {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {name: i for i, name in enumerate(LABEL_NAMES)}}
+    # Only a classifier has label names: a pretrained encoder's config that carried them would make a classifier
+    # built on it (a pipeline over the folder, its head untrained) answer with names that look real.
+    label_maps = {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {name: i for i, name in enumerate(LABEL_NAMES)}
+                  } if issubclass(model_class, HfAttnForSequenceClassification) else {}
     if experiment.init_from is not None:
         fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
         return load_strictly(model_class, experiment.init_from, new_head=True, **label_maps,
