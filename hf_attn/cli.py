@@ -457,7 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--vocab-size", type=positive_int, default=500, help="256 bytes + merges (the tutorial: 500)")
     prepare.add_argument("--min-freq", type=positive_int, default=5, help="stop merging below this pair count")
     prepare.add_argument("--max-seq", type=positive_int, default=128, help="ids per review in the .pt splits")
-    prepare.add_argument("--tokenizer-train-size", type=positive_int, help="train the BPE on the first N training reviews")
+    prepare.add_argument("--tokenizer-train-size", type=positive_int,
+                         help="train the BPE on the first N training reviews")
     prepare.set_defaults(func=_prepare)
 
     evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
@@ -508,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="beam search with this many beams (1: none)")
     generate.add_argument("--do-sample", action="store_true", help="sample instead of taking the likeliest token")
     generate.add_argument("--temperature", type=float, default=1.0, help="with --do-sample: below 1 sharpens")
-    generate.add_argument("--top-k", type=positive_int, default=50, help="with --do-sample: only the k likeliest tokens")
+    generate.add_argument("--top-k", type=positive_int, default=50,
+                          help="with --do-sample: only the k likeliest tokens")
     generate.add_argument("--top-p", type=float, default=1.0, help="with --do-sample: the smallest set of that mass")
     generate.add_argument("--seed", type=int, default=0, help="seeds sampling, so a run can be repeated")
     generate.add_argument("prompts", nargs="+")

@@ -17,7 +17,14 @@ import torch
 from helpers import SMOKE, tiny_config_kwargs
 from transformers import AutoTokenizer, BertConfig, PreTrainedTokenizerBase, pipeline
 
-from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnForSequenceClassification, HfAttnPreTrainedModel, cli
+from hf_attn import (
+    HfAttnConfig,
+    HfAttnForCausalLM,
+    HfAttnForMaskedLM,
+    HfAttnForSequenceClassification,
+    HfAttnPreTrainedModel,
+    cli,
+)
 from hf_attn.experiments.data import load_sample
 from hf_attn.week3 import train_week3_tokenizer
 

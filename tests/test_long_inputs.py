@@ -168,8 +168,8 @@ def test_an_input_past_max_direct_length_is_read_as_windows_of_the_positions() -
     unlimited = classifier("rope", None)
     unlimited.config.max_direct_length = None
     longest_pass = []
-    model.model.register_forward_pre_hook(lambda module, args, kwargs: longest_pass.append(kwargs["input_ids"].shape[1]),
-                                          with_kwargs=True)
+    model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: longest_pass.append(kwargs["input_ids"].shape[1]), with_kwargs=True)
     generator = torch.Generator().manual_seed(4)
     with torch.no_grad():
         long_text = torch.randint(1, 64, (1, 5 * WINDOW + 3), generator=generator)

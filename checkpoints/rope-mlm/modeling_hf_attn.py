@@ -750,7 +750,9 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
                     "positions from 0; leave position_ids out."
                 )
             batch = text.shape[0]
-            input_ids, inputs_embeds, attention_mask, texts = self._windows(input_ids, inputs_embeds, attention_mask, stride)
+            input_ids, inputs_embeds, attention_mask, texts = self._windows(
+                input_ids, inputs_embeds, attention_mask, stride
+            )
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -24,7 +24,7 @@ from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier
 from .config import Experiment
-from .data import RandomWindows, limit_rows, load_imdb, tokenize_splits
+from .data import LABEL_NAMES, RandomWindows, limit_rows, load_imdb, tokenize_splits
 from .precision import default_device, resolve_precision
 from .run import Task, load_tokenizer, run
 
@@ -77,6 +77,7 @@ def classification_task(experiment: Experiment) -> Task:
         init_from_record="pretraining",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False},
         compute_metrics=compute_metrics,
+        label_names=LABEL_NAMES,
     )
 
 

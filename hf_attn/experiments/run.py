@@ -62,7 +62,6 @@ from ..modeling_hf_attn import (
 from ..saved import load_strictly
 from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
 from .config import FINE_TUNING_SETTINGS, Experiment
-from .data import LABEL_NAMES
 from .precision import default_device, resolve_precision
 
 # Defaults of this package's runs; the YAML `training` section overrides any of them.
@@ -100,6 +99,7 @@ class Task:
         model_defaults: `HfAttnConfig` settings of this task that the experiment's `model` may override.
         trainer_class: `Trainer` or a subclass.
         compute_metrics: `Trainer`'s metrics of an evaluation beyond the loss.
+        label_names: a classifier's names of its labels, by id (empty for other tasks).
     """
 
     tokenizer: PreTrainedTokenizerBase
@@ -114,6 +114,7 @@ class Task:
     model_defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     trainer_class: type[Trainer] = Trainer
     compute_metrics: Callable[[EvalPrediction], dict[str, float]] | None = None
+    label_names: Sequence[str] = ()
 
 
 def run(
@@ -156,7 +157,7 @@ def run(
         if continue_from is not None:
             checkpoint = continued_checkpoint(continue_from, output_dir, task.model_class)
         set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
-        model = build_model(experiment, task.tokenizer, task.model_class, checkpoint)
+        model = build_model(experiment, task.tokenizer, task.model_class, checkpoint, task.label_names)
         args = training_arguments(experiment, output_dir, len(task.train_dataset), **task.arguments)
         stage_limit = StageLimit(started, max_time)
         callbacks = [*callbacks, TrainingClock(), stage_limit]
@@ -270,8 +271,9 @@ def build_model(
     tokenizer: PreTrainedTokenizerBase,
     model_class: type[HfAttnPreTrainedModel] = HfAttnForSequenceClassification,
     checkpoint: str | os.PathLike[str] | None = None,
+    label_names: Sequence[str] = (),
 ) -> HfAttnPreTrainedModel:
-    """The model a run trains.
+    """The model a run trains (a classifier's config names its `label_names`).
 
     Resuming (`checkpoint`), it is built from the checkpoint's config: the architecture the interrupted
     run trained (its RoPE layout, say), whatever the experiment file or the defaults say today; `Trainer`
@@ -285,8 +287,8 @@ def build_model(
         return model_class(HfAttnConfig.from_pretrained(checkpoint))
     # Only a classifier has label names: a pretrained encoder's config that carried them would make a classifier
     # built on it (a pipeline over the folder, its head untrained) answer with names that look real.
-    label_maps = {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {name: i for i, name in enumerate(LABEL_NAMES)}
-                  } if issubclass(model_class, HfAttnForSequenceClassification) else {}
+    label_maps = {"id2label": dict(enumerate(label_names)), "label2id": {name: i for i, name in enumerate(label_names)}
+                  } if label_names else {}
     if experiment.init_from is not None:
         fine_tuning = {key: value for key, value in experiment.model.items() if key in FINE_TUNING_SETTINGS}
         return load_strictly(model_class, experiment.init_from, new_head=True, **label_maps,
