@@ -41,13 +41,25 @@ EXTRA_OF_MODULE = {
 }
 
 def _overrides(args: argparse.Namespace) -> list[str]:
-    """The command line's key=value overrides, with --week3 and --dataset as two more."""
+    """The command line's key=value overrides, with --week3 and the dataset (--dataset and its columns) as more."""
     overrides = list(args.overrides)
     if args.week3:
         overrides.append(f"week3={args.week3}")
-    if args.dataset:
-        overrides.append(f"dataset={args.dataset}")
+    dataset = dataset_argument(args)
+    if dataset is not None:
+        overrides.append(f"dataset={json.dumps(dataset)}")  # JSON is YAML: a string or a mapping
     return overrides
+
+
+def dataset_argument(args: argparse.Namespace) -> str | dict[str, str] | None:
+    """--dataset, or with --text-column / --label-column the mapping of a `datasets` source (None: neither given)."""
+    columns = {key: value for key, value in (("text_column", args.text_column), ("label_column", args.label_column))
+               if value is not None}
+    if not columns:
+        return args.dataset
+    if args.dataset is None:
+        raise ValueError("--text-column and --label-column name columns of --dataset: pass --dataset too")
+    return {"kind": "datasets", "path": args.dataset, **columns}
 
 
 def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.experiments.config.Experiment (imported lazily)
@@ -106,7 +118,7 @@ def _arena(args: argparse.Namespace) -> None:
 def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
-    metrics = evaluate_saved(args.model, dataset=args.dataset, split=args.split, limit=args.limit,
+    metrics = evaluate_saved(args.model, dataset=dataset_argument(args), split=args.split, limit=args.limit,
                              precision=args.precision, **reading_policy(args.read_length, args.window_stride))
     print(json.dumps(metrics, indent=2))
 
@@ -402,6 +414,16 @@ def _bench_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run_from_args)
 
 
+DATASET_HELP = ("a data file (CSV, TSV, JSON, JSONL, parquet), a folder of them, a Hub id, an IMDb copy (parquet "
+                "folder, aclImdb/) or 'sample'")
+
+
+def add_column_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--text-column", help="the --dataset column holding the texts (default: text)")
+    command.add_argument("--label-column", help="the --dataset column holding the labels, names or numbers "
+                         "(default: label)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-attn", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
@@ -416,7 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--config", required=True, help="experiment YAML (see configs/)")
         command.add_argument("--week3", help="Week 3 folder: tokenizer files and the DAN embedding")
-        command.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample'")
+        command.add_argument("--dataset", help=DATASET_HELP)
+        add_column_arguments(command)
         command.add_argument("--output-dir", type=output_folder,
                              help="where model, tokenizer, checkpoints, metrics.json go")
         command.add_argument("--results", type=output_file,
@@ -463,7 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
     evaluate.add_argument("--model", required=True, type=model_with_tokenizer)
-    evaluate.add_argument("--dataset", default="stanfordnlp/imdb")
+    evaluate.add_argument("--dataset", default="stanfordnlp/imdb", help=DATASET_HELP)
+    add_column_arguments(evaluate)
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=positive_int, help="only the first N reviews of the split")
     evaluate.add_argument("--read-length", "--max-length", type=read_length, help=READ_LENGTH_HELP)

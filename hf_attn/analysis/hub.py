@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
+from ..experiments.data import IMDB_HUB_ID
+
 # What a Hub repo needs to load with trust_remote_code: weights, config, code, tokenizer, card.
 UPLOAD_SUFFIXES = (".json", ".safetensors", ".py", ".txt", ".model")
 # Never uploaded: optimizer state and pickles from training, per-step checkpoints, local metrics.
@@ -26,13 +28,13 @@ CARD_TEMPLATE = """---
 
 # {title}
 
-A {layers}-layer, {heads}-head, d={hidden} Transformer encoder classifier for IMDb sentiment with
+A {layers}-layer, {heads}-head, d={hidden} Transformer encoder classifier for {task} with
 **{scheme}** position encoding, built with hf-attn (a Hugging Face–compatible package whose
 position scheme is one config field).
 
-## Results ({split_name}: train / validation / test reviews)
+## Results ({split_name}: train / validation / test texts)
 
-| split | accuracy | F1 | loss |
+| split | accuracy | {f1_name} | loss |
 |---|---|---|---|
 | validation | {val_accuracy:.4f} | {val_f1:.4f} | {val_loss:.4f} |
 | test | {test_accuracy:.4f} | {test_f1:.4f} | {test_loss:.4f} |
@@ -54,9 +56,9 @@ loss) restored. Hyperparameters: `{training}`.
 {restored_weights}
 ## Intended use and limitations
 
-For studying position encodings and small attention models on English movie reviews. It reads
-{model_reading}, was trained on IMDb alone, and is not a general sentiment
-model: expect errors on negation, sarcasm and reviews whose verdict comes late.
+For studying position encodings and small attention models. It reads
+{model_reading}, was trained on {data_name} alone, and is not a general-purpose
+classifier: expect errors on negation, sarcasm and texts whose verdict comes late.
 
 ## How to load
 
@@ -75,25 +77,31 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
     """A card whose metadata `model-index` carries the run's validation and test results."""
     scheme = config["position_embedding_type"]
     sizes = f"{metrics['n_train']:,}/{metrics['n_validation']:,}/{metrics['n_test']:,}"
-    source = metrics.get("experiment", {}).get("dataset")
-    split_name = f"IMDb {'sample shipped with hf-attn' if source == 'sample' else 'seed split'} ({sizes})"
-    dataset = dict(dataset_type="stanfordnlp/imdb", dataset_name=split_name)
+    data = metrics.get("dataset") or imdb_record(metrics.get("experiment", {}).get("dataset"))
+    is_imdb = data["hub_id"] == IMDB_HUB_ID
+    f1 = "f1" if len(data["label_names"]) == 2 else "macro_f1"
+    split_name = f"{data['name']} ({sizes})"
+    dataset = dict(dataset_type=data["hub_id"] or data["name"], dataset_name=split_name)
     eval_results = [
         EvalResult(task_type="text-classification", metric_type=metric, metric_value=metrics[f"{split}_{metric}"],
                    dataset_split=split_name, **dataset)
         for split, split_name in (("test", "test"), ("val", "validation"))
-        for metric in ("accuracy", "f1")
+        for metric in ("accuracy", f1)
     ]
     card_data = ModelCardData(
         language="en", license="apache-2.0", library_name="transformers", pipeline_tag="text-classification",
-        datasets=["stanfordnlp/imdb"], metrics=["accuracy", "f1"], model_name=repo_id,
-        tags=["hf-attn", f"position-{scheme}", "sentiment-analysis", "custom_code"], eval_results=eval_results,
+        datasets=[data["hub_id"]] if data["hub_id"] else None, metrics=["accuracy", f1], model_name=repo_id,
+        tags=["hf-attn", f"position-{scheme}", *(["sentiment-analysis"] if is_imdb else []), "custom_code"],
+        eval_results=eval_results,
     )
     experiment = metrics.get("experiment", {})
     evals = experiment.get("evals_per_epoch", 1)
     text = CARD_TEMPLATE.format(
         card_data=card_data.to_yaml(),
-        title=f"hf-attn IMDb classifier ({scheme} positions)", split_name=split_name,
+        title=f"hf-attn {'IMDb ' if is_imdb else ''}classifier ({scheme} positions)", split_name=split_name,
+        task="IMDb sentiment" if is_imdb else f"{data['name']} ({', '.join(data['label_names'])})",
+        data_name="IMDb" if is_imdb else data["name"], f1_name="F1" if f1 == "f1" else "macro-F1",
+        val_f1=metrics[f"val_{f1}"], test_f1=metrics[f"test_{f1}"],
         layers=config["num_hidden_layers"], heads=config["num_attention_heads"], hidden=config["hidden_size"],
         scheme=scheme, pre_norm=config.get("norm_position", "pre") == "pre",
         vocab_size=config["vocab_size"], max_length=metrics.get("max_length"),
@@ -109,10 +117,16 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
         epochs_counted=_counted(metrics["epochs"], "epoch"), processes=_processes(metrics),
         restored_weights=_restored_weights_text(metrics.get("restored_weights")),
         command=metrics.get("command") or "see metrics.json",
-        **{key: metrics[key] for key in ("val_accuracy", "val_f1", "val_loss", "test_accuracy", "test_f1",
-                                         "test_loss", "n_train", "optimizer_steps")},
+        **{key: metrics[key] for key in ("val_accuracy", "val_loss", "test_accuracy", "test_loss", "n_train",
+                                         "optimizer_steps")},
     )
     return ModelCard(text)
+
+
+def imdb_record(source: str | None) -> dict[str, Any]:
+    """What runs from before the dataset registry (their metrics.json has no `dataset` record) trained on: IMDb."""
+    name = "IMDb sample shipped with hf-attn" if source == "sample" else "IMDb seed split"
+    return {"name": name, "hub_id": IMDB_HUB_ID, "label_names": ["neg", "pos"]}
 
 
 def _counted(count: float, noun: str, plural_ending: str = "s") -> str:

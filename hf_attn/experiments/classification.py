@@ -1,13 +1,14 @@
-"""Sentiment classification on IMDb: training a classifier (`hf-attn train`) and scoring a saved one
-(`hf-attn evaluate`).
+"""Text classification on any registered dataset (`hf_attn.tasks`): training a classifier (`hf-attn train`) and
+scoring a saved one (`hf-attn evaluate`).
 
-`train` keeps the checkpoint with the lowest validation loss (early stopping on it) and scores
-validation and test with accuracy and the positive class's F1.
+`train` keeps the checkpoint with the lowest validation loss (early stopping on it) and scores validation and
+test with accuracy and F1: the positive class's (label 1) for two labels, the mean over classes (macro) beyond.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +24,42 @@ from transformers import (
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier
+from ..tasks import load_classification
 from .config import Experiment
-from .data import LABEL_NAMES, RandomWindows, limit_rows, load_imdb, tokenize_splits
+from .data import RandomWindows, limit_rows, tokenize_splits
 from .precision import default_device, resolve_precision
 from .run import Task, load_tokenizer, run
 
 
 def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
-    """Accuracy, and F1 of the positive class (label 1): 0 when neither labels nor predictions hold one."""
+    """Accuracy, and F1: of the positive class (label 1) for two labels, `macro_f1` (the unweighted mean of every
+    class's F1) for more. A class that neither labels nor predictions hold has F1 0."""
     predicted = np.argmax(prediction.predictions, axis=-1)
     labels = np.asarray(prediction.label_ids)
-    true_positives = np.sum((predicted == 1) & (labels == 1))
-    positives = np.sum(predicted == 1) + np.sum(labels == 1)
-    return {
-        "accuracy": float(np.mean(predicted == labels)),
-        "f1": float(2 * true_positives / positives) if positives else 0.0,
-    }
+    classes = prediction.predictions.shape[-1]
+
+    def f1(label: int) -> float:
+        true_positives = np.sum((predicted == label) & (labels == label))
+        either = np.sum(predicted == label) + np.sum(labels == label)
+        return float(2 * true_positives / either) if either else 0.0
+
+    scores = {"accuracy": float(np.mean(predicted == labels))}
+    if classes == 2:
+        return {**scores, "f1": f1(1)}
+    return {**scores, "macro_f1": float(np.mean([f1(label) for label in range(classes)]))}
+
+
+def f1_key(label_names: Sequence[str]) -> str:
+    """The F1 `compute_metrics` reports for a classifier of these labels."""
+    return "f1" if len(label_names) == 2 else "macro_f1"
 
 
 def classification_task(experiment: Experiment) -> Task:
-    """The seed split (rows limited as the experiment asks), tokenized; training sees each review's first
+    """The experiment's dataset (rows limited as the experiment asks), tokenized; training sees each text's first
     `max_length` tokens, or a random window of them with `train_window: random`; validation and test the
     first `read_length` (what the saved classifier reads)."""
-    raw = load_imdb(experiment.dataset)
+    data = load_classification(experiment.dataset)
+    raw = data.splits
     raw["train"] = limit_rows(raw["train"], experiment.limit_train)
     for name in ("validation", "test"):
         raw[name] = limit_rows(raw[name], experiment.limit_eval)
@@ -59,10 +73,12 @@ def classification_task(experiment: Experiment) -> Task:
     def score(trainer: Trainer) -> dict[str, Any]:
         validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")
         test = trainer.evaluate(splits["test"], metric_key_prefix="test")
+        keys = ("accuracy", f1_key(data.label_names), "loss")
         return {
-            **{f"test_{key}": test[f"test_{key}"] for key in ("accuracy", "f1", "loss")},
-            **{f"val_{key}": validation[f"val_{key}"] for key in ("accuracy", "f1", "loss")},
+            **{f"test_{key}": test[f"test_{key}"] for key in keys},
+            **{f"val_{key}": validation[f"val_{key}"] for key in keys},
             "best_checkpoint": trainer.state.best_model_checkpoint,
+            "dataset": data.record(),
         }
 
     return Task(
@@ -77,7 +93,7 @@ def classification_task(experiment: Experiment) -> Task:
         init_from_record="pretraining",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False},
         compute_metrics=compute_metrics,
-        label_names=LABEL_NAMES,
+        label_names=data.label_names,
     )
 
 
@@ -90,14 +106,15 @@ def train(experiment: Experiment, output_dir: str | os.PathLike[str], **options:
 
 def evaluate_saved(
     model_dir: str | os.PathLike[str],
-    dataset: str = "stanfordnlp/imdb",
+    dataset: str | dict[str, Any] = "stanfordnlp/imdb",
     split: str = "test",
     limit: int | None = None,
     batch_size: int = 64,
     precision: str = "auto",
     **config_changes: Any,
 ) -> dict[str, float]:
-    """Score a saved classifier on one split of the seed split, reading each review as its config's reading policy
+    """Score a saved classifier on one split of a registered dataset (`hf_attn.tasks`: IMDb's seed split by default),
+    reading each review as its config's reading policy
     says (`read_length`, `window_stride`), as `pipeline` and `hf-attn predict` read it; `config_changes` are
     config fields the model is loaded with instead of the saved ones (another `read_length` or `window_stride`,
     a RoPE scaling).
@@ -109,9 +126,15 @@ def evaluate_saved(
     device = default_device()
     computed_in = resolve_precision(precision, device)
     model, tokenizer = load_saved_classifier(model_dir, **config_changes)
-    raw = load_imdb(dataset)
+    data = load_classification(dataset)
+    raw = data.splits
     if split not in raw:
         raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
+    saved_labels = [model.config.id2label[index] for index in range(model.config.num_labels)]
+    if len(saved_labels) != len(data.label_names):
+        raise ValueError(f"{model_dir} classifies into {len(saved_labels)} labels ({', '.join(saved_labels)}) but "
+                         f"{data.name} has {len(data.label_names)} ({', '.join(data.label_names)}); score it on the "
+                         "dataset it was trained for")
     # An hf_attn model cuts at its read_length (no need to tokenize more); other models read at most their
     # tokenizer's model_max_length, as pipelines with truncation do.
     config = model.config

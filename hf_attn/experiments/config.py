@@ -36,7 +36,9 @@ class Experiment:
     Attributes:
         name: the experiment file's own `name`, else its file name without `.yaml` (never inherited);
             names the default output folder.
-        dataset: anything `hf_attn.experiments.data.load_imdb` takes (Hub id, parquet folder, aclImdb/, `sample`).
+        dataset: a registered dataset (`hf_attn.tasks`): a mapping with its `kind` and settings (`{path:
+            reviews.csv, text_column: review, label_column: stars}`), or a string naming the source: `sample`, an
+            IMDb copy (Hub id, parquet folder, aclImdb/), a data file, a folder or a Hub id.
         week3: a Week 3 folder (tokenizer files, DAN embedding); `None` trains a tokenizer on the
             training split (for smoke runs and users without Week 3 files).
         tokenizer_vocab_size: vocabulary size when a tokenizer is trained here.
@@ -76,7 +78,7 @@ class Experiment:
     """
 
     name: str
-    dataset: str = "stanfordnlp/imdb"
+    dataset: str | dict[str, Any] = "stanfordnlp/imdb"
     week3: str | None = None
     tokenizer_vocab_size: int = 500
     max_length: int = 128
@@ -214,7 +216,6 @@ def _is_optional_path(value: Any) -> bool:
 
 # What each top-level value must be beyond its type, checked before any data is loaded.
 VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "dataset": (lambda value: isinstance(value, str) and value != "", "a Hub id, a folder or 'sample'"),
     "week3": (_is_optional_path, "a Week 3 folder or null"),
     "init_from": (_is_optional_path, "a saved model folder or null"),
     "tokenizer_vocab_size": (lambda value: _is_count(value) and value > 256,
@@ -257,11 +258,15 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
         raise ExperimentConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}.")
     for key, value in raw.items():
         default = Experiment.__dataclass_fields__[key].default
+        if key == "dataset":
+            continue  # a string or a mapping: `_check_dataset` reads it
         if key in ("model", "training", "generator"):
             if not isinstance(value, dict):
                 raise ExperimentConfigError(f"{where}: `{key}` must be a mapping of {key} settings.")
         elif not _type_matches(value, default):
             raise ExperimentConfigError(f"{where}: `{key}` must be like {default!r}, got {value!r}.")
+    if "dataset" in raw:
+        _check_dataset(raw["dataset"], where)
     for key, (valid, meaning) in VALUE_RULES.items():
         if key in raw and not valid(raw[key]):
             raise ExperimentConfigError(f"{where}: `{key}` must be {meaning}, got {raw[key]!r}.")
@@ -301,6 +306,19 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
         HfAttnConfig(**raw.get("model", {}), **derived)
     except ValueError as error:
         raise ExperimentConfigError(f"{where} [model]: {error}") from error
+
+
+def _check_dataset(value: Any, where: Path) -> None:
+    """The dataset names a registered kind with settings it has (nothing is loaded yet)."""
+    from ..tasks import DatasetError, dataset_source
+
+    if not (isinstance(value, dict) or (isinstance(value, str) and value)):
+        raise ExperimentConfigError(f"{where}: `dataset` must name a source ('sample', a file, a folder, a Hub id) or "
+                                    f"be a mapping with its `kind` and settings, got {value!r}.")
+    try:
+        dataset_source(value)
+    except DatasetError as error:
+        raise ExperimentConfigError(f"{where}: {error}.") from None
 
 
 def check_init_from(experiment: Experiment) -> None:

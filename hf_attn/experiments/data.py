@@ -111,6 +111,22 @@ def load_labelled(source: str | os.PathLike[str] | None = None) -> datasets.Data
     return _read_hf_layout(source)
 
 
+def is_imdb_folder(source: str | os.PathLike[str]) -> bool:
+    """Whether `source` is a local folder in one of IMDb's layouts: aclImdb/, or the stanfordnlp/imdb parquet files
+    (train and test shards with a `text` column and labels 0 and 1; other data in that layout is not IMDb)."""
+    path = Path(source)
+    if not path.is_dir():
+        return False
+    if _is_aclimdb(path):
+        return True
+    if not _has_parquet_splits(path):
+        return False
+    shard = pq.ParquetFile(_parquet_shards(path, "train")[0])
+    if not {"text", "label"} <= set(shard.schema_arrow.names):
+        return False
+    return set(shard.read(columns=["label"]).column("label").unique().to_pylist()) <= {0, 1}
+
+
 def load_unlabelled(source: str | os.PathLike[str] | None = None) -> datasets.Dataset | None:
     """IMDb's 50,000 unlabelled reviews (``unsupervised`` split, ``aclImdb/train/unsup``) as a ``text`` column.
 
@@ -233,7 +249,8 @@ def tokenize_splits(
     max_length: int | None,
     untruncated: tuple[str, ...] = (),
 ) -> datasets.DatasetDict:
-    """Tokenize every split into ``input_ids``, ``attention_mask`` and ``labels``.
+    """Tokenize every split (``text``, and ``text_pair`` where the dataset has pairs) into ``input_ids``,
+    ``attention_mask`` and ``labels``.
 
     Sequences are truncated to ``max_length`` tokens (special tokens the tokenizer adds count
     towards it; ``None`` keeps every token) and left unpadded, so a collator can pad each batch only
@@ -247,7 +264,8 @@ def tokenize_splits(
 
     def encoder(truncate: bool) -> Any:
         def encode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
-            encoded = tokenizer(batch["text"], truncation=truncate, max_length=max_length if truncate else None,
+            texts = (batch["text"], batch["text_pair"]) if "text_pair" in batch else (batch["text"],)
+            encoded = tokenizer(*texts, truncation=truncate, max_length=max_length if truncate else None,
                                 return_attention_mask=True, verbose=truncate)
             return {
                 "input_ids": encoded["input_ids"],

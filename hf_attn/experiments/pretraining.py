@@ -41,8 +41,9 @@ from ..modeling_hf_attn import (
     HfAttnForReplacedTokenDetection,
     HfAttnPreTrainedModel,
 )
+from ..tasks import dataset_source
 from .config import Experiment
-from .data import limit_rows, load_imdb, load_unlabelled
+from .data import limit_rows
 from .run import Task, load_tokenizer, run
 
 # The model of each masked objective (an encoder); `objective: causal` trains an `HfAttnForCausalLM` (a decoder).
@@ -184,12 +185,13 @@ def masked_once(chunks: datasets.Dataset, collator: MaskedLMCollator, seed: int 
 
 
 def pretraining_corpus(experiment: Experiment) -> tuple[datasets.Dataset, datasets.Dataset, int]:
-    """(training texts, validation texts, unlabelled reviews used): the seed split's training reviews
-    plus IMDb's unlabelled ones where the source has them; validation texts (first `limit_eval`) only
-    measure the objective's loss."""
-    splits = load_imdb(experiment.dataset)
+    """(training texts, validation texts, unlabelled texts used): the dataset's training texts plus its unlabelled
+    ones where the source has them (IMDb's 50,000); validation texts (first `limit_eval`) only measure the
+    objective's loss."""
+    source = dataset_source(experiment.dataset)
+    splits = source.load().splits
     train_texts = limit_rows(splits["train"].select_columns(["text"]), experiment.limit_train)
-    unlabelled = load_unlabelled(experiment.dataset)
+    unlabelled = source.unlabelled_texts()
     n_unlabelled = 0
     if unlabelled is not None:
         unlabelled = limit_rows(unlabelled, experiment.limit_train)

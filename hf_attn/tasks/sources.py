@@ -1,0 +1,270 @@
+"""The registry of classification datasets: IMDb's seed split, and anything the `datasets` library loads.
+
+Every source gives the same thing (`ClassificationData`): `train`, `validation` and `test` splits with a
+`text` column (and `text_pair` for pairs of texts) and a `label` ClassLabel whose names come from the data,
+so training, scoring, cards and `model-index` do not depend on where the data came from. A source that lacks a
+validation or test split has one cut from its training split with a seed, so every run of the same
+experiment sees the same rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import datasets
+
+from ..experiments.data import IMDB_HUB_ID, LABEL_NAMES, is_imdb_folder, load_imdb, load_unlabelled
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be read as the task needs it; the message names the column and the source."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationData:
+    """Train / validation / test with `text` (and `text_pair`) and a `label` ClassLabel named `label_names`.
+
+    Attributes:
+        hub_id: the Hub dataset a card's metadata names (`datasets:` and `model-index`), None for local data.
+        name: how a card names the data, e.g. "IMDb seed split" or "reviews.csv".
+    """
+
+    splits: datasets.DatasetDict
+    label_names: tuple[str, ...]
+    hub_id: str | None
+    name: str
+
+    def record(self) -> dict[str, Any]:
+        """What a run's metrics.json keeps of its data (a card is written from it)."""
+        return {"name": self.name, "hub_id": self.hub_id, "label_names": list(self.label_names),
+                "rows": {split: len(rows) for split, rows in self.splits.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSource:
+    """A registered dataset: `kind` is its key in `DATASETS`, its dataclass fields are its settings."""
+
+    kind: ClassVar[str]
+
+    def load(self) -> ClassificationData:
+        raise NotImplementedError
+
+    def unlabelled_texts(self) -> datasets.Dataset | None:
+        """Texts beside the labelled ones that pretraining may read (a `text` column), None where there are none."""
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ImdbDataset(DatasetSource):
+    """IMDb as the Week 3 seed split (40,000 / 5,000 / 5,000): `source` is anything `load_imdb` reads (the Hub
+    id, a parquet copy, an aclImdb/ folder) or `sample`, the 2,000 reviews shipped in the package."""
+
+    kind: ClassVar[str] = "imdb"
+    source: str = IMDB_HUB_ID
+
+    def load(self) -> ClassificationData:
+        name = "IMDb sample shipped with hf-attn" if self.source == "sample" else "IMDb seed split"
+        return ClassificationData(load_imdb(self.source), LABEL_NAMES, IMDB_HUB_ID, name)
+
+    def unlabelled_texts(self) -> datasets.Dataset | None:
+        return load_unlabelled(self.source)
+
+
+# What `datasets.load_dataset` builder reads a data file of each suffix (and with which options).
+FILE_BUILDERS: dict[str, tuple[str, dict[str, Any]]] = {
+    ".csv": ("csv", {}),
+    ".tsv": ("csv", {"delimiter": "\t"}),
+    ".json": ("json", {}),
+    ".jsonl": ("json", {}),
+    ".parquet": ("parquet", {}),
+}
+# The names sources give the split a model is chosen on.
+VALIDATION_NAMES = ("validation", "valid", "dev", "val")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedDataset(DatasetSource):
+    """Any classification data the `datasets` library loads: a data file (CSV, TSV, JSON, JSONL, parquet), a
+    local folder of such files (split by file name, as `datasets` splits them), or a Hub id (with `config_name`
+    for a dataset with configurations). `text_column` (and `text_pair_column`) and `label_column` name the
+    columns; labels may be names or numbers. A missing `validation` / `test` split is cut from `train`
+    (`validation_size`, `test_size` of it, with `split_seed`)."""
+
+    kind: ClassVar[str] = "datasets"
+    path: str
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    config_name: str | None = None
+    validation_size: float = 0.1
+    test_size: float = 0.1
+    split_seed: int = 42
+
+    def __post_init__(self) -> None:
+        for field in ("validation_size", "test_size"):
+            value = getattr(self, field)
+            if not (isinstance(value, float | int) and not isinstance(value, bool) and 0 < value < 1):
+                raise DatasetError(f"dataset `{field}` must be a share of the training rows in (0, 1), got {value!r}")
+
+    @property
+    def is_local(self) -> bool:
+        return Path(self.path).exists() or Path(self.path).suffix.lower() in FILE_BUILDERS or self.path.startswith(
+            (".", "/", "~"))
+
+    def load(self) -> ClassificationData:
+        raw = self._read()
+        columns = {"text": self.text_column, "text_pair": self.text_pair_column, "label": self.label_column}
+        columns = {role: column for role, column in columns.items() if column is not None}
+        for name, rows in raw.items():
+            self._check_columns(rows, name, columns)
+        splits = self._splits(raw)
+        label_names = self._label_names(splits)
+        features = datasets.ClassLabel(names=list(label_names))
+        name_of = self._label_name_of(splits["train"])
+        renamed = {column: role for role, column in columns.items() if role != "label"}
+
+        def normalize(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+            labels = [features.str2int(name_of(value)) for value in batch[self.label_column]]
+            return {**{role: batch[column] for column, role in renamed.items()}, "label": labels}
+
+        normalized = datasets.DatasetDict({
+            name: rows.map(normalize, batched=True, remove_columns=rows.column_names, desc=f"Reading {name}")
+            .cast_column("label", features) for name, rows in splits.items()})
+        hub_id = None if self.is_local else self.path
+        return ClassificationData(normalized, label_names, hub_id, Path(self.path).name or self.path)
+
+    def _check_columns(self, rows: datasets.Dataset, split: str, columns: dict[str, str]) -> None:
+        """Every named column is there, and every text a string: one line naming the column, the row and the file."""
+        for role, column in columns.items():
+            if column not in rows.column_names:
+                raise DatasetError(
+                    f"{self.path}: the {split} split has no column {column!r} (the {role} column); its columns are "
+                    f"{rows.column_names}: name the right one with `{role}_column` (--{role.replace('_', '-')}-column)")
+        for role, column in columns.items():
+            if role == "label":
+                continue
+            for row, text in enumerate(rows[column]):
+                if not isinstance(text, str):
+                    what = "empty" if text is None else f"a {type(text).__name__} ({text!r}), not a string"
+                    raise DatasetError(f"{self.path}: text column {column!r} is {what} in data row {row + 1} of the "
+                                       f"{split} split; fill or drop that row")
+
+    def _read(self) -> datasets.DatasetDict:
+        path = Path(self.path).expanduser()
+        if path.is_file():
+            suffix = path.suffix.lower()
+            if suffix not in FILE_BUILDERS:
+                raise DatasetError(f"{path}: a data file must end in one of {', '.join(FILE_BUILDERS)}")
+            builder, options = FILE_BUILDERS[suffix]
+            return datasets.load_dataset(builder, data_files={"train": str(path)}, **options)
+        if path.is_dir():
+            try:
+                return datasets.load_dataset(str(path))
+            except (ValueError, FileNotFoundError) as error:
+                raise DatasetError(f"{path}: no data files `datasets` can read ({error})") from None
+        if self.is_local:
+            raise FileNotFoundError(f"dataset {path} does not exist")
+        try:
+            return datasets.load_dataset(self.path, self.config_name)
+        except ConnectionError as error:
+            raise DatasetError(
+                f"the Hub dataset {self.path!r} could not be loaded ({type(error).__name__}: offline, or no network); "
+                "pass a local copy instead: a data file (CSV, JSON, JSONL, parquet) or a folder of them"
+            ) from None
+
+    def _splits(self, raw: datasets.DatasetDict) -> dict[str, datasets.Dataset]:
+        """train / validation / test from what the source has, the missing ones cut from train with the seed."""
+        if "train" not in raw:
+            raise DatasetError(f"{self.path} has no train split (splits: {sorted(raw)}); name a file or folder with "
+                               "training rows")
+        validation = next((raw[name] for name in VALIDATION_NAMES if name in raw), None)
+        test = raw.get("test")
+        train = raw["train"]
+        missing = {"validation": validation is None, "test": test is None}
+        share = self.validation_size * missing["validation"] + self.test_size * missing["test"]
+        if share:
+            if share >= 1 or round(len(train) * share) < sum(missing.values()):
+                raise DatasetError(f"{self.path}: {len(train)} training rows are too few to cut "
+                                   f"{' and '.join(name for name, gone in missing.items() if gone)} from")
+            cut = train.train_test_split(test_size=share, seed=self.split_seed, shuffle=True)
+            train, held_out = cut["train"], cut["test"]
+            if missing["validation"] and missing["test"]:
+                parts = held_out.train_test_split(test_size=self.test_size / share, seed=self.split_seed)
+                validation, test = parts["train"], parts["test"]
+            elif missing["validation"]:
+                validation = held_out
+            else:
+                test = held_out
+        return {"train": train, "validation": validation, "test": test}
+
+    def _label_name_of(self, rows: datasets.Dataset) -> Any:
+        """value -> label name: a ClassLabel's name for its id, else the value as text."""
+        feature = rows.features[self.label_column]
+        return feature.int2str if isinstance(feature, datasets.ClassLabel) else str
+
+    def _label_names(self, splits: dict[str, datasets.Dataset]) -> tuple[str, ...]:
+        """The label names: a ClassLabel's own (in its order), else the values found, numbers in numeric order."""
+        feature = splits["train"].features[self.label_column]
+        values = [value for rows in splits.values() for value in rows[self.label_column]]
+        if isinstance(feature, datasets.ClassLabel):
+            values = [feature.int2str(value) for value in values]
+            named = {name: index for index, name in enumerate(feature.names)}
+        else:
+            named = None
+        bad = next((value for value in values if not isinstance(value, str | int) or isinstance(value, bool)), "ok")
+        if bad != "ok":
+            raise DatasetError(f"{self.path}: label column {self.label_column!r} holds {bad!r}; labels are names or "
+                               "whole numbers, and every row needs one")
+        distinct = set(values)
+        if len(distinct) < 2:
+            raise DatasetError(f"{self.path}: label column {self.label_column!r} has one class ({distinct.pop()!r}); "
+                               "a classifier needs two or more")
+        if named is not None:
+            ordered = sorted(distinct, key=named.__getitem__)
+        elif all(isinstance(value, int) for value in distinct):
+            ordered = sorted(distinct)
+        else:
+            ordered = sorted(distinct, key=str)
+        return tuple(str(value) for value in ordered)
+
+
+DATASETS: dict[str, type[DatasetSource]] = {source.kind: source for source in (ImdbDataset, LoadedDataset)}
+
+
+def dataset_source(spec: str | Mapping[str, Any], **columns: str | None) -> DatasetSource:
+    """The registered dataset an experiment's `dataset` names.
+
+    A mapping names its `kind` (default `datasets`) and that kind's settings. A string is IMDb for `sample`,
+    `imdb`, the IMDb Hub id, an aclImdb/ folder or a parquet copy of IMDb (unless `columns` name columns);
+    anything else is read by `datasets` (a data file, a folder, a Hub id). `columns` (`text_column`,
+    `text_pair_column`, `label_column`; None: unset) are settings of a `datasets` source.
+    """
+    columns = {key: value for key, value in columns.items() if value is not None}
+    if isinstance(spec, str):
+        if not columns and (spec in ("sample", "imdb", IMDB_HUB_ID) or is_imdb_folder(spec)):
+            return ImdbDataset(IMDB_HUB_ID if spec == "imdb" else spec)
+        spec = {"kind": LoadedDataset.kind, "path": spec}
+    if not isinstance(spec, Mapping):
+        raise DatasetError(f"`dataset` must name a source or be a mapping with its `kind`, got {spec!r}")
+    settings = {**spec, **columns}
+    kind = settings.pop("kind", LoadedDataset.kind)
+    if kind not in DATASETS:
+        raise DatasetError(f"dataset kind {kind!r} is not registered; known kinds: {sorted(DATASETS)}")
+    source = DATASETS[kind]
+    allowed = [field.name for field in dataclasses.fields(source)]
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise DatasetError(f"dataset kind {kind!r} has no setting(s) {unknown}; its settings: {allowed}")
+    try:
+        return source(**settings)
+    except TypeError as error:  # a required setting left out
+        raise DatasetError(f"dataset kind {kind!r}: {error}; its settings: {allowed}") from None
+
+
+def load_classification(spec: str | Mapping[str, Any] | os.PathLike[str], **columns: str | None) -> ClassificationData:
+    """The splits and label names of the dataset `spec` names (see `dataset_source`)."""
+    return dataset_source(str(spec) if isinstance(spec, os.PathLike) else spec, **columns).load()
