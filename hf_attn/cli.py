@@ -70,7 +70,7 @@ def _experiment(args: argparse.Namespace):  # noqa: ANN202 - returns hf_attn.exp
 
 
 def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - train or pretrain
-    from .experiments.run import process_state
+    from .experiments.folders import process_state
 
     experiment = _experiment(args)
     output_dir = args.output_dir or f"outputs/{experiment.name}"
@@ -309,7 +309,7 @@ def check_generation_fits(config: Any, prompt_length: int, max_new_tokens: int) 
 
 def _perplexity(args: argparse.Namespace) -> None:
     from .experiments.perplexity import evaluate_perplexity
-    from .experiments.run import cli_command
+    from .experiments.records import cli_command
 
     report = {**evaluate_perplexity(args.model, args.lengths, dataset=args.dataset, max_tokens=args.max_tokens,
                                     precision=args.precision), "command": cli_command()}
@@ -323,7 +323,7 @@ def _perplexity(args: argparse.Namespace) -> None:
 def _baseline(args: argparse.Namespace) -> None:
     from .experiments.baseline import run_tfidf_baseline
     from .experiments.data import load_imdb
-    from .experiments.run import cli_command
+    from .experiments.records import cli_command
 
     tokenizer = None
     if args.week3:
@@ -463,7 +463,8 @@ def build_parser() -> argparse.ArgumentParser:
     arena.add_argument("--results", type=output_folder,
                        help="where arena.md, arena.json and the plots go (default: OUTPUT_DIR/results)")
     arena.add_argument("--week3", help="Week 3 folder for both experiments: tokenizer files and the DAN embedding")
-    arena.add_argument("--dataset", help="Hub id, parquet folder, aclImdb/ folder, or 'sample', for both experiments")
+    arena.add_argument("--dataset", help=DATASET_HELP + ", for every experiment of the arena")
+    add_column_arguments(arena)
     arena.add_argument("--max-time", type=minutes, metavar="MINUTES",
                        help="end this stage when the time is up (a training at a step boundary, or before a cell "
                        "there is no time for); the same command continues")

@@ -32,7 +32,8 @@ from hf_attn.analysis.hub import build_model_card
 from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.data import LABEL_NAMES, load_sample
 from hf_attn.experiments.pretraining import MaskedLMCollator
-from hf_attn.experiments.run import build_model, init_from_metrics, load_tokenizer
+from hf_attn.experiments.records import init_from_metrics
+from hf_attn.experiments.run import build_model, load_tokenizer
 from hf_attn.week3 import train_week3_tokenizer
 
 commit_checkpoint = load_tool("commit_checkpoint")

@@ -50,7 +50,7 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
     ("name: x\nmlm_probability: 1.5\n", "`mlm_probability` must be a probability in (0, 1)"),
     ("name: x\nseed: -1\n", "`seed` must be a non-negative integer"),
     ("name: x\nweek3: 5\n", "`week3` must be a Week 3 folder or null, got 5"),
-    ("name: x\ndataset: ''\n", "`dataset` must be a Hub id, a folder or 'sample'"),
+    ("name: x\ndataset: ''\n", "`dataset` must name a source ('sample', a file, a folder, a Hub id)"),
 ])
 def test_bad_experiment_files_get_clear_errors(tmp_path: Path, text: str, message: str) -> None:
     path = write_yaml(tmp_path, "experiment.yaml", text)

@@ -23,7 +23,8 @@ from transformers import (
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection
 from hf_attn.experiments.classification import compute_metrics, evaluate_saved, train
 from hf_attn.experiments.config import load_experiment
-from hf_attn.experiments.run import build_model, cli_command, load_tokenizer
+from hf_attn.experiments.records import cli_command
+from hf_attn.experiments.run import build_model, load_tokenizer
 from hf_attn.week3 import save_week3, train_week3_tokenizer
 
 # Small enough for seconds per run: 256 training reviews, 64 for validation and test.
@@ -173,7 +174,7 @@ def test_a_folder_holding_a_run_needs_resume_or_overwrite_and_one_writer(
     import fcntl
 
     from hf_attn import cli
-    from hf_attn.experiments.run import LOCK_FILE, RunFolderError
+    from hf_attn.experiments.folders import LOCK_FILE, RunFolderError
 
     folder = tmp_path / "run"
     (folder / "checkpoint-999").mkdir(parents=True)  # what an older run left

@@ -1,8 +1,9 @@
-"""The IMDb experiments around the models; `import hf_attn` does not import them.
+"""The experiments around the models (datasets: ``hf_attn.tasks``); `import hf_attn` does not import them.
 
 * ``config``: experiment YAML files (``base:`` inheritance, ``key=value`` overrides, validation) -> ``Experiment``;
 * ``data``: IMDb as the Week 3 seed split, the packaged sample, tokenization and collators;
-* ``run``: the one run skeleton (tokenizer -> model -> ``Trainer`` -> ``metrics.json``) every run goes through;
+* ``run``: the one run skeleton (tokenizer -> model -> ``Trainer`` -> ``metrics.json``) every run goes through,
+  with ``folders`` (the output folder), ``stages`` (``--max-time`` and continuing) and ``records`` beside it;
 * ``classification``: ``hf-attn train`` and ``hf-attn evaluate``;
 * ``pretraining``: ``hf-attn pretrain`` (masked LM, replaced-token detection, or a causal LM);
 * ``perplexity``: ``hf-attn perplexity`` (a causal LM at several window lengths);

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..run import check_max_time
+from ..stages import check_max_time
 from .schema import Arena, ArenaConfigError
 
 ARENA_RECORD = "settings.json"  # in the results folder: the settings its cells were measured with

@@ -9,9 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from transformers.trainer import TRAINER_STATE_NAME
+
 from .. import classification, pretraining
 from ..config import Experiment
-from ..run import STAGE_RECORD, TRAINER_STATE_NAME, cli_command
+from ..records import cli_command
+from ..stages import STAGE_RECORD
 from .cells import Cells, StageClock, StageStopped, arena_stamp, claim_arena_dir
 from .measure import longest_review, mlm_cell, na, read_accuracy, readings_of, speed_cell
 from .report import standard_error, write_report

@@ -1,0 +1,116 @@
+"""What a run records beside its scores (`metrics.json`): steps, training time summed over resumed sessions,
+the machine, the command line and the experiment."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_callback import ExportableState
+
+from .config import Experiment
+
+
+class TrainingClock(TrainerCallback, ExportableState):
+    """Training time summed over every session of a resumed run.
+
+    `Trainer`'s `train_runtime` covers the last `train()` call only, so a run resumed from a checkpoint
+    would report the time of its final stretch as the whole. The clock's total goes into each
+    checkpoint (`stateful_callbacks`, restored on resume); time after an interrupted session's last
+    checkpoint is not counted, because those steps are redone. `timed_from_step` is the step the
+    clock started at: above 0 only for a run resumed from a checkpoint written without a clock.
+    """
+
+    def __init__(self) -> None:
+        self.seconds_before_this_session = 0.0
+        self.timed_from_step: int | None = None
+        self._session_started: float | None = None
+
+    def on_train_begin(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        self._session_started = time.perf_counter()
+        if self.timed_from_step is None:
+            self.timed_from_step = state.global_step
+
+    def on_train_end(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        self.seconds_before_this_session, self._session_started = self.elapsed_s, None
+
+    @property
+    def elapsed_s(self) -> float:
+        session = 0.0 if self._session_started is None else time.perf_counter() - self._session_started
+        return self.seconds_before_this_session + session
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {}, "attributes": {"seconds_before_this_session": self.elapsed_s,
+                                           "timed_from_step": self.timed_from_step}}
+
+
+def run_record(
+    experiment: Experiment, trainer: Trainer, train_output: Any, tokenizer: PreTrainedTokenizerBase, started: float
+) -> dict[str, Any]:
+    """What every run's metrics.json records besides its scores: steps, time, machine, command, experiment.
+
+    `train_runtime_s` is the `TrainingClock`'s total when the trainer has one, else `Trainer`'s
+    `train_runtime` (the last session's).
+    """
+    clock = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, TrainingClock)),
+                 None)
+    settings = dataclasses.asdict(experiment)
+    if experiment.week3 is not None or experiment.init_from is not None:
+        del settings["tokenizer_vocab_size"]  # no tokenizer was trained; `vocab_size` is the one used
+    return {
+        "epochs": trainer.state.epoch,
+        "optimizer_steps": trainer.state.global_step,
+        "train_runtime_s": clock.elapsed_s if clock else train_output.metrics.get("train_runtime"),
+        "timed_from_step": clock.timed_from_step if clock else None,
+        "wall_time_s": time.time() - started,
+        "world_size": trainer.args.world_size,
+        "hardware": hardware_name(trainer.args.device),
+        "precision": "bf16" if trainer.args.bf16 else "fp32",
+        "vocab_size": len(tokenizer),
+        "max_length": experiment.max_length,
+        "command": cli_command(),
+        "experiment": settings,
+    }
+
+
+def cli_command() -> str | None:
+    """This process's command line as `hf-attn ...` when it is the command-line tool (the `hf-attn` entry
+    point, or `python -m hf_attn.cli` where the package is not installed), for a run's record; None for a
+    run started from Python code, whose command line would not reproduce it."""
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if program is None or not (program.match("hf-attn") or program.match("hf_attn/cli.py")):
+        return None
+    return " ".join(["hf-attn", *sys.argv[1:]])
+
+
+def hardware_name(device: torch.device) -> str:
+    """What a run trained on, for its card: the same run takes seconds on a GPU and hours on a few CPU cores."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU, {torch.get_num_threads()} threads"
+
+
+def init_from_metrics(experiment: Experiment) -> dict[str, Any] | None:
+    """The `metrics.json` of the run `experiment.init_from` came from (None for a folder without one)."""
+    source = Path(experiment.init_from) / "metrics.json"
+    return json.loads(source.read_text()) if source.is_file() else None
+
+
+def write_metrics(
+    trainer: Trainer, metrics: dict[str, Any], output_dir: Path, results_path: str | os.PathLike[str] | None
+) -> None:
+    """`output_dir/metrics.json` (and a copy at `results_path`), written by the main process only."""
+    if not trainer.is_world_process_zero():
+        return
+    text = json.dumps(metrics, indent=2, default=str)
+    (output_dir / "metrics.json").write_text(text)
+    if results_path is not None:
+        Path(results_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(results_path).write_text(text)
