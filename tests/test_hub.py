@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers import REPO, load_tool, tiny_config_kwargs
 from huggingface_hub import HfApi, ModelCard
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, cli
@@ -185,6 +185,24 @@ def test_a_run_with_stale_code_pushes_the_packages_current_code(run_dir: Path, t
     cli.main(["push", "--model", str(run), "--repo-id", "someone/x", "--dry-run", str(tmp_path / "upload")])
     shipped = {path.name: path.read_bytes() for path in (tmp_path / "upload").glob("*.py")}
     assert shipped == {name: (REPO / "hf_attn" / name).read_bytes() for name in MODEL_CODE_FILES}
+
+
+def test_a_run_whose_weights_do_not_fit_the_packages_code_is_refused_before_anything_is_written(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The code shipped is today's, so weights saved for another model (a renamed module, as after a change to the
+    model code) would make a repo that fails to load: `hf-attn push` refuses in one line naming them."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    weights = load_file(run / "model.safetensors")
+    renamed = {name.replace("classifier.", "old_classifier."): tensor for name, tensor in weights.items()}
+    save_file(renamed, run / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["push", "--model", str(run), "--repo-id", "someone/x", "--dry-run", str(tmp_path / "upload")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and "do not fit HfAttnForSequenceClassification" in error, error
+    assert "old_classifier." in error and not (tmp_path / "upload").exists()
 
 
 LOAD_AND_PREDICT = textwrap.dedent("""

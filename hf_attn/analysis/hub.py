@@ -358,9 +358,13 @@ def write_model_code(folder: str | os.PathLike[str]) -> list[Path]:
 
 def assemble_upload(model_dir: str | os.PathLike[str], folder: str | os.PathLike[str], repo_id: str) -> Path:
     """Write exactly what would be committed into `folder`: the run's weights, config and tokenizer, the installed
-    package's model code and the card."""
+    package's model code and the card. A run whose weights do not fit that code (trained by an older hf_attn whose
+    model differed) is refused, naming the weights, before anything is written."""
+    from .checkpoint import load_run_model  # checkpoint.py imports this module
+
     model_dir, folder = Path(model_dir), Path(folder)
     card = card_for_run(model_dir, repo_id)
+    load_run_model(model_dir)
     folder.mkdir(parents=True, exist_ok=True)
     for path in sorted(model_dir.iterdir()):
         if path.is_file() and path.suffix in UPLOAD_SUFFIXES and path.name not in EXCLUDED_NAMES:
