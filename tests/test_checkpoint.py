@@ -127,45 +127,41 @@ def test_a_classifier_checkpoint_is_float16_on_disk_float32_on_load_and_the_roun
     assert not list(output.parent.glob(".*"))  # no staging folder left behind
 
 
-LOAD_WITHOUT_HF_ATTN = textwrap.dedent("""
+RUN_WITHOUT_HF_ATTN = textwrap.dedent("""
     import json, sys
     sys.modules["hf_attn"] = None  # a user without the package
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    import torch, transformers
+    folder, auto_class, output, texts = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     with torch.no_grad():
-        logits = model(**tokenizer(json.loads(sys.argv[2]), padding=True, return_tensors="pt")).logits
-    print(json.dumps({"dtype": str(model.dtype), "module": type(model).__module__, "logits": logits.tolist()}))
+        values = getattr(model(**tokenizer(texts, padding=True, return_tensors="pt")), output)
+    print(json.dumps({"dtype": str(model.dtype), "module": type(model).__module__, "values": values.tolist()}))
 """)
 
 
-ENCODE_WITHOUT_HF_ATTN = textwrap.dedent("""
-    import json, sys
-    sys.modules["hf_attn"] = None  # a user without the package
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-    model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
-    with torch.no_grad():
-        hidden = model(**tokenizer(json.loads(sys.argv[2]), padding=True, return_tensors="pt")).last_hidden_state
-    print(json.dumps({"module": type(model).__module__, "hidden": hidden.tolist()}))
-""")
+def run_without_hf_attn(folder: Path, auto_class: str, output: str, tmp_path: Path) -> dict:
+    """`auto_class.from_pretrained(folder, trust_remote_code=True)`'s `output` for TEXTS, in a fresh process that
+    cannot import hf_attn, with the model's dtype and the module its class came from."""
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT_HF_ATTN, str(folder), auto_class, output, json.dumps(TEXTS)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not remote["module"].startswith("hf_attn"), remote["module"]
+    return remote
 
 
 def test_a_checkpoint_loads_with_remote_code_where_hf_attn_is_not_installed(classifier_run: Path,
                                                                              tmp_path: Path) -> None:
     output = tmp_path / "classifier"
     checkpoint.write_checkpoint(classifier_run, output)
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_HF_ATTN, str(output), json.dumps(TEXTS)],
-                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    remote = json.loads(result.stdout.strip().splitlines()[-1])
-    assert remote["dtype"] == "torch.float32" and not remote["module"].startswith("hf_attn")
+    remote = run_without_hf_attn(output, "AutoModelForSequenceClassification", "logits", tmp_path)
+    assert remote["dtype"] == "torch.float32"
     reference = logits(rounded_through_float16(HfAttnForSequenceClassification.from_pretrained(classifier_run)),
                        classifier_run, TEXTS)
-    torch.testing.assert_close(torch.tensor(remote["logits"]), reference, rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(remote["values"]), reference, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(("model_class", "metrics", "said"), [
@@ -397,17 +393,12 @@ def test_a_committed_checkpoint_loads_with_remote_code_where_hf_attn_is_not_inst
                                                                                       tmp_path: Path) -> None:
     """The copies, refreshed from today's package, still run the committed weights: the encoder's last hidden
     states through remote code equal the package's own model's."""
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", ENCODE_WITHOUT_HF_ATTN, str(folder), json.dumps(TEXTS)],
-                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    remote = json.loads(result.stdout.strip().splitlines()[-1])
-    assert not remote["module"].startswith("hf_attn"), remote["module"]
+    remote = run_without_hf_attn(folder, "AutoModel", "last_hidden_state", tmp_path)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with torch.no_grad():
         expected = AutoModel.from_pretrained(folder).eval()(
             **tokenizer(TEXTS, padding=True, return_tensors="pt")).last_hidden_state
-    torch.testing.assert_close(torch.tensor(remote["hidden"]), expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(remote["values"]), expected, rtol=0, atol=1e-5)
 
 
 def demo(checkpoints: Path, smoke: Path, texts: list[str]) -> list[str]:
