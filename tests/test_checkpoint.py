@@ -17,7 +17,7 @@ import pytest
 import torch
 from helpers import REPO, SMOKE, SMOKE_TINY_MODEL, load_tool, tiny_config_kwargs
 from safetensors.torch import load_file
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
 from hf_attn import (
     POSITION_SCHEMES,
@@ -28,7 +28,7 @@ from hf_attn import (
     cli,
 )
 from hf_attn.analysis import checkpoint
-from hf_attn.analysis.hub import build_model_card
+from hf_attn.analysis.hub import MODEL_CODE_FILES, build_model_card
 from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.data import LABEL_NAMES, load_sample
 from hf_attn.experiments.pretraining import MaskedLMCollator
@@ -37,6 +37,7 @@ from hf_attn.experiments.run import build_model, load_tokenizer
 from hf_attn.week3 import train_week3_tokenizer
 
 commit_checkpoint = load_tool("commit_checkpoint")
+checkpoint_code = load_tool("checkpoint_code")
 
 TEXTS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 CLASSIFIER_METRICS = {
@@ -127,32 +128,41 @@ def test_a_classifier_checkpoint_is_float16_on_disk_float32_on_load_and_the_roun
     assert not list(output.parent.glob(".*"))  # no staging folder left behind
 
 
-LOAD_WITHOUT_HF_ATTN = textwrap.dedent("""
+RUN_WITHOUT_HF_ATTN = textwrap.dedent("""
     import json, sys
     sys.modules["hf_attn"] = None  # a user without the package
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+    import torch, transformers
+    folder, auto_class, output, texts = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     with torch.no_grad():
-        logits = model(**tokenizer(json.loads(sys.argv[2]), padding=True, return_tensors="pt")).logits
-    print(json.dumps({"dtype": str(model.dtype), "module": type(model).__module__, "logits": logits.tolist()}))
+        values = getattr(model(**tokenizer(texts, padding=True, return_tensors="pt")), output)
+    print(json.dumps({"dtype": str(model.dtype), "module": type(model).__module__, "values": values.tolist()}))
 """)
+
+
+def run_without_hf_attn(folder: Path, auto_class: str, output: str, tmp_path: Path) -> dict:
+    """`auto_class.from_pretrained(folder, trust_remote_code=True)`'s `output` for TEXTS, in a fresh process that
+    cannot import hf_attn, with the model's dtype and the module its class came from."""
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT_HF_ATTN, str(folder), auto_class, output, json.dumps(TEXTS)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    remote = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not remote["module"].startswith("hf_attn"), remote["module"]
+    return remote
 
 
 def test_a_checkpoint_loads_with_remote_code_where_hf_attn_is_not_installed(classifier_run: Path,
                                                                              tmp_path: Path) -> None:
     output = tmp_path / "classifier"
     checkpoint.write_checkpoint(classifier_run, output)
-    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    result = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_HF_ATTN, str(output), json.dumps(TEXTS)],
-                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    remote = json.loads(result.stdout.strip().splitlines()[-1])
-    assert remote["dtype"] == "torch.float32" and not remote["module"].startswith("hf_attn")
+    remote = run_without_hf_attn(output, "AutoModelForSequenceClassification", "logits", tmp_path)
+    assert remote["dtype"] == "torch.float32"
     reference = logits(rounded_through_float16(HfAttnForSequenceClassification.from_pretrained(classifier_run)),
                        classifier_run, TEXTS)
-    torch.testing.assert_close(torch.tensor(remote["logits"]), reference, rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(remote["values"]), reference, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize(("model_class", "metrics", "said"), [
@@ -330,17 +340,66 @@ def test_the_committed_checkpoints_keep_the_rules() -> None:
         assert ("neg" in config.get("id2label", {}).values()) == is_classifier, "only a classifier names labels"
 
 
+def test_the_model_code_a_folder_ships_is_every_file_save_pretrained_writes(classifier_run: Path) -> None:
+    """`write_model_code` writes the files transformers' `save_pretrained` copies for a model and its tokenizer
+    (the modules their `auto_map` loads), so no folder misses one that remote code imports."""
+    assert {path.name for path in classifier_run.glob("*.py")} == set(MODEL_CODE_FILES)
+
+
+def test_the_committed_checkpoints_ship_the_packages_current_model_code() -> None:
+    """What `trust_remote_code=True` runs where hf_attn is not installed is the package's code of today: each
+    committed folder's copies equal hf_attn's files (refreshed by the one command the failure names)."""
+    stale = checkpoint_code.stale_copies(REPO / "checkpoints")
+    assert not stale, (f"{', '.join(str(path.relative_to(REPO)) for path in stale)} differ from hf_attn/: run "
+                       f"{checkpoint_code.REFRESH_COMMAND}")
+
+
+def test_the_refresh_command_writes_the_packages_code_into_every_checkpoint(
+    classifier_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copy edited by hand, and one missing, in a checkpoints folder nested like checkpoints/arena/SCHEME: the check
+    lists both with the command and fails; the command makes every copy the package's file, weights untouched."""
+    for folder in (tmp_path / "rope", tmp_path / "arena" / "alibi"):
+        shutil.copytree(classifier_run, folder)
+    (tmp_path / "rope" / "positions.py").write_text("# stale\n")
+    (tmp_path / "arena" / "alibi" / "masking.py").unlink()
+    weights = (tmp_path / "rope" / "model.safetensors").read_bytes()
+    assert checkpoint_code.main(["--check", "--checkpoints", str(tmp_path)]) == 1
+    refresh = checkpoint_code.REFRESH_COMMAND
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path / 'arena' / 'alibi' / 'masking.py'} differs from hf_attn/masking.py: run {refresh}",
+        f"{tmp_path / 'rope' / 'positions.py'} differs from hf_attn/positions.py: run {refresh}"]
+    assert checkpoint_code.main(["--checkpoints", str(tmp_path)]) == 0
+    for folder in (tmp_path / "rope", tmp_path / "arena" / "alibi"):
+        for name in MODEL_CODE_FILES:
+            assert (folder / name).read_bytes() == (REPO / "hf_attn" / name).read_bytes(), folder / name
+    assert (tmp_path / "rope" / "model.safetensors").read_bytes() == weights
+    assert checkpoint_code.main(["--check", "--checkpoints", str(tmp_path)]) == 0
+
+
+def test_a_checkpoint_of_a_run_with_stale_code_ships_the_packages_code(classifier_run: Path, tmp_path: Path) -> None:
+    """The run folder's own .py files (the code of the day it trained) never reach the checkpoint."""
+    run = tmp_path / "run"
+    shutil.copytree(classifier_run, run)
+    for name in MODEL_CODE_FILES:
+        (run / name).write_text("raise ImportError('stale code from training time')\n")
+    checkpoint.write_checkpoint(run, tmp_path / "out")
+    for name in MODEL_CODE_FILES:
+        assert (tmp_path / "out" / name).read_bytes() == (REPO / "hf_attn" / name).read_bytes(), name
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", COMMITTED, ids=lambda folder: folder.name)
-def test_a_committed_checkpoint_ships_the_packages_current_model_code(folder: Path, tmp_path: Path) -> None:
-    """What `trust_remote_code=True` runs where hf_attn is not installed is the package's code of today: the files
-    the model's `save_pretrained` writes (and the tokenizer's), each equal to hf_attn's (refresh a drifted one by
-    copying, docs/checkpoints.md)."""
-    HfAttnForSequenceClassification(HfAttnConfig(**tiny_config_kwargs())).save_pretrained(tmp_path)
-    shipped = sorted(path.name for path in folder.glob("*.py"))
-    assert {path.name for path in tmp_path.glob("*.py")} <= set(shipped)
-    for name in shipped:
-        assert (folder / name).read_text() == (REPO / "hf_attn" / name).read_text(), (
-            f"{folder.name}/{name} is not hf_attn/{name}: cp hf_attn/{name} {folder.relative_to(REPO)}/")
+def test_a_committed_checkpoint_loads_with_remote_code_where_hf_attn_is_not_installed(folder: Path,
+                                                                                      tmp_path: Path) -> None:
+    """The copies, refreshed from today's package, still run the committed weights: the encoder's last hidden
+    states through remote code equal the package's own model's."""
+    remote = run_without_hf_attn(folder, "AutoModel", "last_hidden_state", tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    with torch.no_grad():
+        expected = AutoModel.from_pretrained(folder).eval()(
+            **tokenizer(TEXTS, padding=True, return_tensors="pt")).last_hidden_state
+    torch.testing.assert_close(torch.tensor(remote["values"]), expected, rtol=0, atol=1e-5)
 
 
 def demo(checkpoints: Path, smoke: Path, texts: list[str]) -> list[str]:

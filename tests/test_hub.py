@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -11,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import load_tool, tiny_config_kwargs
+from helpers import REPO, load_tool, tiny_config_kwargs
 from huggingface_hub import HfApi, ModelCard
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
-from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification
-from hf_attn.analysis.hub import build_model_card, push
+from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, cli
+from hf_attn.analysis.hub import MODEL_CODE_FILES, build_model_card, push
 from hf_attn.experiments.data import load_sample
 from hf_attn.week3 import train_week3_tokenizer
 
@@ -171,6 +172,37 @@ def test_a_pretrained_encoder_travels_the_same_way_unscored(tmp_path: Path) -> N
 def test_missing_metrics_get_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="metrics.json is missing"):
         push(tmp_path, "someone/x", dry_run_dir=tmp_path / "upload")
+
+
+def test_a_run_with_stale_code_pushes_the_packages_current_code(run_dir: Path, tmp_path: Path) -> None:
+    """A run folder keeps the code of the day it trained (here edited since, plus a stray script): the dry run of
+    `hf-attn push` holds the installed package's model code, file for file, and no other .py file."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "modeling_hf_attn.py").write_text("raise ImportError('stale code from training time')\n")
+    (run / "positions.py").unlink()
+    (run / "notes.py").write_text("print('a script left in the run folder')\n")
+    cli.main(["push", "--model", str(run), "--repo-id", "someone/x", "--dry-run", str(tmp_path / "upload")])
+    shipped = {path.name: path.read_bytes() for path in (tmp_path / "upload").glob("*.py")}
+    assert shipped == {name: (REPO / "hf_attn" / name).read_bytes() for name in MODEL_CODE_FILES}
+
+
+def test_a_run_whose_weights_do_not_fit_the_packages_code_is_refused_before_anything_is_written(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The code shipped is today's, so weights saved for another model (a renamed module, as after a change to the
+    model code) would make a repo that fails to load: `hf-attn push` refuses in one line naming them."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    weights = load_file(run / "model.safetensors")
+    renamed = {name.replace("classifier.", "old_classifier."): tensor for name, tensor in weights.items()}
+    save_file(renamed, run / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["push", "--model", str(run), "--repo-id", "someone/x", "--dry-run", str(tmp_path / "upload")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and "do not fit HfAttnForSequenceClassification" in error, error
+    assert "old_classifier." in error and not (tmp_path / "upload").exists()
 
 
 LOAD_AND_PREDICT = textwrap.dedent("""

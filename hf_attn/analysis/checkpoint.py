@@ -142,8 +142,9 @@ def save_checkpoint_files(model: PreTrainedModel, run_dir: Path, folder: Path, r
     """Write the checkpoint of `model` (loaded from `run_dir`), or of its encoder alone, into the empty `folder`.
 
     The model is saved as `save_pretrained` saves it in float32 (config with `dtype` float32, tied weights
-    once, code and `auto_map`), and the weights file is then stored again with every float tensor in
-    float16; only the stored bytes change."""
+    once, `auto_map`, and the code: the installed package's modules, which the model's and tokenizer's classes
+    come from, never the run folder's `.py` files), and the weights file is then stored again with every float
+    tensor in float16; only the stored bytes change."""
     encoder_of = type(model).__name__ if encoder_only else None
     (model.base_model if encoder_only else model).save_pretrained(folder)
     weights = load_file(folder / WEIGHTS_NAME)

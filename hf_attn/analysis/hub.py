@@ -3,6 +3,10 @@
 The card is generated from a run's `metrics.json` with `huggingface_hub.ModelCard`, so its YAML
 `model-index` holds exactly the measured numbers. `upload_folder` is the only call that touches
 the network; everything before it is a local folder that tests can load in a fresh process.
+
+The model code a folder ships (what `trust_remote_code=True` runs where hf_attn is not installed) has one
+source: the installed package's modules, written by `write_model_code` when the folder is written. A run
+folder's own `.py` files are never copied: they are the code of the day it trained.
 """
 
 from __future__ import annotations
@@ -15,10 +19,15 @@ from typing import Any, NamedTuple
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
+from .. import configuration_hf_attn, masking, modeling_hf_attn, positions, tokenization_hf_attn
 from ..experiments.data import IMDB_HUB_ID
 
-# What a Hub repo needs to load with trust_remote_code: weights, config, code, tokenizer, card.
-UPLOAD_SUFFIXES = (".json", ".safetensors", ".py", ".txt", ".model")
+# The package's modules a saved model's `auto_map` loads: the config, the model (and the two modules it imports)
+# and the tokenizer.
+MODEL_CODE_MODULES = (configuration_hf_attn, modeling_hf_attn, positions, masking, tokenization_hf_attn)
+MODEL_CODE_FILES = tuple(Path(module.__file__).name for module in MODEL_CODE_MODULES)
+# What a Hub repo needs besides the code: weights, config, tokenizer, card.
+UPLOAD_SUFFIXES = (".json", ".safetensors", ".txt", ".model")
 # Never uploaded: optimizer state and pickles from training, per-step checkpoints, local metrics.
 EXCLUDED_NAMES = {"training_args.bin", "metrics.json", "trainer_state.json"}
 
@@ -349,14 +358,31 @@ def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
     return build_model_card(metrics, config, repo_id)
 
 
+def write_model_code(folder: str | os.PathLike[str]) -> list[Path]:
+    """Write the installed package's model code into `folder` (replacing any copy there); returns the files."""
+    written = []
+    for module in MODEL_CODE_MODULES:
+        source = Path(module.__file__)
+        target = Path(folder) / source.name
+        shutil.copyfile(source, target)
+        written.append(target)
+    return written
+
+
 def assemble_upload(model_dir: str | os.PathLike[str], folder: str | os.PathLike[str], repo_id: str) -> Path:
-    """Copy exactly what would be committed (model, tokenizer, code, card) into `folder`."""
+    """Write exactly what would be committed into `folder`: the run's weights, config and tokenizer, the installed
+    package's model code and the card. A run whose weights do not fit that code (trained by an older hf_attn whose
+    model differed) is refused, naming the weights, before anything is written."""
+    from .checkpoint import load_run_model  # checkpoint.py imports this module
+
     model_dir, folder = Path(model_dir), Path(folder)
     card = card_for_run(model_dir, repo_id)
+    load_run_model(model_dir)
     folder.mkdir(parents=True, exist_ok=True)
     for path in sorted(model_dir.iterdir()):
         if path.is_file() and path.suffix in UPLOAD_SUFFIXES and path.name not in EXCLUDED_NAMES:
             shutil.copy2(path, folder / path.name)
+    write_model_code(folder)
     card.save(folder / "README.md")
     return folder
 

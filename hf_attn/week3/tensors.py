@@ -177,9 +177,9 @@ def load_week3_embedding(
 
     A fresh model's trained position table (hf-attn's `learned`, BERT's `position_embeddings`) starts at
     `initializer_range`, about 1/50 of the DAN's vectors, and an encoder learns to ignore a table that small
-    (docs/arena.md, "Learned positions barely moved"). ``start_position_tables_at_token_scale=True`` draws
-    such tables afresh at the standard deviation of the token vectors; without it a table that much smaller
-    is kept, with a warning (a pretrained table should be kept).
+    (results/arena/study/NOTEBOOK.md, "Learned positions barely moved").
+    ``start_position_tables_at_token_scale=True`` draws such tables afresh at the standard deviation of the token
+    vectors; without it a table that much smaller is kept, with a warning (a pretrained table should be kept).
     """
     path = Path(path)
     weight = read_embedding(path)
