@@ -46,7 +46,22 @@ def scan():
 
 
 def _digits(text: str) -> str:
-    return text.replace(" ", "")
+    return re.sub(r"[^0-9]", "", text)
+
+
+def reference_written(task: str, number: str) -> str:
+    """How an addition task writes `number`: spaced digits, reversed, each after its place letter if hinted."""
+    written = number[::-1] if "_reversed" in task else number
+    places = range(len(number)) if "_reversed" in task else range(len(number) - 1, -1, -1)
+    hints = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    if task.endswith("_hints"):
+        return " ".join(f"{hints[place]} {digit}" for place, digit in zip(places, written))
+    return " ".join(written)
+
+
+def reference_operands(task: str, text: str) -> list[str]:
+    """The operands of an addition input, most significant digit first."""
+    return [_digits(operand)[:: -1 if "_reversed" in task else 1] for operand in text.split(" + ")]
 
 
 def reference_answer(task: str, text: str) -> str:
@@ -58,16 +73,14 @@ def reference_answer(task: str, text: str) -> str:
         return " ".join(reversed(items))
     if task == "sort":
         return " ".join(sorted(items))
-    first, second = (_digits(operand) for operand in text.split(" + "))
-    if task == "addition":
-        return " ".join(str(int(first) + int(second)))
-    assert task == "addition_reversed"
-    return " ".join(str(int(first[::-1]) + int(second[::-1]))[::-1])
+    first, second = reference_operands(task, text)
+    assert text == f"{reference_written(task, first)} + {reference_written(task, second)}"
+    return reference_written(task, str(int(first) + int(second)))
 
 
 def reference_length(task: str, text: str) -> int:
     if task.startswith("addition"):
-        return max(len(_digits(operand)) for operand in text.split(" + "))
+        return max(len(operand) for operand in reference_operands(task, text))
     return len(text.split())
 
 
@@ -89,11 +102,10 @@ def test_items_come_from_the_ten_letters_with_repeats(task, splits):
     assert any(len(set(pair.input.split())) < pair.length for pair in splits[task]["test"])  # sort sees repeats
 
 
-@pytest.mark.parametrize("task", ["addition", "addition_reversed"])
+@pytest.mark.parametrize("task", ["addition", "addition_reversed", "addition_hints", "addition_reversed_hints"])
 def test_operands_have_exactly_length_digits_without_leading_zeros(task, splits):
     for pair in all_pairs(splits[task]):
-        for operand in pair.input.split(" + "):
-            digits = _digits(operand)[:: -1 if task == "addition_reversed" else 1]
+        for digits in reference_operands(task, pair.input):
             assert re.fullmatch(r"[0-9]" if pair.length == 1 else r"[1-9][0-9]*", digits), pair
             assert len(digits) == pair.length
 
@@ -155,8 +167,19 @@ def test_the_test_split_does_not_depend_on_the_training_count():
 def test_an_unknown_task_or_a_bad_count_is_refused():
     with pytest.raises(ValueError, match="unknown length task 'add'; choose one of copy, reverse, sort, addition"):
         get_length_task("add")
-    with pytest.raises(ValueError, match="n_train must be a non-negative integer, got -1"):
+    with pytest.raises(ValueError, match="n_train must be an integer of at least 0, got -1"):
         draw_length_splits("copy", 3, n_train=-1, n_validation=1, n_test_per_length=1, seed=0)
+    with pytest.raises(ValueError, match="addition_hints writes examples of length at most 51, and the test split of "
+                                         "max_train_length=13 reaches 52: lower max_train_length"):
+        draw_length_splits("addition_hints", 13, n_train=1, n_validation=1, n_test_per_length=1, seed=0)
+
+
+def test_index_hints_change_the_writing_not_the_numbers():
+    plain, hinted = (draw_length_splits(task, 3, 20, 5, 2, seed=9) for task in ("addition", "addition_reversed_hints"))
+    for split in plain:
+        assert [_digits(pair.input) for pair in plain[split]] == [
+            "".join(_digits(operand)[::-1] for operand in pair.input.split(" + ")) for pair in hinted[split]]
+    assert len(draw_length_splits("addition_reversed_hints", 12, 1, 0, 1, seed=0)["test"]) == 13  # 48 digits fit
 
 
 def test_the_dataset_dict_holds_the_drawn_pairs():

@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import random
+import string
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +34,8 @@ from transformers import PreTrainedTokenizerFast
 # The items of copy, reverse and sort: ten letters, drawn with replacement (so sort sees repeats).
 LETTERS = tuple("abcdefghij")
 DIGITS = tuple("0123456789")
+# Index hints of addition: the letter before a digit names its place (A the units, B the tens, ...).
+HINT_SYMBOLS = tuple(string.ascii_uppercase + string.ascii_lowercase)
 PAD, BOS, EOS, SEP, UNK = "[PAD]", "[BOS]", "[EOS]", "[SEP]", "[UNK]"
 SPECIAL_TOKENS = (PAD, BOS, EOS, SEP, UNK)
 SPLITS = ("train", "validation", "test")
@@ -55,6 +58,8 @@ class LengthTask:
 
     name: str
     symbols: tuple[str, ...]
+    # The longest example the task can write (None: any).
+    max_length: int | None = None
 
     def draw(self, rng: random.Random, length: int) -> Pair:
         raise NotImplementedError
@@ -99,20 +104,30 @@ class AdditionTask(LengthTask):
 
     With `reversed_digits`, the digits of both operands and of the sum are written least significant first,
     as Zhou et al. (2024) do, so that a model emits each digit of the sum after the digits it depends on.
+    With `index_hints`, each digit follows a letter naming its place (`A` the units, `B` the tens, ...; Zhou et
+    al.'s index hints, aligned by place so that a digit of the sum and the digits it adds share a letter): the
+    52 letters A-Z a-z name at most 52 places, so hinted operands have at most 51 digits.
     """
 
-    symbols = (*DIGITS, "+")
-
-    def __init__(self, reversed_digits: bool = False) -> None:
+    def __init__(self, reversed_digits: bool = False, index_hints: bool = False) -> None:
         self.reversed_digits = reversed_digits
-        self.name = "addition_reversed" if reversed_digits else "addition"
+        self.index_hints = index_hints
+        self.name = "addition" + ("_reversed" if reversed_digits else "") + ("_hints" if index_hints else "")
+        self.symbols = (*DIGITS, "+", *(HINT_SYMBOLS if index_hints else ()))
+        self.max_length = len(HINT_SYMBOLS) - 1 if index_hints else None
 
     def draw(self, rng: random.Random, length: int) -> Pair:
         first, second = (_draw_number(rng, length) for _ in range(2))
         total = str(int(first) + int(second))
-        order = -1 if self.reversed_digits else 1
-        spaced = [" ".join(number[::order]) for number in (first, second, total)]
-        return Pair(f"{spaced[0]} + {spaced[1]}", spaced[2], length)
+        return Pair(f"{self._write(first)} + {self._write(second)}", self._write(total), length)
+
+    def _write(self, number: str) -> str:
+        """`number`'s digits spaced, least significant first if reversed, each after its place's hint if hinted."""
+        places = [(HINT_SYMBOLS[place] if self.index_hints else "", digit)
+                  for place, digit in enumerate(reversed(number))]  # units first
+        if not self.reversed_digits:
+            places.reverse()
+        return " ".join(f"{hint} {digit}" if hint else digit for hint, digit in places)
 
 
 def _draw_number(rng: random.Random, digits: int) -> str:
@@ -123,7 +138,8 @@ def _draw_number(rng: random.Random, digits: int) -> str:
 
 LENGTH_TASKS: dict[str, LengthTask] = {
     task.name: task
-    for task in (CopyTask(), ReverseTask(), SortTask(), AdditionTask(), AdditionTask(reversed_digits=True))
+    for task in (CopyTask(), ReverseTask(), SortTask(), AdditionTask(), AdditionTask(reversed_digits=True),
+                 AdditionTask(index_hints=True), AdditionTask(reversed_digits=True, index_hints=True))
 }
 
 
@@ -170,11 +186,13 @@ def draw_length_splits(
     holds fewer. Within a split repeats are kept, as the generator makes them.
     """
     task = get_length_task(task) if isinstance(task, str) else task
-    for name, value in (("max_train_length", max_train_length), ("n_train", n_train),
-                        ("n_validation", n_validation), ("n_test_per_length", n_test_per_length)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "max_train_length" else 0):
-            raise ValueError(f"{name} must be a {'positive' if name == 'max_train_length' else 'non-negative'} "
-                             f"integer, got {value!r}.")
+    _require_count("max_train_length", max_train_length, minimum=1)
+    for name, value in (("n_train", n_train), ("n_validation", n_validation), ("n_test_per_length", n_test_per_length)):
+        _require_count(name, value, minimum=0)
+    longest = held_out_lengths(max_train_length)[-1]
+    if task.max_length is not None and longest > task.max_length:
+        raise ValueError(f"{task.name} writes examples of length at most {task.max_length}, and the test split of "
+                         f"max_train_length={max_train_length} reaches {longest}: lower max_train_length.")
     taken: set[str] = set()
     splits: dict[str, list[Pair]] = {}
     for split, plan in (("train", [(n_train, (1, max_train_length))]),
@@ -185,6 +203,11 @@ def draw_length_splits(
         taken.update(pair.input for pair in pairs)
         splits[split] = pairs
     return splits
+
+
+def _require_count(name: str, value: object, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer of at least {minimum}, got {value!r}.")
 
 
 def _draw_avoiding(task: LengthTask, rng: random.Random, count: int, lengths: tuple[int, int],
