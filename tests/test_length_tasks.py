@@ -21,6 +21,7 @@ from hf_attn.tasks.length import (
     get_length_task,
     length_buckets,
     length_splits,
+    main,
     mean_reciprocal_rank,
     read_pairs,
     task_tokenizer,
@@ -327,3 +328,15 @@ def test_a_bad_pairs_line_is_refused_naming_the_file_and_line(tmp_path, line, pr
     path.write_text('{"input": "a", "target": "a", "length": 1}\n' + line + "\n")
     with pytest.raises(ValueError, match=re.escape(f"{path}, line 2: {problem}")):
         read_pairs(path)
+
+
+def test_the_command_line_writes_each_split_as_a_pairs_file(tmp_path, capsys):
+    main(["sort", "--max-train-length", "3", "--n-train", "8", "--n-validation", "4", "--n-test-per-length", "2",
+          "--seed", "5", "--output-dir", str(tmp_path)])
+    drawn = draw_length_splits("sort", 3, n_train=8, n_validation=4, n_test_per_length=2, seed=5)
+    assert {split: read_pairs(tmp_path / f"{split}.jsonl") for split in drawn} == drawn
+    assert f"{tmp_path / 'test.jsonl'}: 8 pairs" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["copy", "--max-train-length", "1", "--n-train", "200", "--n-validation", "1", "--n-test-per-length",
+              "1", "--output-dir", str(tmp_path)])
+    assert "copy: 1000 draws in a row for validation" in capsys.readouterr().err
