@@ -8,9 +8,11 @@ import json
 import math
 import random
 import re
+import subprocess
+import sys
 
 import pytest
-from helpers import SHARED
+from helpers import REPO, SHARED
 
 from hf_attn.tasks.length import (
     LENGTH_TASKS,
@@ -156,6 +158,21 @@ def test_the_same_seed_gives_the_same_data_whatever_the_global_random_state():
     other = length_splits("addition_reversed", **COUNTS, seed=12)
     assert first["train"]["input"] != other["train"]["input"]
     assert first["test"]["input"] != other["test"]["input"]
+
+
+DIGEST_OF_SPLITS = (
+    "import dataclasses, hashlib, json; from hf_attn.tasks.length import LENGTH_TASKS, draw_length_splits; "
+    "print(hashlib.sha256(json.dumps([[dataclasses.asdict(p) for p in draw_length_splits(t, 4, 50, 10, 2, seed=3)[s]]"
+    " for t in LENGTH_TASKS for s in ('train', 'validation', 'test')]).encode()).hexdigest())"
+)
+
+
+@pytest.mark.slow
+def test_the_data_does_not_depend_on_the_process_hash_seed():
+    digests = {subprocess.run([sys.executable, "-c", DIGEST_OF_SPLITS], capture_output=True, text=True, check=True,
+                              cwd=REPO, env={"PYTHONHASHSEED": hash_seed, "HF_HUB_OFFLINE": "1"}).stdout
+               for hash_seed in ("1", "2")}
+    assert len(digests) == 1
 
 
 def test_the_test_split_does_not_depend_on_the_training_count():

@@ -38,7 +38,6 @@ DIGITS = tuple("0123456789")
 HINT_SYMBOLS = tuple(string.ascii_uppercase + string.ascii_lowercase)
 PAD, BOS, EOS, SEP, UNK = "[PAD]", "[BOS]", "[EOS]", "[SEP]", "[UNK]"
 SPECIAL_TOKENS = (PAD, BOS, EOS, SEP, UNK)
-SPLITS = ("train", "validation", "test")
 # Draws in a row that may land on an example an earlier split holds before a split is declared impossible.
 MAX_REJECTED_DRAWS = 1_000
 PAIR_FEATURES = Features({"input": Value("string"), "target": Value("string"), "length": Value("int32")})
