@@ -12,8 +12,10 @@ import subprocess
 import sys
 
 import pytest
-from helpers import REPO, SHARED
+import torch
+from helpers import REPO, SHARED, tiny_config_kwargs
 
+from hf_attn import HfAttnConfig, HfAttnForCausalLM
 from hf_attn.tasks.length import (
     LENGTH_TASKS,
     Pair,
@@ -357,3 +359,33 @@ def test_the_command_line_writes_each_split_as_a_pairs_file(tmp_path, capsys):
         main(["copy", "--max-train-length", "1", "--n-train", "200", "--n-validation", "1", "--n-test-per-length",
               "1", "--output-dir", str(tmp_path)])
     assert "copy: 1000 draws in a row for validation" in capsys.readouterr().err
+
+
+def test_a_causal_lm_learns_from_the_answer_only_and_generates_from_the_prompt():
+    # transformers' causal LMs shift labels left inside the loss: the loss must be the mean cross-entropy of
+    # the answer tokens (target and [EOS]), each predicted from the position before it.
+    tokenizer = task_tokenizer("reverse")
+    pairs = draw_length_splits("reverse", 4, n_train=3, n_validation=0, n_test_per_length=0, seed=1)["train"]
+    features = decoder_features(tokenizer, [p.input for p in pairs], [p.target for p in pairs])
+    batch = tokenizer.pad({"input_ids": features["input_ids"], "attention_mask": features["attention_mask"]},
+                          return_tensors="pt")
+    labels = torch.full_like(batch["input_ids"], -100)
+    for row, row_labels in enumerate(features["labels"]):
+        labels[row, : len(row_labels)] = torch.tensor(row_labels)
+    torch.manual_seed(0)
+    model = HfAttnForCausalLM(HfAttnConfig(**tiny_config_kwargs(
+        is_decoder=True, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))).eval()
+    with torch.no_grad():
+        output = model(**batch, labels=labels)
+    log_probs = output.logits.log_softmax(-1)
+    answer_terms = [-log_probs[row, position - 1, batch["input_ids"][row, position]]
+                    for row, row_labels in enumerate(features["labels"])
+                    for position, label in enumerate(row_labels) if label != -100]
+    assert len(answer_terms) == sum(len(p.target.split()) + 1 for p in pairs)
+    assert output.loss.item() == pytest.approx(torch.stack(answer_terms).mean().item(), rel=1e-5)
+    prompt = tokenizer(pairs[0].input, return_tensors="pt")
+    generated = model.generate(**prompt, max_new_tokens=6, do_sample=False, eos_token_id=tokenizer.eos_token_id,
+                               pad_token_id=tokenizer.pad_token_id)
+    answer = tokenizer.decode(generated[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert set(answer.split()) <= set(tokenizer.get_vocab()) - {"[PAD]", "[BOS]", "[EOS]", "[SEP]", "[UNK]"}
