@@ -329,7 +329,8 @@ def exact_match_by_length(
     """Exact-match accuracy per bucket of lengths (inclusive `(low, high)` bounds, e.g. `length_buckets(L)`), or
     per distinct length when `buckets` is None; in the buckets' order (ascending lengths when None).
 
-    A length in no bucket, or in two, is refused: every example is counted once.
+    A bucket no example falls in is left out; a length in no bucket, or in two, is refused: every example is
+    counted once.
     """
     if not len(predictions) == len(targets) == len(lengths):
         raise ValueError(f"predictions, targets and lengths must be as long as each other, got {len(predictions)}, "
