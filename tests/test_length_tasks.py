@@ -300,8 +300,8 @@ def test_exact_match_by_length_against_hand_values():
     assert per_length[0].accuracy == 0.5 and per_length[0].standard_error == pytest.approx(math.sqrt(0.125))
     assert per_length[1].standard_error == pytest.approx(0.25)  # sqrt(0.5 * 0.5 / 4)
     assert per_length[2].standard_error == 0.0
-    bucketed = exact_match_by_length(predictions, targets, lengths, buckets=[(1, 2), (3, 5)])
-    assert [(s.correct, s.count) for s in bucketed] == [(3, 6), (1, 1)]
+    bucketed = exact_match_by_length(predictions, targets, lengths, buckets=[(1, 2), (3, 5), (6, 9)])
+    assert [(s.low, s.correct, s.count) for s in bucketed] == [(1, 3, 6), (3, 1, 1)]  # (6, 9) holds none
     assert bucketed[0].standard_error == pytest.approx(math.sqrt(0.5 * 0.5 / 6))
     with pytest.raises(ValueError, match=r"length 5 lies in 0 of the buckets \[\(1, 2\)\]"):
         exact_match_by_length(predictions, targets, lengths, buckets=[(1, 2)])
