@@ -14,6 +14,7 @@ import sys
 import pytest
 import torch
 from helpers import REPO, SHARED, tiny_config_kwargs
+from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForCausalLM
 from hf_attn.tasks.length import (
@@ -233,6 +234,16 @@ def test_a_decoder_reads_bos_input_sep_target_eos_with_the_loss_on_the_answer():
         assert labels[answer_start:] == ids[answer_start:]
         assert tokenizer.decode(labels[answer_start:]) == f"{target} [EOS]"
     assert tokenizer.convert_ids_to_tokens(tokenizer("5 + 6")["input_ids"]) == ["[BOS]", "5", "+", "6", "[SEP]"]
+
+
+def test_the_tokenizer_saves_and_loads_back_through_auto_tokenizer(tmp_path):
+    tokenizer = task_tokenizer("addition_reversed_hints")
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded.get_vocab() == tokenizer.get_vocab()
+    assert loaded("A 1 B 2 + A 3", "A 4 B 2")["input_ids"] == tokenizer("A 1 B 2 + A 3", "A 4 B 2")["input_ids"]
+    assert (loaded.pad_token, loaded.bos_token, loaded.eos_token, loaded.sep_token) == ("[PAD]", "[BOS]", "[EOS]",
+                                                                                         "[SEP]")
 
 
 # --------------------------------------------------------------------------------------------------- SCAN
