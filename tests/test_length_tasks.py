@@ -284,10 +284,10 @@ def test_scan_validation_is_seeded(scan):
 def test_scan_tokenizer_reads_every_text_exactly(scan):
     tokenizer = scan_tokenizer(scan)
     assert len(tokenizer) == 5 + 13 + 6  # special tokens, command words, actions
-    for split in scan:
-        for text in [*scan[split]["input"], *scan[split]["target"]]:
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-            assert tokenizer.unk_token_id not in ids and tokenizer.decode(ids) == text
+    texts = [text for split in scan.values() for column in ("input", "target") for text in split[column]]
+    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    assert not any(tokenizer.unk_token_id in ids for ids in encoded)
+    assert tokenizer.batch_decode(encoded) == texts
 
 
 def test_scan_refuses_a_folder_without_the_files_and_a_bad_line(tmp_path):
