@@ -265,9 +265,8 @@ def test_scan_holds_every_line_of_the_files(scan):
 
 
 def test_scan_lengths_count_the_actions_and_follow_the_split(scan):
-    for split in scan:
-        for row in scan[split]:
-            assert row["length"] == len(re.findall(r"\bI_[A-Z_]+\b", row["target"]))
+    for split in scan.values():
+        assert list(split["length"]) == [len(re.findall(r"\bI_[A-Z_]+\b", target)) for target in split["target"]]
     assert max(scan["train"]["length"]) == 22 and max(scan["validation"]["length"]) <= 22
     assert (min(scan["test"]["length"]), max(scan["test"]["length"])) == (24, 48)
     assert not set(scan["train"]["input"]) & set(scan["validation"]["input"])
