@@ -166,3 +166,16 @@ def test_train_on_a_csv_in_one_command_then_evaluate_and_card_name_its_data(
     cli.main(["card", "--model", str(run), "--repo-id", "someone/stars", "--output", str(tmp_path / "card.md")])
     card = (tmp_path / "card.md").read_text()
     assert "reviews.csv" in card and "macro_f1" in card and "IMDb" not in card
+
+
+def test_generated_length_tasks_and_scan_are_registered_sequence_tasks_a_classifier_refuses() -> None:
+    source = dataset_source({"kind": "length", "name": "reverse", "max_train_length": 4, "n_train": 20,
+                             "n_validation": 5, "n_test_per_length": 3, "seed": 1})
+    pairs = source.load_pairs()
+    assert all(row["target"] == " ".join(reversed(row["input"].split())) for row in pairs["test"])
+    assert sorted(set(pairs["test"]["length"])) == [5, 6, 7, 8, 16]
+    with pytest.raises(DatasetError, match="holds pairs, not labelled texts: a classifier cannot train on it"):
+        source.load()
+    with pytest.raises(ExperimentConfigError, match="dataset kind .length.: unknown length task .unknown."):
+        load_experiment(SMOKE, ['dataset={"kind": "length", "name": "unknown", "max_train_length": 4}'])
+    assert DATASETS["scan"].task == "pairs"

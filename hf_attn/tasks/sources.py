@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 import datasets
 
 from ..experiments.data import IMDB_HUB_ID, LABEL_NAMES, is_imdb_folder, load_imdb, load_unlabelled
+from .length import get_length_task, length_splits
+from .scan import scan_length_split
 
 
 class DatasetError(ValueError):
@@ -46,12 +48,19 @@ class ClassificationData:
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSource:
-    """A registered dataset: `kind` is its key in `DATASETS`, its dataclass fields are its settings."""
+    """A registered dataset: `kind` is its key in `DATASETS`, its dataclass fields are its settings, and `task` what
+    it holds: `text-classification` (texts and labels, `load`) or `pairs` (input/target pairs, `load_pairs`)."""
 
     kind: ClassVar[str]
+    task: ClassVar[str] = "text-classification"
 
     def load(self) -> ClassificationData:
-        raise NotImplementedError
+        raise DatasetError(f"the {self.kind} dataset holds {self.task}, not labelled texts: a classifier cannot "
+                           "train on it")
+
+    def load_pairs(self) -> datasets.DatasetDict:
+        """train / validation / test with `input`, `target` and `length` columns (a sequence task's data)."""
+        raise DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
 
     def unlabelled_texts(self) -> datasets.Dataset | None:
         """Texts beside the labelled ones that pretraining may read (a `text` column), None where there are none."""
@@ -232,7 +241,46 @@ class LoadedDataset(DatasetSource):
         return tuple(str(value) for value in ordered)
 
 
-DATASETS: dict[str, type[DatasetSource]] = {source.kind: source for source in (ImdbDataset, LoadedDataset)}
+@dataclasses.dataclass(frozen=True)
+class GeneratedLengthTask(DatasetSource):
+    """A generated length-generalization task (`hf_attn.tasks.length`: copy, reverse, sort, addition, ...): train and
+    validation at lengths 1..`max_train_length`, test at L+1..2L and 4L, drawn with `seed` (docs/length-tasks.md)."""
+
+    kind: ClassVar[str] = "length"
+    task: ClassVar[str] = "pairs"
+    name: str
+    max_train_length: int
+    n_train: int = 10_000
+    n_validation: int = 500
+    n_test_per_length: int = 100
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        get_length_task(self.name)  # an unknown task is refused now, naming the known ones
+
+    def load_pairs(self) -> datasets.DatasetDict:
+        return length_splits(self.name, self.max_train_length, self.n_train, self.n_validation,
+                             self.n_test_per_length, self.seed)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanLengthSplit(DatasetSource):
+    """SCAN's length split (Lake & Baroni 2018) from the public files in `folder`; `n_validation` training pairs,
+    drawn with `seed`, become the validation split (`hf_attn.tasks.scan`)."""
+
+    kind: ClassVar[str] = "scan"
+    task: ClassVar[str] = "pairs"
+    folder: str
+    n_validation: int = 0
+    seed: int = 0
+
+    def load_pairs(self) -> datasets.DatasetDict:
+        return scan_length_split(self.folder, self.n_validation, self.seed)
+
+
+DATASETS: dict[str, type[DatasetSource]] = {
+    source.kind: source for source in (ImdbDataset, LoadedDataset, GeneratedLengthTask, ScanLengthSplit)
+}
 
 
 def dataset_source(spec: str | Mapping[str, Any], **columns: str | None) -> DatasetSource:
@@ -261,7 +309,9 @@ def dataset_source(spec: str | Mapping[str, Any], **columns: str | None) -> Data
         raise DatasetError(f"dataset kind {kind!r} has no setting(s) {unknown}; its settings: {allowed}")
     try:
         return source(**settings)
-    except TypeError as error:  # a required setting left out
+    except DatasetError:
+        raise
+    except (TypeError, ValueError) as error:  # a required setting left out, or a value the source refuses
         raise DatasetError(f"dataset kind {kind!r}: {error}; its settings: {allowed}") from None
 
 

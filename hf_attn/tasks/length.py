@@ -1,0 +1,449 @@
+"""Length-generalization tasks: copy, reverse, sort and multi-digit addition, generated from a seed.
+
+A model trains on lengths 1..L and is read at L+1..2L and at 4L, where the position scheme, not the data,
+decides whether it still answers (Kazemnejad et al., NeurIPS 2023; Zhou et al., 2024). docs/length-tasks.md
+describes the format, the split and the scoring with an example line per task.
+
+The text format. An example is a `Pair`: `input` and `target`, each a sequence of symbols joined by single
+spaces (`"c a b"`, `"3 5 1 + 9 0 2"`), and its `length`, the task's measure of size (the number of items for
+copy, reverse and sort; the digits of the longer operand for addition). Every symbol is one character (a
+letter, a digit, `+`), so a character-level tokenizer reads the text as well as a word-level one; the tiny
+word-level tokenizer of `build_tokenizer` reads a decoder's sequence as `[BOS] input [SEP] target [EOS]`, and
+`decoder_features` puts the loss on `target [EOS]` only.
+
+Determinism. Every draw comes from a `random.Random` seeded from the split's own seed (`split_seed`), never
+from global state, using only digit- and item-wise `choice` / `randint`, whose results Python keeps stable
+across versions and machines: the same arguments give byte-identical pairs anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from datasets import Dataset, DatasetDict, Features, Value
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import PreTrainedTokenizerFast
+
+# The items of copy, reverse and sort: ten letters, drawn with replacement (so sort sees repeats).
+LETTERS = tuple("abcdefghij")
+DIGITS = tuple("0123456789")
+# Index hints of addition: the letter before a digit names its place (A the units, B the tens, ...).
+HINT_SYMBOLS = tuple(string.ascii_uppercase + string.ascii_lowercase)
+PAD, BOS, EOS, SEP, UNK = "[PAD]", "[BOS]", "[EOS]", "[SEP]", "[UNK]"
+SPECIAL_TOKENS = (PAD, BOS, EOS, SEP, UNK)
+# Draws in a row that may land on an example an earlier split holds before a split is declared impossible.
+MAX_REJECTED_DRAWS = 1_000
+PAIR_FEATURES = Features({"input": Value("string"), "target": Value("string"), "length": Value("int32")})
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """One example: the `input` a model reads, the `target` it must produce, and the task's `length` of it."""
+
+    input: str
+    target: str
+    length: int | None = None
+
+
+class LengthTask:
+    """A generated task: a name, its symbols, and how to draw one example of a given length."""
+
+    name: str
+    symbols: tuple[str, ...]
+    # The longest example the task can write (None: any).
+    max_length: int | None = None
+
+    def draw(self, rng: random.Random, length: int) -> Pair:
+        raise NotImplementedError
+
+
+class ItemsTask(LengthTask):
+    """`length` letters drawn with replacement; the target is `answer(items)`."""
+
+    symbols = LETTERS
+
+    def answer(self, items: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def draw(self, rng: random.Random, length: int) -> Pair:
+        items = [rng.choice(LETTERS) for _ in range(length)]
+        return Pair(" ".join(items), " ".join(self.answer(items)), length)
+
+
+class CopyTask(ItemsTask):
+    name = "copy"
+
+    def answer(self, items: list[str]) -> list[str]:
+        return items
+
+
+class ReverseTask(ItemsTask):
+    name = "reverse"
+
+    def answer(self, items: list[str]) -> list[str]:
+        return items[::-1]
+
+
+class SortTask(ItemsTask):
+    name = "sort"
+
+    def answer(self, items: list[str]) -> list[str]:
+        return sorted(items)
+
+
+class AdditionTask(LengthTask):
+    """`a + b` with `a` and `b` of exactly `length` digits each (no leading zero unless `length` is 1).
+
+    With `reversed_digits`, the digits of both operands and of the sum are written least significant first,
+    as Zhou et al. (2024) do, so that a model emits each digit of the sum after the digits it depends on.
+    With `index_hints`, each digit follows a letter naming its place (`A` the units, `B` the tens, ...; Zhou et
+    al.'s index hints, aligned by place so that a digit of the sum and the digits it adds share a letter): the
+    52 letters A-Z a-z name at most 52 places, so hinted operands have at most 51 digits.
+    """
+
+    def __init__(self, reversed_digits: bool = False, index_hints: bool = False) -> None:
+        self.reversed_digits = reversed_digits
+        self.index_hints = index_hints
+        self.name = "addition" + ("_reversed" if reversed_digits else "") + ("_hints" if index_hints else "")
+        self.symbols = (*DIGITS, "+", *(HINT_SYMBOLS if index_hints else ()))
+        self.max_length = len(HINT_SYMBOLS) - 1 if index_hints else None
+
+    def draw(self, rng: random.Random, length: int) -> Pair:
+        first, second = (_draw_number(rng, length) for _ in range(2))
+        total = str(int(first) + int(second))
+        return Pair(f"{self._write(first)} + {self._write(second)}", self._write(total), length)
+
+    def _write(self, number: str) -> str:
+        """`number`'s digits spaced, least significant first if reversed, each after its place's hint if hinted."""
+        places = [(HINT_SYMBOLS[place] if self.index_hints else "", digit)
+                  for place, digit in enumerate(reversed(number))]  # units first
+        if not self.reversed_digits:
+            places.reverse()
+        return " ".join(f"{hint} {digit}" if hint else digit for hint, digit in places)
+
+
+def _draw_number(rng: random.Random, digits: int) -> str:
+    """A decimal number of exactly `digits` digits, digit by digit: the first is nonzero unless it is the only one."""
+    leading = rng.choice(DIGITS if digits == 1 else DIGITS[1:])
+    return leading + "".join(rng.choice(DIGITS) for _ in range(digits - 1))
+
+
+LENGTH_TASKS: dict[str, LengthTask] = {
+    task.name: task
+    for task in (CopyTask(), ReverseTask(), SortTask(), AdditionTask(), AdditionTask(reversed_digits=True),
+                 AdditionTask(index_hints=True), AdditionTask(reversed_digits=True, index_hints=True))
+}
+
+
+def get_length_task(name: str) -> LengthTask:
+    """The task called `name`; an unknown name is refused with the valid ones."""
+    if name not in LENGTH_TASKS:
+        raise ValueError(f"unknown length task {name!r}; choose one of {', '.join(LENGTH_TASKS)}.")
+    return LENGTH_TASKS[name]
+
+
+# ----------------------------------------------------------------------------------------------- the split
+
+
+def held_out_lengths(max_train_length: int) -> list[int]:
+    """The lengths the test split holds: L+1..2L, then 4L."""
+    return [*range(max_train_length + 1, 2 * max_train_length + 1), 4 * max_train_length]
+
+
+def length_buckets(max_train_length: int) -> list[tuple[int, int]]:
+    """The buckets results are reported in (inclusive bounds): 1..L (trained), L+1..2L, and 4L."""
+    n = max_train_length
+    return [(1, n), (n + 1, 2 * n), (4 * n, 4 * n)]
+
+
+def split_seed(seed: int, split: str) -> int:
+    """The seed of one split, derived from `seed` by SHA-256 so each split's draws do not depend on the others'
+    counts (a bigger train set leaves the test set as it was)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}/{split}".encode()).digest()[:8], "big")
+
+
+def draw_length_splits(
+    task: LengthTask | str,
+    max_train_length: int,
+    n_train: int,
+    n_validation: int,
+    n_test_per_length: int,
+    seed: int,
+) -> dict[str, list[Pair]]:
+    """`train` and `validation` at lengths drawn uniformly from 1..L, `test` with `n_test_per_length` pairs at
+    each of L+1..2L and 4L, in that order.
+
+    No input appears in two splits: a draw whose input an earlier split (train, then validation) holds is
+    drawn again, length included, so at short lengths whose few distinct examples train has taken validation
+    holds fewer. Within a split repeats are kept, as the generator makes them.
+    """
+    task = get_length_task(task) if isinstance(task, str) else task
+    _require_count("max_train_length", max_train_length, minimum=1)
+    for name, value in (("n_train", n_train), ("n_validation", n_validation), ("n_test_per_length", n_test_per_length)):
+        _require_count(name, value, minimum=0)
+    longest = held_out_lengths(max_train_length)[-1]
+    if task.max_length is not None and longest > task.max_length:
+        raise ValueError(f"{task.name} writes examples of length at most {task.max_length}, and the test split of "
+                         f"max_train_length={max_train_length} reaches {longest}: lower max_train_length.")
+    taken: set[str] = set()
+    splits: dict[str, list[Pair]] = {}
+    for split, plan in (("train", [(n_train, (1, max_train_length))]),
+                        ("validation", [(n_validation, (1, max_train_length))]),
+                        ("test", [(n_test_per_length, (n, n)) for n in held_out_lengths(max_train_length)])):
+        rng = random.Random(split_seed(seed, split))
+        pairs = [pair for count, lengths in plan for pair in _draw_avoiding(task, rng, count, lengths, taken, split)]
+        taken.update(pair.input for pair in pairs)
+        splits[split] = pairs
+    return splits
+
+
+def _require_count(name: str, value: object, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer of at least {minimum}, got {value!r}.")
+
+
+def _draw_avoiding(task: LengthTask, rng: random.Random, count: int, lengths: tuple[int, int],
+                   taken: set[str], split: str) -> list[Pair]:
+    """`count` pairs of lengths drawn uniformly from `lengths` (inclusive) whose inputs are not in `taken`, each
+    redrawn (length too) while it lands in `taken`."""
+    pairs = []
+    for _ in range(count):
+        for _ in range(MAX_REJECTED_DRAWS):
+            pair = task.draw(rng, rng.randint(*lengths))
+            if pair.input not in taken:
+                pairs.append(pair)
+                break
+        else:
+            raise ValueError(f"{task.name}: {MAX_REJECTED_DRAWS} draws in a row for {split} landed on examples an "
+                             f"earlier split holds; lower its count or raise max_train_length.")
+    return pairs
+
+
+def length_splits(
+    task: LengthTask | str,
+    max_train_length: int,
+    n_train: int,
+    n_validation: int,
+    n_test_per_length: int,
+    seed: int,
+) -> DatasetDict:
+    """`draw_length_splits` as a `DatasetDict` (`train`, `validation`, `test`; columns input, target, length)."""
+    splits = draw_length_splits(task, max_train_length, n_train, n_validation, n_test_per_length, seed)
+    return pairs_to_dataset_dict(splits)
+
+
+def pairs_to_dataset_dict(splits: Mapping[str, Sequence[Pair]]) -> DatasetDict:
+    """Pairs per split as a `DatasetDict` with the columns input, target and length."""
+    return DatasetDict({
+        split: Dataset.from_dict({"input": [pair.input for pair in pairs], "target": [pair.target for pair in pairs],
+                                  "length": [pair.length for pair in pairs]}, features=PAIR_FEATURES)
+        for split, pairs in splits.items()
+    })
+
+
+# ------------------------------------------------------------------------------------------- the tokenizer
+
+
+def build_tokenizer(symbols: Iterable[str]) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer of `symbols` (sorted) after [PAD] [BOS] [EOS] [SEP] [UNK] (ids 0-4).
+
+    Text splits on whitespace; one text encodes as the prompt `[BOS] input [SEP]`, a pair (input, target) as
+    the training sequence `[BOS] input [SEP] target [EOS]`; decoding joins the symbols with single spaces, so
+    the task's text comes back exactly.
+    """
+    vocabulary = sorted(set(symbols))
+    for symbol in vocabulary:
+        if not symbol or symbol != symbol.strip() or len(symbol.split()) != 1 or symbol in SPECIAL_TOKENS:
+            raise ValueError(f"symbol {symbol!r} cannot be a word of the vocabulary: it must be non-empty, hold no "
+                             f"whitespace and not be one of {', '.join(SPECIAL_TOKENS)}.")
+    vocab = {token: index for index, token in enumerate((*SPECIAL_TOKENS, *vocabulary))}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A {SEP}",
+        pair=f"{BOS} $A {SEP} $B:1 {EOS}:1",
+        special_tokens=[(token, vocab[token]) for token in (BOS, SEP, EOS)],
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, bos_token=BOS, eos_token=EOS,
+                                   sep_token=SEP, unk_token=UNK, clean_up_tokenization_spaces=False)
+
+
+def task_tokenizer(task: LengthTask | str) -> PreTrainedTokenizerFast:
+    """`build_tokenizer` of the task's symbols."""
+    task = get_length_task(task) if isinstance(task, str) else task
+    return build_tokenizer(task.symbols)
+
+
+def decoder_features(tokenizer: PreTrainedTokenizerFast, inputs: Sequence[str],
+                     targets: Sequence[str]) -> dict[str, list[list[int]]]:
+    """`input_ids` and `attention_mask` of `[BOS] input [SEP] target [EOS]`, and `labels` equal to the ids on
+    `target [EOS]` and -100 on the prompt, so that a causal LM's loss falls on the answer only (a batch of a
+    `datasets.Dataset.map(batched=True)`)."""
+    prompts = tokenizer(list(inputs))["input_ids"]
+    encoded = tokenizer(list(inputs), list(targets))
+    labels = [[-100] * len(prompt) + ids[len(prompt):] for prompt, ids in zip(prompts, encoded["input_ids"])]
+    return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": labels}
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketScore:
+    """Exact match over the examples whose length lies in `low..high` (inclusive)."""
+
+    low: int
+    high: int
+    correct: int
+    count: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.count
+
+    @property
+    def standard_error(self) -> float:
+        """The binomial standard error sqrt(p (1 - p) / n) of the accuracy p over n examples."""
+        p = self.accuracy
+        return math.sqrt(p * (1 - p) / self.count)
+
+
+def exact_match(prediction: str, target: str) -> bool:
+    """Whether `prediction` holds exactly the target's symbols, in order (whitespace between them is not compared)."""
+    return prediction.split() == target.split()
+
+
+def exact_match_by_length(
+    predictions: Sequence[str],
+    targets: Sequence[str],
+    lengths: Sequence[int],
+    buckets: Sequence[tuple[int, int]] | None = None,
+) -> list[BucketScore]:
+    """Exact-match accuracy per bucket of lengths (inclusive `(low, high)` bounds, e.g. `length_buckets(L)`), or
+    per distinct length when `buckets` is None; in the buckets' order (ascending lengths when None).
+
+    A bucket no example falls in is left out; a length in no bucket, or in two, is refused: every example is
+    counted once.
+    """
+    if not len(predictions) == len(targets) == len(lengths):
+        raise ValueError(f"predictions, targets and lengths must be as long as each other, got {len(predictions)}, "
+                         f"{len(targets)} and {len(lengths)}.")
+    if buckets is None:
+        buckets = [(length, length) for length in sorted(set(lengths))]
+    counts = {bucket: [0, 0] for bucket in buckets}
+    for prediction, target, length in zip(predictions, targets, lengths):
+        holding = [bucket for bucket in buckets if bucket[0] <= length <= bucket[1]]
+        if len(holding) != 1:
+            raise ValueError(f"length {length} lies in {len(holding)} of the buckets {list(buckets)}; each length "
+                             f"must lie in exactly one.")
+        counts[holding[0]][0] += exact_match(prediction, target)
+        counts[holding[0]][1] += 1
+    return [BucketScore(low, high, correct, count) for (low, high), (correct, count) in counts.items() if count]
+
+
+def mean_reciprocal_rank(accuracies: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The mean reciprocal rank of each scheme across tasks, as Kazemnejad et al. (NeurIPS 2023) report it.
+
+    `accuracies[task][scheme]` is a scheme's accuracy on a task (each task must name the same schemes). On each
+    task the schemes are ranked by accuracy, highest first; tied schemes share the best rank of their group
+    (competition ranking: accuracies 0.9, 0.8, 0.8, 0.5 rank 1, 2, 2, 4). A scheme's score is the mean over
+    tasks of 1 / rank: 1.0 for a scheme first on every task.
+    """
+    if not accuracies:
+        raise ValueError("mean_reciprocal_rank needs the accuracies of at least one task.")
+    schemes = set(next(iter(accuracies.values())))
+    reciprocal_ranks: dict[str, list[float]] = {scheme: [] for scheme in sorted(schemes)}
+    for task, by_scheme in accuracies.items():
+        if set(by_scheme) != schemes:
+            raise ValueError(f"task {task!r} has the schemes {sorted(by_scheme)}, the first task "
+                             f"{sorted(schemes)}; every task must rank the same schemes.")
+        for scheme, accuracy in by_scheme.items():
+            rank = 1 + sum(other > accuracy for other in by_scheme.values())
+            reciprocal_ranks[scheme].append(1 / rank)
+    return {scheme: sum(values) / len(values) for scheme, values in reciprocal_ranks.items()}
+
+
+# ------------------------------------------------------------------------------------------ pairs files
+
+
+def write_pairs(path: str | Path, pairs: Iterable[Pair | Mapping[str, object]]) -> None:
+    """Write one JSON object a line: `{"input": ..., "target": ...}`, with `"length"` where the pair has one.
+
+    `pairs` are `Pair`s or rows with those keys (a `datasets.Dataset` iterates as such rows).
+    """
+    with open(path, "w", encoding="utf-8") as file:
+        for pair in pairs:
+            row = dataclasses.asdict(pair) if isinstance(pair, Pair) else dict(pair)
+            record = {"input": row["input"], "target": row["target"]}
+            if row.get("length") is not None:
+                record["length"] = row["length"]
+            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def read_pairs(path: str | Path) -> list[Pair]:
+    """The pairs of a JSONL file of `{"input": str, "target": str}` objects, with an optional integer `"length"`;
+    other keys are ignored and blank lines skipped. A bad line is refused in one line naming the file and line."""
+    pairs = []
+    with open(path, encoding="utf-8") as file:
+        for number, line in enumerate(file, start=1):
+            if line.strip():
+                pairs.append(_parse_pair_line(line, f"{path}, line {number}"))
+    return pairs
+
+
+def _parse_pair_line(line: str, where: str) -> Pair:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: not valid JSON ({error.msg}); each line must be one "
+                         f'{{"input": ..., "target": ...}} object.') from None
+    if not isinstance(record, dict):
+        raise ValueError(f'{where}: a JSON {type(record).__name__}, not an object {{"input": ..., "target": ...}}.')
+    for key in ("input", "target"):
+        if key not in record:
+            raise ValueError(f'{where}: the key "{key}" is missing; each line needs "input" and "target".')
+        if not isinstance(record[key], str):
+            raise ValueError(f'{where}: "{key}" is {json.dumps(record[key])}, not a string.')
+    length = record.get("length")
+    if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 0):
+        raise ValueError(f'{where}: "length" is {json.dumps(length)}, not a non-negative integer.')
+    return Pair(record["input"], record["target"], length)
+
+
+# --------------------------------------------------------------------------------------------- command line
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m hf_attn.tasks.length TASK --max-train-length L ... --output-dir DIR`: write DIR/SPLIT.jsonl."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m hf_attn.tasks.length",
+                                     description="Write a length task's train / validation / test pairs as JSONL.")
+    parser.add_argument("task", choices=list(LENGTH_TASKS))
+    parser.add_argument("--max-train-length", type=int, required=True, help="L: train and validation at 1..L")
+    parser.add_argument("--n-train", type=int, required=True)
+    parser.add_argument("--n-validation", type=int, required=True)
+    parser.add_argument("--n-test-per-length", type=int, required=True, help="pairs at each of L+1..2L and 4L")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        splits = draw_length_splits(args.task, args.max_train_length, args.n_train, args.n_validation,
+                                    args.n_test_per_length, args.seed)
+    except ValueError as error:
+        parser.error(str(error))
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    for split, pairs in splits.items():
+        write_pairs(args.output_dir / f"{split}.jsonl", pairs)
+        print(f"{args.output_dir / f'{split}.jsonl'}: {len(pairs)} pairs")
+
+
+if __name__ == "__main__":
+    main()
