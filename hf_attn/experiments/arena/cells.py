@@ -124,4 +124,5 @@ class Cells:
         return record
 
     def _note(self, cell: Cell, seconds: float) -> None:
-        self.seconds_by_class[cell.timing_class] = max(seconds, self.seconds_by_class.get(cell.timing_class, 0.0))
+        timing_class = cell.timing_class
+        self.seconds_by_class[timing_class] = max(seconds, self.seconds_by_class.get(timing_class, 0.0))
