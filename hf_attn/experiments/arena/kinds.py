@@ -42,7 +42,7 @@ def settings_of(arena: Arena, names: tuple[str, ...]) -> dict[str, Any]:
 
 def classifier_settings(arena: Arena) -> tuple[str, ...]:
     """What a classifier depends on: its experiment, and its encoder's when it is fine-tuned from one."""
-    return CLASSIFIER_SETTINGS + (ENCODER_SETTINGS if arena.budget.fine_tune else ())
+    return tuple(dict.fromkeys(CLASSIFIER_SETTINGS + (ENCODER_SETTINGS if arena.budget.fine_tune else ())))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
