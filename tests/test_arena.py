@@ -8,7 +8,7 @@ import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -538,3 +538,48 @@ def test_the_committed_study_table_is_redrawn_from_its_cells_unchanged(
     assert record["measured_now"] == [] and record["stopped"] is None
     assert len(list((tmp_path / "results" / "cells").rglob("*.json"))) == 233
     assert (tmp_path / "results" / "arena.md").read_text() == (study / "arena.md").read_text()
+
+
+def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
+        tmp_path: Path, fake_measures: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind is one class and one line in the registry: a finished arena then measures its cells and nothing else,
+    each with the classifier it needs, and the report reads them."""
+    kinds = arena_module.kinds
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class ProbeCell(kinds.Cell):
+        kind: ClassVar[str] = "probe"
+        scheme: str
+        seed: int
+
+        @classmethod
+        def of(cls, arena: Any, task: str) -> list[Any]:
+            return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+
+        def group(self, arena: Any) -> tuple[int, ...]:
+            return kinds.classifier_group(arena, self.scheme, self.seed)
+
+        def _fields(self) -> dict[str, str]:
+            return {"scheme": self.scheme, "seed": f"seed{self.seed}"}
+
+        def depends_on(self, arena: Any) -> tuple[str, ...]:
+            return kinds.classifier_settings(arena)
+
+        def needs(self, arena: Any) -> set[Any]:
+            return {kinds.Model("classifier", self.scheme, self.seed)}
+
+        def measure(self, run: Any) -> dict[str, Any]:
+            fake_measures.append(("probe", run.classifier(self.scheme, self.seed).name))
+            return {"value": 1.0}
+
+        def report(self, record: dict[str, Any], cell: dict[str, Any]) -> None:
+            record.setdefault("probe", {})[f"{self.scheme}/{self.seed}"] = cell["value"]
+
+    before, _ = grown_arena(tmp_path, fake_measures)
+    monkeypatch.setitem(kinds.CELL_KINDS, "probe", ProbeCell)
+    fake_measures.clear()
+    record = run_arena(load_arena(write_arena(tmp_path, **GROWING_ARENA), "tiny"), tmp_path / "out",
+                       tmp_path / "results")
+    assert record["measured_now"] == ["probe/none/seed42", "probe/rope/seed42"]
+    assert fake_measures == [("probe", "none-seed42"), ("probe", "rope-seed42")]
+    assert record["probe"] == {"none/42": 1.0, "rope/42": 1.0} and record["reading"] == before["reading"]

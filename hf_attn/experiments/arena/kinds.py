@@ -3,7 +3,8 @@ how the report reads it.
 
 A cell is stamped with the settings of its own kind only (`Cell.stamp`), so an arena that gains a scheme, a read
 length, a task or a kind keeps every cell it has and measures only the new ones. Adding a kind is one class here and
-one line in `CELL_KINDS`; `plan` says where its cells come in the arena's order.
+one line in `CELL_KINDS`: its cells (`Cell.of`) come in a stage with the model they are measured with
+(`Cell.group`), in the registry's order.
 """
 
 from __future__ import annotations
@@ -40,6 +41,19 @@ def settings_of(arena: Arena, names: tuple[str, ...]) -> dict[str, Any]:
     return json.loads(json.dumps(values, default=str))
 
 
+def encoder_group(arena: Arena, scheme: str) -> tuple[int, ...]:
+    """The cells of a scheme's encoder come first, scheme by scheme: a `fine_tune` budget's classifiers need it."""
+    return (0, arena.schemes.index(scheme))
+
+
+def classifier_group(arena: Arena, scheme: str, seed: int) -> tuple[int, ...]:
+    """Then each classifier's cells, scheme by scheme and seed by seed, so that a stage reads what it trained."""
+    return (1, arena.schemes.index(scheme), arena.budget.seeds.index(seed))
+
+
+EVERY_SCHEME = (2,)  # last, the cells of every scheme together
+
+
 def classifier_settings(arena: Arena) -> tuple[str, ...]:
     """What a classifier depends on: its experiment, and its encoder's when it is fine-tuned from one."""
     return tuple(dict.fromkeys(CLASSIFIER_SETTINGS + (ENCODER_SETTINGS if arena.budget.fine_tune else ())))
@@ -54,6 +68,15 @@ class Cell:
     version: ClassVar[int] = 2  # raised when a change to this kind's measuring makes its earlier cells incomparable
     replaced_when_stale: ClassVar[bool] = False  # a cell of other settings is measured again, not refused
     task: str = DEFAULT_TASK
+
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        """Every cell of this kind in `arena`, for `task`."""
+        raise NotImplementedError
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        """Where the cell comes in a stage: `encoder_group`, `classifier_group` or `EVERY_SCHEME`."""
+        raise NotImplementedError
 
     @property
     def path(self) -> str:
@@ -105,6 +128,13 @@ class PretrainingCell(Cell):
     kind: ClassVar[str] = "pretraining"
     scheme: str
 
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        return [cls(task=task, scheme=scheme) for scheme in arena.schemes]
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        return encoder_group(arena, self.scheme)
+
     def _fields(self) -> dict[str, str]:
         return {"scheme": self.scheme}
 
@@ -128,6 +158,14 @@ class MaskedLMCell(Cell):
     kind: ClassVar[str] = "mlm"
     scheme: str
     length: int
+
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        return [cls(task=task, scheme=scheme, length=length) for scheme in arena.schemes
+                for length in arena.mlm_lengths]
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        return encoder_group(arena, self.scheme)
 
     def _fields(self) -> dict[str, str]:
         return {"scheme": self.scheme, "length": str(self.length)}
@@ -155,6 +193,13 @@ class ClassifierCell(Cell):
     scheme: str
     seed: int
 
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        return classifier_group(arena, self.scheme, self.seed)
+
     def _fields(self) -> dict[str, str]:
         return {"scheme": self.scheme, "seed": f"seed{self.seed}", "what": "train"}
 
@@ -178,6 +223,13 @@ class WholeLengthCell(Cell):
 
     kind: ClassVar[str] = "whole-length"
     split: str
+
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        return [cls(task=task, split=split) for split in SPLITS]
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        return classifier_group(arena, arena.schemes[0], arena.budget.seeds[0])
 
     def _fields(self) -> dict[str, str]:
         return {"split": self.split}
@@ -209,6 +261,15 @@ class ReadingCell(Cell):
     split: str
     reading: str
     read: int | str
+
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        return [cls(task=task, scheme=scheme, seed=seed, split=split, reading=reading, read=read)
+                for scheme in arena.schemes for seed in arena.budget.seeds for split in SPLITS
+                for read in arena.read_lengths for reading in measure.readings_of(scheme, arena.rope_scalings)]
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        return classifier_group(arena, self.scheme, self.seed)
 
     def _fields(self) -> dict[str, str]:
         return {"scheme": self.scheme, "seed": f"seed{self.seed}", "split": self.split, "reading": self.reading,
@@ -249,6 +310,14 @@ class SpeedCell(Cell):
     length: int
     batch: int
 
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        return [cls(task=task, length=length, batch=batch) for length in arena.speed_lengths
+                for batch in arena.speed_batch_sizes]
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        return EVERY_SCHEME
+
     def _fields(self) -> dict[str, str]:
         return {"length": f"{self.length}-batch{self.batch}"}
 
@@ -272,24 +341,11 @@ CELL_KINDS: dict[str, type[Cell]] = {kind.kind: kind for kind in (
 
 
 def plan(arena: Arena, task: str = DEFAULT_TASK) -> list[Cell]:
-    """Every cell of `arena` in the order a stage measures them: each scheme's pretraining and masked-LM losses
-    (the classifiers of a `fine_tune` budget start from the encoder), each classifier (its training timed as its
-    cell) with its readings, the longest reviews' lengths after the first training, then speed."""
-    cells: list[Cell] = []
-    for scheme in arena.schemes:
-        cells += [PretrainingCell(task=task, scheme=scheme),
-                  *(MaskedLMCell(task=task, scheme=scheme, length=length) for length in arena.mlm_lengths)]
-    for scheme in arena.schemes:
-        for seed in arena.budget.seeds:
-            cells.append(ClassifierCell(task=task, scheme=scheme, seed=seed))
-            if (scheme, seed) == (arena.schemes[0], arena.budget.seeds[0]):  # measured with its tokenizer
-                cells += [WholeLengthCell(task=task, split=split) for split in SPLITS]
-            cells += [ReadingCell(task=task, scheme=scheme, seed=seed, split=split, reading=reading, read=read)
-                      for split in SPLITS for read in arena.read_lengths
-                      for reading in measure.readings_of(scheme, arena.rope_scalings)]
-    cells += [SpeedCell(task=task, length=length, batch=batch) for length in arena.speed_lengths
-              for batch in arena.speed_batch_sizes]
-    return cells
+    """Every cell of `arena` in the order a stage measures them: each scheme's pretraining and masked-LM losses,
+    each classifier (its training timed as its cell; the longest reviews' lengths after the first) with its
+    readings, then speed."""
+    cells = [cell for kind in CELL_KINDS.values() for cell in kind.of(arena, task)]
+    return sorted(cells, key=lambda cell: cell.group(arena))  # stable: within a group, the registry's order
 
 
 def cell_summary(cell: dict[str, Any]) -> dict[str, Any]:
