@@ -559,8 +559,8 @@ def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
         def group(self, arena: Any) -> tuple[int, ...]:
             return kinds.classifier_group(arena, self.scheme, self.seed)
 
-        def _fields(self) -> dict[str, str]:
-            return {"scheme": self.scheme, "seed": f"seed{self.seed}"}
+        def parts(self) -> tuple[str, ...]:
+            return self.scheme, f"seed{self.seed}"
 
         def depends_on(self, arena: Any) -> tuple[str, ...]:
             return kinds.classifier_settings(arena)

@@ -81,17 +81,17 @@ class Cell:
     @property
     def path(self) -> str:
         """The cell's file under `cells/`, without `.json`."""
-        parts = "/".join(str(value) for name, value in self._fields().items())
+        parts = "/".join(self.parts())
         return f"{self.kind}/{parts}" if self.task == DEFAULT_TASK else f"tasks/{self.task}/{self.kind}/{parts}"
 
-    def _fields(self) -> dict[str, str]:
-        """The key's path components after the kind, in order."""
+    def parts(self) -> tuple[str, ...]:
+        """The key's fields as the folders and file name of its path after the kind."""
         raise NotImplementedError
 
     @property
     def timing_class(self) -> str:
         """Cells that take about as long: the measurement and its last field (`read:whole`, `classifier:train`)."""
-        return f"{self.kind}:{list(self._fields().values())[-1]}"
+        return f"{self.kind}:{self.parts()[-1]}"
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         """The settings of `arena` this cell's value depends on."""
@@ -135,8 +135,8 @@ class PretrainingCell(Cell):
     def group(self, arena: Arena) -> tuple[int, ...]:
         return encoder_group(arena, self.scheme)
 
-    def _fields(self) -> dict[str, str]:
-        return {"scheme": self.scheme}
+    def parts(self) -> tuple[str, ...]:
+        return (self.scheme,)
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         return ENCODER_SETTINGS
@@ -167,8 +167,8 @@ class MaskedLMCell(Cell):
     def group(self, arena: Arena) -> tuple[int, ...]:
         return encoder_group(arena, self.scheme)
 
-    def _fields(self) -> dict[str, str]:
-        return {"scheme": self.scheme, "length": str(self.length)}
+    def parts(self) -> tuple[str, ...]:
+        return self.scheme, str(self.length)
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         return ENCODER_SETTINGS + ("budget.mlm_tokens", "mlm_lengths")  # every length reads the same tokens
@@ -200,8 +200,8 @@ class ClassifierCell(Cell):
     def group(self, arena: Arena) -> tuple[int, ...]:
         return classifier_group(arena, self.scheme, self.seed)
 
-    def _fields(self) -> dict[str, str]:
-        return {"scheme": self.scheme, "seed": f"seed{self.seed}", "what": "train"}
+    def parts(self) -> tuple[str, ...]:
+        return self.scheme, f"seed{self.seed}", "train"
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         return classifier_settings(arena)
@@ -231,8 +231,8 @@ class WholeLengthCell(Cell):
     def group(self, arena: Arena) -> tuple[int, ...]:
         return classifier_group(arena, arena.schemes[0], arena.budget.seeds[0])
 
-    def _fields(self) -> dict[str, str]:
-        return {"split": self.split}
+    def parts(self) -> tuple[str, ...]:
+        return (self.split,)
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         return classifier_settings(arena) + ("budget.eval_limit",)
@@ -271,9 +271,8 @@ class ReadingCell(Cell):
     def group(self, arena: Arena) -> tuple[int, ...]:
         return classifier_group(arena, self.scheme, self.seed)
 
-    def _fields(self) -> dict[str, str]:
-        return {"scheme": self.scheme, "seed": f"seed{self.seed}", "split": self.split, "reading": self.reading,
-                "read": str(self.read)}
+    def parts(self) -> tuple[str, ...]:
+        return self.scheme, f"seed{self.seed}", self.split, self.reading, str(self.read)
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         windows = ("window_stride",) if self.reading == "windows" else ()
@@ -318,8 +317,8 @@ class SpeedCell(Cell):
     def group(self, arena: Arena) -> tuple[int, ...]:
         return EVERY_SCHEME
 
-    def _fields(self) -> dict[str, str]:
-        return {"length": f"{self.length}-batch{self.batch}"}
+    def parts(self) -> tuple[str, ...]:
+        return (f"{self.length}-batch{self.batch}",)
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         return ENCODER_SETTINGS + ("schemes", "sliding_window", "window_stride", "budget.speed_warmup",
