@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -199,10 +200,13 @@ def test_the_command_names_a_missing_budget(tmp_path: Path, capsys: pytest.Captu
     assert "no budget 'huge'; choose one of ['full', 'small', 'study', 'tiny']" in capsys.readouterr().err
 
 
-def test_an_output_dir_of_other_settings_is_refused(tmp_path: Path) -> None:
-    arena_module.claim_arena_dir(tmp_path, load_arena(write_arena(tmp_path), "tiny"))
-    with pytest.raises(ArenaConfigError, match="budget_name"):
-        arena_module.claim_arena_dir(tmp_path, load_arena(write_arena(tmp_path), "small"))
+def test_cells_of_another_budget_are_refused_naming_the_settings_that_differ(tmp_path: Path) -> None:
+    tiny, small = (load_arena(write_arena(tmp_path), budget) for budget in ("tiny", "small"))
+    cell = arena_module.kinds.MaskedLMCell(scheme="rope", length=128)
+    arena_module.Cells(tmp_path, tiny, None, arena_module.StageClock(None)).measure(cell, lambda: {"value": 1.0})
+    with pytest.raises(ArenaConfigError, match=r"mlm/rope/128.json was measured with other settings "
+                                               r"\(budget.mlm_tokens, budget.pretraining differ\)"):
+        arena_module.Cells(tmp_path, small, None, arena_module.StageClock(None)).pending([cell])
 
 
 def test_a_reading_reports_both_splits_with_a_binomial_standard_error(arena_runs: dict[str, Any]) -> None:
@@ -314,22 +318,30 @@ def test_an_arena_runs_in_stages_that_continue_on_another_machine(tmp_path: Path
     assert fourth["pretraining"] == second["pretraining"] and fourth["mlm"] == second["mlm"]
 
 
-def classifier_cells(tmp_path: Path, max_time: float) -> tuple[Any, Any, Any]:
-    """A tiny arena reading RoPE at 128 tokens only, whose cells hold every reading of its seed-42 classifier but
-    not its training, and another classifier's training of 20 minutes and readings of 5 minutes each."""
-    arena = load_arena(write_arena(tmp_path, schemes=["rope"], read_lengths=[128], rope_scalings=[]), "tiny")
-    stamp = arena_module.arena_stamp(arena)
-    cells = arena_module.Cells(tmp_path / "cells", None, stamp, arena_module.StageClock(max_time))
-    for key, seconds, value in [("classifier/none/seed42/train", 1200.0, None), ("whole-length/validation", 1.0, 500),
-                                ("whole-length/test", 1.0, 500)] + [
-            (f"read/{scheme}/seed42/{split}/direct/128", 300.0, 0.5) for scheme in ("none", "rope")
-            for split in ("validation", "test")]:
-        (tmp_path / "cells" / key).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "cells" / f"{key}.json").write_text(json.dumps({"value": value, "seconds": seconds,
-                                                                    "n_reviews": 50, "stamp": stamp}))
-    cells = arena_module.Cells(tmp_path / "cells", None, stamp, arena_module.StageClock(max_time))
-    experiment = arena_module.experiment_for(arena, "classifier", "rope", seed=42)
-    return arena, cells, experiment
+def write_cell(results: Path, arena: Any, cell: Any, seconds: float, **values: Any) -> None:
+    """A cell as an earlier stage would have left it in `results/cells`: `values`, its time and its stamp."""
+    path = results / "cells" / f"{cell.path}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**values, "seconds": seconds, "stamp": cell.stamp(arena)}))
+
+
+def classifier_stage(tmp_path: Path, max_time: float) -> Any:
+    """A stage of a tiny arena reading `none` and RoPE at 128 tokens only, whose cells hold everything but RoPE's
+    training and test reading: `none`'s classifier trained in 20 minutes, and readings of 5 minutes each."""
+    arena = load_arena(write_arena(tmp_path, schemes=["none", "rope"], read_lengths=[128], rope_scalings=[]), "tiny")
+    kinds, results = arena_module.kinds, tmp_path / "results"
+    write_cell(results, arena, kinds.ClassifierCell(scheme="none", seed=42), 1200.0)
+    for split in ("validation", "test"):
+        write_cell(results, arena, kinds.WholeLengthCell(split=split), 1.0, value=500)
+        for scheme in ("none", "rope")[: 1 if split == "test" else 2]:
+            write_cell(results, arena, kinds.ReadingCell(scheme=scheme, seed=42, split=split, reading="direct",
+                                                         read=128), 300.0, value=0.5, n_reviews=50)
+    for cell in arena_module.plan(arena):  # measured too
+        if cell.kind in ("pretraining", "mlm"):
+            write_cell(results, arena, cell, 1.0, value=1.0)
+        elif cell.kind == "speed":
+            write_cell(results, arena, cell, 1.0, length=cell.length, batch=cell.batch, device="cpu", candidates={})
+    return arena_module.ArenaRun(arena, tmp_path / "out", results, max_time)
 
 
 def fake_train(calls: list[str]) -> Any:
@@ -342,40 +354,38 @@ def fake_train(calls: list[str]) -> Any:
 
 
 def test_a_classifier_starts_only_when_the_stage_has_time_for_its_training_and_readings(tmp_path: Path) -> None:
-    """Its training is as long as the slowest measured (20 minutes): with 10 minutes left of a 30-minute stage it
-    waits for the next stage; a fresh 10-minute stage starts it (a classifier longer than a stage must start)."""
-    arena, cells, experiment = classifier_cells(tmp_path, max_time=30)
-    cells.clock.deadline -= 20 * 60  # 10 of the stage's 30 minutes left
+    """Its training is as long as the slowest measured (20 minutes), its reading 5: with 10 minutes left of a
+    30-minute stage it waits for the next stage; a fresh 25-minute stage starts it (a classifier with its readings
+    longer than a stage must start: it needs at most 90% of one)."""
+    stage = classifier_stage(tmp_path, max_time=30)
+    assert [cell.path for cell in stage.pending] == ["classifier/rope/seed42/train",
+                                                     "read/rope/seed42/test/direct/128"]
+    stage.clock.deadline -= 20 * 60  # 10 of the stage's 30 minutes left
     calls: list[str] = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(classification, "train", fake_train(calls))
-        with pytest.raises(arena_module.StageStopped, match="classifier rope seed 42 and its 0 readings left"):
-            arena_module.classifier_and_readings(arena, "rope", 42, tmp_path / "run", experiment, cells, {})
+        patch.setattr(arena_module.measure, "read_accuracy", lambda *args: {"value": 0.625, "n_reviews": 50})
+        patch.setattr(arena_module.report, "arena_plots", lambda *args: [])
+        assert stage.measure_all()["stopped"].endswith("classifier rope seed 42 and its 1 readings left needs 25.0")
         assert calls == []
-        _, cells, _ = classifier_cells(tmp_path, max_time=10)
-        found: dict[str, Any] = {}
-        summary = arena_module.classifier_and_readings(arena, "rope", 42, tmp_path / "run", experiment, cells, found)
-    assert calls == ["arena-classifier-rope-seed42"] and summary == {"test_accuracy": 0.75}
-    assert found["rope/direct/128"]["by_seed"]["42"]["test"]["value"] == 0.5
+        record = classifier_stage(tmp_path, max_time=25).measure_all()
+    assert calls == ["arena-classifier-rope-seed42"] and record["classifiers"]["rope/42"] == {"test_accuracy": 0.75}
+    assert record["reading"]["rope/direct/128"]["by_seed"]["42"]["test"]["value"] == 0.625
 
 
-def test_cells_of_another_arena_are_refused(tmp_path: Path) -> None:
+def test_cells_of_another_measuring_code_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     arena = load_arena(write_arena(tmp_path), "tiny")
-    cells = arena_module.Cells(tmp_path / "cells", None, arena_module.arena_stamp(arena), arena_module.StageClock(None))
-    cells.get("mlm/rope/128", lambda: {"value": 1.0})
-    other = {**arena_module.arena_stamp(arena), "measurement_version": 0}
-    with pytest.raises(ArenaConfigError, match="do not mix"):
-        arena_module.Cells(tmp_path / "cells", None, other, arena_module.StageClock(None)).get(
-            "mlm/rope/128", lambda: {"value": 2.0})
+    cell = arena_module.kinds.MaskedLMCell(scheme="rope", length=128)
+    arena_module.Cells(tmp_path, arena, None, arena_module.StageClock(None)).measure(cell, lambda: {"value": 1.0})
+    monkeypatch.setattr(arena_module.kinds.MaskedLMCell, "version", 3)
+    with pytest.raises(ArenaConfigError, match="version 2 -> 3 differ.*do not mix"):
+        arena_module.Cells(tmp_path, arena, None, arena_module.StageClock(None)).pending([cell])
 
 
 def test_a_stage_shorter_than_a_cell_measured_before_is_refused_before_it_starts(tmp_path: Path) -> None:
     arena = load_arena(write_arena(tmp_path), "tiny")
-    stamp = arena_module.arena_stamp(arena)
-    (tmp_path / "results" / "cells" / "read" / "rope").mkdir(parents=True)
-    (tmp_path / "results" / "cells" / "read" / "rope" / "whole.json").write_text(json.dumps(
-        {"value": 0.5, "seconds": 600.0, "stamp": stamp}))
-    arena_module.claim_arena_dir(tmp_path / "results", arena)
+    write_cell(tmp_path / "results", arena, arena_module.kinds.ReadingCell(
+        scheme="rope", seed=42, split="test", reading="direct", read="whole"), 600.0, value=0.5, n_reviews=50)
     with pytest.raises(ArenaConfigError, match="a read:whole cell of this arena took 10.0 minutes, more than "
                                                "--max-time 5: it cannot finish in one stage; raise --max-time "
                                                "above 10.0"):
@@ -387,16 +397,12 @@ def test_a_long_classifier_training_refuses_a_short_stage_only_while_a_classifie
     trained_here: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     arena = load_arena(write_arena(tmp_path, schemes=["rope"]), "tiny")
-    cells = tmp_path / "results" / "cells" / "classifier" / "rope"
     for seed in arena.budget.seeds:
-        (cells / f"seed{seed}").mkdir(parents=True)
-        (cells / f"seed{seed}" / "train.json").write_text(json.dumps(
-            {"seconds": 600.0, "stamp": arena_module.arena_stamp(arena)}))
+        write_cell(tmp_path / "results", arena, arena_module.kinds.ClassifierCell(scheme="rope", seed=seed), 600.0)
         if trained_here:  # the run folder a finished training leaves: only readings are left
             run_dir = tmp_path / "out" / "runs" / "classifier" / f"rope-seed{seed}"
             run_dir.mkdir(parents=True)
             (run_dir / "metrics.json").write_text("{}")
-    arena_module.claim_arena_dir(tmp_path / "results", arena)
 
     def stopped(*args: Any, **kwargs: Any) -> None:
         raise arena_module.StageStopped("stopped where pretraining would start")
@@ -408,3 +414,172 @@ def test_a_long_classifier_training_refuses_a_short_stage_only_while_a_classifie
     else:
         with pytest.raises(ArenaConfigError, match="a classifier:train cell of this arena took 10.0 minutes"):
             run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=5)
+
+
+@pytest.fixture
+def fake_measures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every training and measuring function of the arena replaced by one that records (function, what) and returns
+    at once: a training writes its metrics.json, a cell returns a number."""
+    calls: list[tuple[str, str]] = []
+
+    def training(name: str) -> Any:
+        def train(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
+            calls.append((name, experiment.name))
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "metrics.json").write_text(json.dumps({"test_accuracy": 0.75, "optimizer_steps": 5}))
+            return {"test_accuracy": 0.75, "optimizer_steps": 5}
+        return train
+
+    def read_accuracy(model_dir: Path, reading: str, length: int, *args: Any) -> dict[str, Any]:
+        calls.append(("read", f"{model_dir.name}/{reading}/{length}"))
+        return {"value": 0.5, "n_reviews": 50}
+
+    def mlm_cell(model_dir: Path, length: int, *args: Any) -> dict[str, Any]:
+        calls.append(("mlm", f"{model_dir.name}/{length}"))
+        return {"value": 4.0}
+
+    def speed_cell(models: dict[str, Path], arena: Any, length: int, batch: int) -> dict[str, Any]:
+        calls.append(("speed", f"{'+'.join(models)}/{length}"))
+        return {"length": length, "batch": batch, "device": "cpu", "candidates": {}}
+
+    def longest_review(model_dir: Path, dataset: str, limit: int | None, split: str) -> int:
+        calls.append(("whole-length", split))
+        return 700
+
+    monkeypatch.setattr(classification, "train", training("train"))
+    monkeypatch.setattr(pretraining, "pretrain", training("pretrain"))
+    for function in (read_accuracy, mlm_cell, speed_cell, longest_review):
+        monkeypatch.setattr(arena_module.measure, function.__name__, function)
+    monkeypatch.setattr(arena_module.report, "arena_plots", lambda *args: [])
+    return calls
+
+
+GROWING_ARENA = {"schemes": ["none", "rope"], "rope_scalings": ["linear"], "read_lengths": [128, "whole"],
+                 "mlm_lengths": [128, 256], "speed_lengths": [256, 512]}
+
+
+def grown_arena(tmp_path: Path, calls: list[tuple[str, str]], **growth: Any) -> tuple[dict[str, Any], list[Any]]:
+    """A finished tiny arena (`GROWING_ARENA`), then the same arena with `growth` in the same folders: the second
+    run's record and the measuring calls it made."""
+    first = run_arena(load_arena(write_arena(tmp_path, **GROWING_ARENA), "tiny"), tmp_path / "out",
+                      tmp_path / "results")
+    assert first["stopped"] is None and len(first["measured_now"]) == len(set(first["measured_now"])) > 0
+    calls.clear()
+    second = run_arena(load_arena(write_arena(tmp_path, **{**GROWING_ARENA, **growth}), "tiny"), tmp_path / "out",
+                       tmp_path / "results")
+    assert second["stopped"] is None
+    return second, list(calls)
+
+
+def test_an_arena_that_gains_a_scheme_measures_only_that_schemes_cells(
+        tmp_path: Path, fake_measures: list[tuple[str, str]]) -> None:
+    """The new scheme's encoder, classifier and every cell of theirs; speed again, as its schemes are timed
+    together; nothing of the schemes the arena had."""
+    record, calls = grown_arena(tmp_path, fake_measures, schemes=["none", "rope", "alibi"])
+    reads = [(what, thing) for what, thing in calls if what == "read"]
+    expected_reads = [f"alibi-seed42/{reading}/{length}" for length in (128, 700)
+                      for reading in ("direct", "windows") if (reading, length) != ("windows", 128)] * 2
+    assert sorted(reads) == sorted(("read", name) for name in expected_reads)  # validation and test
+    assert [call for call in calls if call[0] != "read"] == [
+        ("pretrain", "arena-pretraining-alibi"), ("mlm", "alibi/128"), ("mlm", "alibi/256"),
+        ("train", "arena-classifier-alibi-seed42"), ("speed", "none+rope+alibi/256"), ("speed", "none+rope+alibi/512")]
+    assert all("alibi" in path or path.startswith("speed/") for path in record["measured_now"])
+    assert set(record["reading"]) >= {"none/direct/whole", "rope/linear/whole", "alibi/windows/whole"}
+
+
+def test_an_arena_that_gains_a_read_length_measures_only_its_readings(
+        tmp_path: Path, fake_measures: list[tuple[str, str]]) -> None:
+    record, calls = grown_arena(tmp_path, fake_measures, read_lengths=[128, 256, "whole"])
+    readings = {"none-seed42": ("direct", "windows"), "rope-seed42": ("direct", "windows", "linear")}
+    assert sorted(calls) == sorted(("read", f"{model}/{reading}/256") for model, names in readings.items()
+                                   for reading in names for split in ("validation", "test"))
+    assert all(path.endswith("/256") for path in record["measured_now"]) and len(record["measured_now"]) == 10
+
+
+def test_the_pending_cells_decide_what_is_trained_and_which_encoders_are_needed(
+        tmp_path: Path, fake_measures: list[tuple[str, str]]) -> None:
+    """A finished arena that gains RoPE's scaling `yarn`: only RoPE's classifier has a cell left, and on a machine
+    without run folders only it is trained again (no encoder: the budget does not fine-tune)."""
+    grown_arena(tmp_path, fake_measures)
+    path = write_arena(tmp_path, **{**GROWING_ARENA, "rope_scalings": ["linear", "yarn"]})
+    stage = arena_module.ArenaRun(load_arena(path, "tiny"), tmp_path / "another-machine", tmp_path / "results")
+    assert [cell.path for cell in stage.pending] == [f"read/rope/seed42/{split}/yarn/{read}"
+                                                     for split in ("validation", "test") for read in (128, "whole")]
+    assert stage.to_train == [arena_module.kinds.Model("classifier", "rope", 42)]
+    fake_measures.clear()
+    stage.measure_all()
+    assert [call[0] for call in fake_measures] == ["train"] + ["read"] * 4
+
+
+def test_a_cells_task_names_its_file_and_imdb_is_what_cells_without_one_mean() -> None:
+    kinds = arena_module.kinds
+    assert kinds.DEFAULT_TASK == "imdb"
+    cell = kinds.ReadingCell(scheme="rope", seed=42, split="test", reading="direct", read="whole")
+    assert cell.path == "read/rope/seed42/test/direct/whole" and cell.timing_class == "read:whole"
+    other = dataclasses.replace(cell, task="reverse")
+    assert other.path == "tasks/reverse/read/rope/seed42/test/direct/whole" and other != cell
+    assert kinds.SpeedCell(length=512, batch=1).path == "speed/512-batch1"
+
+
+def test_the_committed_study_table_is_redrawn_from_its_cells_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every committed cell of `results/arena/study` is read back (none measured, nothing trained) and the table
+    they make is the committed one, written before the cells were stamped by kind."""
+    study = REPO / "results" / "arena" / "study"
+    shutil.copytree(study / "cells", tmp_path / "results" / "cells")
+    monkeypatch.chdir(REPO)  # the study's arena file names its experiments relative to the repository
+    arena = load_arena("configs/arena/arena.yaml", "study", ["week3=runs/week3-8k"])
+    monkeypatch.setattr(arena_module.run, "cli_command", lambda: json.loads((study / "arena.json").read_text())[
+        "command"])
+    monkeypatch.setattr(arena_module.report, "arena_plots", lambda *args: [])
+    for module, name in ((classification, "train"), (pretraining, "pretrain")):
+        monkeypatch.setattr(module, name, lambda *args, **kwargs: pytest.fail("nothing is trained"))
+    record = run_arena(arena, tmp_path / "out", tmp_path / "results")
+    assert record["measured_now"] == [] and record["stopped"] is None
+    assert len(list((tmp_path / "results" / "cells").rglob("*.json"))) == 233
+    assert (tmp_path / "results" / "arena.md").read_text() == (study / "arena.md").read_text()
+
+
+def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
+        tmp_path: Path, fake_measures: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind is one class and one line in the registry: a finished arena then measures its cells and nothing else,
+    each with the classifier it needs, and the report reads them."""
+    kinds = arena_module.kinds
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class ProbeCell(kinds.Cell):
+        kind: ClassVar[str] = "probe"
+        scheme: str
+        seed: int
+
+        @classmethod
+        def of(cls, arena: Any, task: str) -> list[Any]:
+            return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+
+        def group(self, arena: Any) -> tuple[int, ...]:
+            return kinds.classifier_group(arena, self.scheme, self.seed)
+
+        def parts(self) -> tuple[str, ...]:
+            return self.scheme, f"seed{self.seed}"
+
+        def depends_on(self, arena: Any) -> tuple[str, ...]:
+            return kinds.classifier_settings(arena)
+
+        def needs(self, arena: Any) -> set[Any]:
+            return {kinds.Model("classifier", self.scheme, self.seed)}
+
+        def measure(self, run: Any) -> dict[str, Any]:
+            fake_measures.append(("probe", run.classifier(self.scheme, self.seed).name))
+            return {"value": 1.0}
+
+        def report(self, record: dict[str, Any], cell: dict[str, Any]) -> None:
+            record.setdefault("probe", {})[f"{self.scheme}/{self.seed}"] = cell["value"]
+
+    before, _ = grown_arena(tmp_path, fake_measures)
+    monkeypatch.setitem(kinds.CELL_KINDS, "probe", ProbeCell)
+    fake_measures.clear()
+    record = run_arena(load_arena(write_arena(tmp_path, **GROWING_ARENA), "tiny"), tmp_path / "out",
+                       tmp_path / "results")
+    assert record["measured_now"] == ["probe/none/seed42", "probe/rope/seed42"]
+    assert fake_measures == [("probe", "none-seed42"), ("probe", "rope-seed42")]
+    assert record["probe"] == {"none/42": 1.0, "rope/42": 1.0} and record["reading"] == before["reading"]

@@ -15,38 +15,44 @@ For every scheme the arena
 * times whole-review inference at every `speed_lengths` entry with full attention, sliding-window
   attention (all layers) and windows.
 
-Each finished measurement (an evaluation, a loss, a timing) is a JSON file under `--results/cells`, written
-as soon as it is measured; training runs keep their checkpoints under `--output-dir/runs`. The same command
+Each finished measurement (an evaluation, a loss, a timing) is a cell: a JSON file under `--results/cells`,
+written as soon as it is measured and stamped with the settings its kind depends on (`kinds`), so that an arena
+that gains a scheme or a length measures only the new cells; training runs keep their checkpoints under
+`--output-dir/runs`. The same command
 run again reads what is there, resumes an interrupted training and measures only what is missing, then
 writes `arena.md`, `arena.json` and the plots to `--results`; with `--max-time` it is one stage of a longer
 run (docs/long-runs.md).
 
-The modules, by concern: `schema` (the arena file, budgets, the experiments they make), `cells` (committed
-measurements and a stage's clock), `measure` (readings, masked-LM loss, speed), `run` (`run_arena`: the
-order of trainings and cells, stages, committed encoders) and `report` (table, JSON, plots).
+The modules, by concern: `schema` (the arena file, budgets, the experiments they make), `kinds` (the kinds of
+cells: key, settings, measuring, report), `cells` (committed measurements and a stage's clock), `measure`
+(readings, masked-LM loss, speed), `run` (`run_arena`: the pending cells, the models they need, stages,
+committed encoders) and `report` (table, JSON, plots).
 """
 
-from .cells import Cells, StageClock, StageStopped, arena_stamp, claim_arena_dir
+from .cells import Cells, StageClock, StageStopped
+from .kinds import CELL_KINDS, DEFAULT_TASK, Cell, plan
 from .measure import masked_lm_loss, mlm_token_budget
 from .report import markdown_report, ranking, standard_error
-from .run import classifier_and_readings, run_arena, trained
+from .run import ArenaRun, run_arena, trained
 from .schema import Arena, ArenaConfigError, Budget, experiment_for, load_arena
 
 __all__ = [
+    "CELL_KINDS",
+    "DEFAULT_TASK",
     "Arena",
     "ArenaConfigError",
+    "ArenaRun",
     "Budget",
+    "Cell",
     "Cells",
     "StageClock",
     "StageStopped",
-    "arena_stamp",
-    "claim_arena_dir",
-    "classifier_and_readings",
     "experiment_for",
     "load_arena",
     "markdown_report",
     "masked_lm_loss",
     "mlm_token_budget",
+    "plan",
     "ranking",
     "run_arena",
     "standard_error",

@@ -15,12 +15,11 @@ from .. import classification, pretraining
 from ..config import Experiment
 from ..records import cli_command
 from ..stages import STAGE_RECORD
-from .cells import Cells, StageClock, StageStopped, arena_stamp, claim_arena_dir
-from .measure import longest_review, mlm_cell, na, read_accuracy, readings_of, speed_cell
+from .cells import Cells, StageClock, StageStopped
+from .kinds import SPLITS, ClassifierCell, Model, ReadingCell, WholeLengthCell, plan
+from .measure import na
 from .report import standard_error, write_report
 from .schema import WHOLE, Arena, experiment_for
-
-SPLITS = ("validation", "test")  # every reading is scored on both: choose on validation, report test
 
 
 def trained(run_dir: Path, train: Callable[..., dict[str, Any]], experiment: Experiment,
@@ -68,21 +67,6 @@ def pretrained_encoder(arena: Arena, scheme: str, run_dir: Path, clock: StageClo
     return run_dir, metrics
 
 
-def encoder_needed(arena: Arena, scheme: str, cells: Cells, to_train: list[tuple[str, int]]) -> bool:
-    """Whether a cell left to measure needs `scheme`'s pretrained encoder: its pretraining record, its masked-LM
-    losses, a classifier to fine-tune from it, or speed (which reads its config). A finished arena needs none,
-    so its encoders can leave `checkpoints/` without the next run pretraining them again."""
-    keys = [f"pretraining/{scheme}", *(f"mlm/{scheme}/{length}" for length in arena.mlm_lengths),
-            *(speed_key(length, batch) for length in arena.speed_lengths for batch in arena.speed_batch_sizes)]
-    classifiers_left = arena.budget.fine_tune and any(trained == scheme for trained, _ in to_train)
-    return classifiers_left or any(cells.recorded(key) is None for key in keys)
-
-
-def speed_key(length: int, batch: int) -> str:
-    """The cell of whole-review speed at `length` tokens, `batch` reviews a forward."""
-    return f"speed/{length}-batch{batch}"
-
-
 def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
     """`source` (a run folder or one of its checkpoints) as the float16 checkpoint `committed`, replacing it; the
     folder beside it holds one per scheme."""
@@ -96,125 +80,130 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
     """Measure every cell of `arena` not yet in `results_dir`, then write the table and plots there (default
     `output_dir/results`); returns the table's record.
 
-    Pretraining comes first (the classifiers of a `fine_tune` budget start from it), then the classifiers of
-    every scheme and seed with their readings of validation and test, then speed. With `max_time` (minutes)
-    the stage ends when it is up, at a step boundary of a training or before a cell it has no time for; what
-    it finished is kept (cells in `results_dir/cells`, encoders in `checkpoints`), the record says `stopped`,
-    and the same command continues. `checkpoints` is where each scheme's encoder is committed as float16
-    (`checkpoints/SCHEME`), for a stage on another machine to continue from or fine-tune from.
+    The cells come in `kinds.plan`'s order: pretraining first (the classifiers of a `fine_tune` budget start from
+    it), then the classifiers of every scheme and seed with their readings of validation and test, then speed. With
+    `max_time` (minutes) the stage ends when it is up, at a step boundary of a training or before a cell it has no
+    time for; what it finished is kept (cells in `results_dir/cells`, encoders in `checkpoints`), the record says
+    `stopped`, and the same command continues. `checkpoints` is where each scheme's encoder is committed as
+    float16 (`checkpoints/SCHEME`), for a stage on another machine to continue from or fine-tune from.
     """
     output_dir = Path(output_dir)
     results = Path(results_dir) if results_dir is not None else output_dir / "results"
-    clock = StageClock(max_time)
-    claim_arena_dir(results, arena)
-    cells = Cells(results / "cells", cli_command(), arena_stamp(arena), clock)
-    runs = output_dir / "runs"
-    to_train = classifiers_to_train(arena, runs, cells)
-    cells.check_fits(max_time, done_kinds=() if to_train else ("classifier:train",))
-    record: dict[str, Any] = {"budget": arena.budget_name, "settings": arena.settings(), "command": cli_command(),
-                              "training_length": experiment_for(arena, "classifier", arena.schemes[0]).max_length,
-                              "seeds": arena.budget.seeds, "classifiers": {}, "pretraining": {}, "reading": {},
-                              "mlm": {}, "speed": {}, "stopped": None}
-    try:
-        encoders: dict[str, Path] = {}
-        for scheme in arena.schemes:
-            pretraining_key = f"pretraining/{scheme}"
-            if encoder_needed(arena, scheme, cells, to_train):
-                committed = Path(checkpoints) / scheme if checkpoints is not None else None
-                encoders[scheme], metrics = pretrained_encoder(arena, scheme, runs / "pretraining" / scheme, clock,
-                                                               committed)
-                summary = cells.get(pretraining_key, functools.partial(_run_summary, metrics), needs_seconds=0.0)
-            else:  # every cell of this scheme is measured, its pretraining summary among them
-                summary = cells.recorded(pretraining_key)
-            record["pretraining"][scheme] = _cell_summary(summary)
-            experiment = experiment_for(arena, "pretraining", scheme)
-            for length in arena.mlm_lengths:
-                record["mlm"][f"{scheme}/{length}"] = cells.get(f"mlm/{scheme}/{length}", functools.partial(
-                    mlm_cell, encoders.get(scheme), length, experiment, arena.budget.mlm_tokens, arena.mlm_lengths))
-        for scheme in arena.schemes:
-            for seed in arena.budget.seeds:
-                experiment = experiment_for(arena, "classifier", scheme, seed,
-                                            encoders.get(scheme) if arena.budget.fine_tune else None)
-                record["classifiers"][f"{scheme}/{seed}"] = classifier_and_readings(
-                    arena, scheme, seed, runs / "classifier" / f"{scheme}-seed{seed}", experiment, cells,
-                    record["reading"])
-        for length in arena.speed_lengths:
-            for batch in arena.speed_batch_sizes:
-                record["speed"][f"{length}/{batch}"] = cells.get(speed_key(length, batch), functools.partial(
-                    speed_cell, encoders, arena, length, batch))
-    except StageStopped as stop:
-        record["stopped"] = str(stop)
-    record["measured_now"] = cells.measured
-    summarize_readings(record)
-    write_report(record, results)
-    return record
+    return ArenaRun(arena, output_dir, results, max_time, checkpoints).measure_all()
 
 
-def classifier_and_readings(arena: Arena, scheme: str, seed: int, run_dir: Path, experiment: Experiment,
-                            cells: Cells, found: dict[str, Any]) -> dict[str, Any]:
-    """One classifier (a scheme and seed) trained and read: its readings go into `found`, its run summary is
-    returned. Classifiers are not committed, only their cells: a classifier whose readings were all committed
-    (by a stage on any machine) is not trained again; one with readings left is trained on a machine without it
-    (the cells it has stand). A training is started only when the stage has time for it and for the readings
-    it has left, as long as the slowest of each measured so far (at most 90% of a stage, so that a classifier
-    longer than a stage still starts in a fresh one and its readings land over several)."""
-    train_key = f"classifier/{scheme}/seed{seed}/train"
-    missing = _readings_left(arena, scheme, seed, experiment, cells)
-    summary = cells.recorded(train_key)
-    if summary is None or missing:
-        if not (run_dir / "metrics.json").is_file():
-            needs = cells.seconds_of(train_key) + sum(cells.seconds_of(key) for key in missing)
-            if cells.clock.max_time is not None:
-                needs = min(needs, 0.9 * 60.0 * cells.clock.max_time)
-            cells.clock.check(needs / 60.0, f"classifier {scheme} seed {seed} and its {len(missing)} readings left")
-        summary = cells.get(train_key, lambda: _run_summary(
-            trained(run_dir, classification.train, experiment, cells.clock)), needs_seconds=0.0)
-        if missing:
-            trained(run_dir, classification.train, experiment, cells.clock)  # this machine's copy to read with
-    for key, split, reading, read, length in _reading_plan(arena, scheme, seed, experiment, cells, run_dir):
-        cell = cells.get(key, functools.partial(read_accuracy, run_dir, reading, length, arena, experiment.dataset,
-                                                split, experiment.precision))
-        entry = found.setdefault(f"{scheme}/{reading}/{read}", {"tokens": {}, "by_seed": {}})
-        entry["tokens"][split] = length
-        entry["by_seed"].setdefault(str(seed), {})[split] = cell
-    return _cell_summary(summary)
+class ArenaRun:
+    """One stage of an arena: its cells left to measure, listed once (`pending`), and the models they are measured
+    with, pretrained, trained or read when a pending cell first needs them. Every decision reads `pending`: which
+    classifiers to train (`to_train`), which encoders to pretrain or read (those a pending cell needs), and whether
+    a cell left could ever fit the stage (`Cells.check_fits`, before anything starts)."""
 
+    def __init__(self, arena: Arena, output_dir: Path, results: Path, max_time: float | None = None,
+                 checkpoints: str | os.PathLike[str] | None = None) -> None:
+        self.arena = arena
+        self.runs = output_dir / "runs"
+        self.results = results
+        self.checkpoints = Path(checkpoints) if checkpoints is not None else None
+        self.clock = StageClock(max_time)
+        self.cells = Cells(results / "cells", arena, cli_command(), self.clock)
+        self._experiments: dict[tuple[str, str, int | None], Experiment] = {}
+        self._encoders: dict[str, tuple[Path, dict[str, Any]]] = {}
+        self.training_length = self.experiment("classifier", arena.schemes[0]).max_length
+        self.plan = plan(arena)
+        self.pending = [cell for cell in self.cells.pending(self.plan) if cell.wanted(self)]
+        needed = {model for cell in self.pending for model in (*cell.needs(arena), cell.trains()) if model}
+        self.to_train = sorted(model for model in needed
+                               if model.role == "classifier" and not self._finished_here(model))
+        trainings = {ClassifierCell(scheme=model.scheme, seed=model.seed).timing_class for model in self.to_train}
+        self.cells.check_fits(max_time, {cell.timing_class for cell in self.pending} | trainings)
 
-def classifiers_to_train(arena: Arena, runs: Path, cells: Cells) -> list[tuple[str, int]]:
-    """The classifiers (scheme, seed) a stage would still train: cells of theirs are left to measure and this
-    machine has no finished run folder of theirs to read with."""
-    return [(scheme, seed) for scheme in arena.schemes for seed in arena.budget.seeds
-            if not (runs / "classifier" / f"{scheme}-seed{seed}" / "metrics.json").is_file()
-            and (cells.recorded(f"classifier/{scheme}/seed{seed}/train") is None
-                 or _readings_left(arena, scheme, seed, experiment_for(arena, "classifier", scheme, seed), cells))]
+    def measure_all(self) -> dict[str, Any]:
+        """Measure the pending cells in order (until the stage stops), then write the report of every cell there."""
+        record: dict[str, Any] = {"budget": self.arena.budget_name, "settings": self.arena.settings(),
+                                  "command": cli_command(), "training_length": self.training_length,
+                                  "seeds": self.arena.budget.seeds, "classifiers": {}, "pretraining": {},
+                                  "whole_length": {}, "reading": {}, "mlm": {}, "speed": {}, "stopped": None}
+        try:
+            for cell in self.pending:
+                if cell.wanted(self):
+                    for model in sorted(cell.needs(self.arena)):
+                        self.model(model)
+                    self.cells.measure(cell, functools.partial(cell.measure, self),
+                                       needs_seconds=0.0 if cell.trains() else None)  # a training checks its own
+        except StageStopped as stop:
+            record["stopped"] = str(stop)
+        for cell in self.plan:  # each cell's stamp stays in its file
+            if cell in self.cells.done and cell.wanted(self):
+                cell.report(record, {key: value for key, value in self.cells.done[cell].items() if key != "stamp"})
+        record["measured_now"] = self.cells.measured
+        summarize_readings(record)
+        write_report(record, self.results)
+        return record
 
+    def experiment(self, kind: str, scheme: str, seed: int | None = None) -> Experiment:
+        """The `classifier` or `pretraining` experiment of `scheme` (and `seed`), loaded once."""
+        key = (kind, scheme, seed)
+        if key not in self._experiments:
+            self._experiments[key] = experiment_for(self.arena, kind, scheme, seed)
+        return self._experiments[key]
 
-def _readings_left(arena: Arena, scheme: str, seed: int, experiment: Experiment, cells: Cells) -> list[str]:
-    """The keys of one classifier's reading cells that no stage has measured yet."""
-    return [key for key, *_ in _reading_plan(arena, scheme, seed, experiment, cells) if cells.recorded(key) is None]
+    def tokens(self, read: int | str, split: str) -> int | None:
+        """The tokens a reading at `read` reads of `split`: `whole` is the split's longest review (None until its
+        cell is measured)."""
+        if read != WHOLE:
+            return int(read)
+        cell = self.cells.done.get(WholeLengthCell(split=split))
+        return None if cell is None else cell["value"]
 
+    def model(self, model: Model) -> Path:
+        """The folder of `model` on this machine, pretrained, trained or read first if need be."""
+        return self.encoder(model.scheme) if model.role == "encoder" else self.classifier(model.scheme, model.seed)
 
-def _reading_plan(arena: Arena, scheme: str, seed: int, experiment: Experiment, cells: Cells,
-                  model_dir: Path | None = None) -> list[tuple[str, str, str, int | str, int]]:
-    """The reading cells of one classifier as (cell key, split, reading, read length, tokens): validation and test at
-    each read length, directly, as windows past the training length, and (RoPE) with each scaling. With
-    `model_dir`, the length of `whole` (the split's longest review) is measured where no cell has it yet;
-    without, a `whole` of unknown length counts as past the training length."""
-    plan = []
-    for split in SPLITS:
-        whole_key = f"whole-length/{split}"
-        if model_dir is not None:
-            whole = cells.get(whole_key, lambda split=split: {"value": longest_review(
-                model_dir, experiment.dataset, arena.budget.eval_limit, split)})["value"]
-        else:
-            whole = (cells.recorded(whole_key) or {"value": experiment.max_length + 1})["value"]
-        for read in arena.read_lengths:
-            length = whole if read == WHOLE else read
-            for reading in readings_of(scheme, arena.rope_scalings):
-                if reading == "windows" and length <= experiment.max_length:
-                    continue  # one window: the direct reading
-                plan.append((f"read/{scheme}/seed{seed}/{split}/{reading}/{read}", split, reading, read, length))
-    return plan
+    def encoder(self, scheme: str) -> Path:
+        return self._encoder(scheme)[0]
+
+    def encoder_metrics(self, scheme: str) -> dict[str, Any]:
+        return self._encoder(scheme)[1]
+
+    def _encoder(self, scheme: str) -> tuple[Path, dict[str, Any]]:
+        """`scheme`'s pretrained encoder folder and metrics, pretrained or read on first use (`pretrained_encoder`)."""
+        if scheme not in self._encoders:
+            committed = self.checkpoints / scheme if self.checkpoints is not None else None
+            self._encoders[scheme] = pretrained_encoder(self.arena, scheme, self.runs / "pretraining" / scheme,
+                                                        self.clock, committed)
+        return self._encoders[scheme]
+
+    def _classifier_dir(self, scheme: str, seed: int) -> Path:
+        return self.runs / "classifier" / f"{scheme}-seed{seed}"
+
+    def _finished_here(self, model: Model) -> bool:
+        return (self._classifier_dir(model.scheme, model.seed) / "metrics.json").is_file()
+
+    def classifier(self, scheme: str, seed: int) -> Path:
+        """The folder of `scheme`'s classifier of `seed` on this machine, trained if it has none."""
+        self.classifier_metrics(scheme, seed)
+        return self._classifier_dir(scheme, seed)
+
+    def classifier_metrics(self, scheme: str, seed: int) -> dict[str, Any]:
+        """A classifier's metrics, trained first where this machine has no finished run of it. Classifiers are not
+        committed, only their cells: one whose cells are all committed (by a stage on any machine) is not trained
+        again; one with cells left is trained on a machine without it. A training is started only when the stage
+        has time for it and for the cells it has left, as long as the slowest of each timing class measured so far
+        (at most 90% of a stage, so that a classifier longer than a stage still starts in a fresh one and its
+        readings land over several)."""
+        model = Model("classifier", scheme, seed)
+        run_dir = self._classifier_dir(scheme, seed)
+        if not self._finished_here(model):
+            training = ClassifierCell(scheme=scheme, seed=seed)
+            left = [cell for cell in self.pending if model in cell.needs(self.arena)]
+            needs = self.cells.seconds_of(training) + sum(self.cells.seconds_of(cell) for cell in left)
+            if self.clock.max_time is not None:
+                needs = min(needs, 0.9 * 60.0 * self.clock.max_time)
+            readings = sum(isinstance(cell, ReadingCell) for cell in left)
+            self.clock.check(needs / 60.0, f"classifier {scheme} seed {seed} and its {readings} readings left")
+        init_from = self.encoder(scheme) if self.arena.budget.fine_tune and not self._finished_here(model) else None
+        experiment = experiment_for(self.arena, "classifier", scheme, seed, init_from)
+        return trained(run_dir, classification.train, experiment, self.clock)
 
 
 def summarize_readings(record: dict[str, Any]) -> None:
@@ -238,15 +227,3 @@ def summarize_readings(record: dict[str, Any]) -> None:
             entry["val" if split == "validation" else "test"] = summary
         test = entry.get("test", {})  # the table's number: none yet while only validation is read
         entry["value"], entry["reason"], entry["se"] = test.get("value"), test.get("reason"), test.get("se")
-
-
-def _cell_summary(cell: dict[str, Any]) -> dict[str, Any]:
-    """A run summary kept as a cell, without what the cell adds (its time, command and stamp)."""
-    return {key: value for key, value in cell.items() if key not in ("seconds", "command", "stamp")}
-
-
-def _run_summary(metrics: dict[str, Any]) -> dict[str, Any]:
-    """What the table shows of a training run's metrics.json."""
-    keys = ("test_accuracy", "val_accuracy", "eval_mlm_loss", "optimizer_steps", "epochs", "train_runtime_s",
-            "n_train", "n_train_chunks", "hardware", "command")
-    return {key: metrics[key] for key in keys if key in metrics}

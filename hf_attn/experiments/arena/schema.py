@@ -80,7 +80,8 @@ class Arena:
     overrides: tuple[str, ...] = ()
 
     def settings(self) -> dict[str, Any]:
-        """What the measurements depend on: a second run must find the same in --output-dir."""
+        """The arena's settings as the record keeps them; each kind of cell is stamped with those it depends on
+        (`kinds.Cell.depends_on`, `budget.KEY` for a budget's key)."""
         settings = dataclasses.asdict(self)
         settings["path"] = str(self.path)
         return settings
