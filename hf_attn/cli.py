@@ -38,6 +38,8 @@ EXTRA_OF_MODULE = {
     "matplotlib": "analysis",
     "babel": "experiments",
     "gradio": "app",
+    "onnxruntime": "export",
+    "onnxscript": "export",
 }
 
 def _overrides(args: argparse.Namespace) -> list[str]:
@@ -372,6 +374,13 @@ def _checkpoint(args: argparse.Namespace) -> None:
     print(f"wrote {args.output} ({size / 1e6:.1f} MB, float16 weights): from_pretrained({args.output!r}) loads it")
 
 
+def _export(args: argparse.Namespace) -> None:
+    from .serving import export_classifier
+
+    record = export_classifier(args.model, args.output, int8=args.int8)
+    print(json.dumps(record, indent=2))
+
+
 READ_LENGTH_HELP = ("tokens read of each text, or `all` (default: the saved config's read_length); past the "
                     "training length a model reads directly (sinusoidal, rope, alibi) or as windows (--window-stride)"
                     "; --max-length is its 1.0 name")
@@ -575,6 +584,13 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--dry-run", metavar="DIR", type=output_folder,
                       help="only write the folder that would be uploaded to DIR")
     push.set_defaults(func=_push)
+
+    export = commands.add_parser("export", help="export a saved classifier to ONNX (with --int8, also ONNX Runtime's "
+                                 "dynamic int8) beside its tokenizer and config (docs/serving.md)")
+    export.add_argument("--model", required=True, type=model_with_tokenizer)
+    export.add_argument("--output", required=True, type=output_folder, help="the folder the ONNX files go to")
+    export.add_argument("--int8", action="store_true", help="also model.int8.onnx: int8 weights, dynamic activations")
+    export.set_defaults(func=_export)
 
     checkpoint = commands.add_parser("checkpoint", help="write a run's model as a small float16 from_pretrained "
                                      "folder with its tokenizer, code and card (this repository commits its own with "

@@ -1,0 +1,90 @@
+"""A saved classifier as an ONNX folder: `model.onnx` (fp32, batch and length dynamic), optionally `model.int8.onnx`
+(ONNX Runtime's dynamic int8 quantization of every MatMul's weights), the tokenizer, the config, and `export.json`
+with the exported models' largest logit difference from the PyTorch model on texts of several lengths.
+
+The graph reads what the saved model reads: its `read_length` cuts the input, and a model with `window_stride`
+reads any length as windows (a captured graph always cuts windows, docs/export.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..saved import load_saved_classifier
+
+INPUT_NAMES = ("input_ids", "attention_mask")
+ONNX_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+# Texts the export is checked on: short, a window or so, and many windows of a long review.
+CHECK_TEXTS = ("Dull.", "A wonderful, moving film with a great cast. " * 12, "Too long and far too slow; " * 150)
+
+
+def export_classifier(model_dir: str | os.PathLike[str], output_dir: str | os.PathLike[str],
+                      int8: bool = False) -> dict[str, Any]:
+    """Export the classifier of `model_dir` to `output_dir` (see the module docstring); returns `export.json`."""
+    import onnxruntime  # noqa: F401 - fail now, naming the extra, not after the export
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model, tokenizer = load_saved_classifier(model_dir)
+    model.eval()
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    example = tokenizer(["a first review", "and a second, longer one"], padding=True, return_tensors="pt")
+    inputs = {name: example[name] for name in INPUT_NAMES}
+    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    with torch.no_grad():
+        torch.onnx.export(model, (), str(output_dir / ONNX_FILES["fp32"]), kwargs=inputs, input_names=list(INPUT_NAMES),
+                          output_names=["logits"], dynamic_shapes={name: {0: batch, 1: sequence} for name in inputs},
+                          dynamo=True, external_data=False, verbose=False)
+    if int8:
+        quantize_dynamic(output_dir / ONNX_FILES["fp32"], output_dir / ONNX_FILES["int8"], weight_type=QuantType.QInt8)
+    files = {precision: name for precision, name in ONNX_FILES.items() if precision == "fp32" or int8}
+    tokenizer.save_pretrained(output_dir)
+    model.config.save_pretrained(output_dir)
+    encoded = tokenizer(list(CHECK_TEXTS), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**{name: encoded[name] for name in INPUT_NAMES}).logits.numpy()
+    record = {"source": str(model_dir), "files": files, "max_abs_logit_difference": {}}
+    for precision in files:
+        actual = OnnxClassifier(output_dir, precision).logits(list(CHECK_TEXTS))
+        record["max_abs_logit_difference"][precision] = float(np.abs(actual - expected).max())
+    (output_dir / "export.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+class OnnxClassifier:
+    """Texts -> labels and scores with an exported folder and ONNX Runtime, as `pipeline("text-classification")`
+    answers with the PyTorch model (the softmax's top label and its probability)."""
+
+    def __init__(self, folder: str | os.PathLike[str], precision: str = "fp32", threads: int | None = None) -> None:
+        import onnxruntime
+        from transformers import AutoConfig, AutoTokenizer
+
+        path = Path(folder) / ONNX_FILES[precision]
+        if not path.is_file():
+            raise ValueError(f"{folder} holds no {precision} model ({path.name}); export it with "
+                             f"hf-attn export{' --int8' if precision == 'int8' else ''}")
+        options = onnxruntime.SessionOptions()
+        if threads is not None:
+            options.intra_op_num_threads = threads
+        # Threads that spin while waiting for work take cores from everything else on a shared CPU.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.id2label = AutoConfig.from_pretrained(folder).id2label
+
+    def logits(self, texts: list[str]) -> np.ndarray:
+        encoded = self.tokenizer(texts, padding=True, return_tensors="np")
+        (logits,) = self.session.run(["logits"], {name: encoded[name].astype(np.int64) for name in INPUT_NAMES})
+        return logits
+
+    def __call__(self, texts: list[str]) -> list[dict[str, Any]]:
+        logits = self.logits(texts)
+        probabilities = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probabilities /= probabilities.sum(axis=-1, keepdims=True)
+        return [{"label": self.id2label[int(row.argmax())], "score": float(row.max())} for row in probabilities]

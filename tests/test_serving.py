@@ -1,0 +1,51 @@
+"""`hf-attn export`: an ONNX folder whose ONNX Runtime answers are the PyTorch model's (fp32) or close (int8)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_cli import save_tiny_classifier
+from test_export import needs_onnx
+from transformers import pipeline
+
+from hf_attn import cli
+
+TEXTS = ["a good film", "a bad film but a good ending " * 9, "bad bad bad", "good " * 70]
+
+
+@pytest.mark.slow
+@needs_onnx
+def test_an_exported_folder_answers_as_the_pytorch_model_at_every_length(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A windowed classifier (16 positions, texts up to 70 tokens): fp32 logits within 1e-5 of eager, int8 within a
+    tenth with the same labels, and `OnnxClassifier` gives the pipeline's labels and scores."""
+    from hf_attn.serving import OnnxClassifier
+
+    model = save_tiny_classifier(tmp_path / "model", read_length=None, window_stride=8).eval()
+    cli.main(["export", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "onnx"), "--int8"])
+    record = json.loads((tmp_path / "onnx" / "export.json").read_text())
+    assert json.dumps(record, indent=2) in capsys.readouterr().out  # the command prints the record
+    assert record["files"] == {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+    assert record["max_abs_logit_difference"]["fp32"] < 1e-5
+    classify = pipeline("text-classification", model=str(tmp_path / "model"))
+    encoded = classify.tokenizer(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**encoded).logits.numpy()
+    fp32, int8 = OnnxClassifier(tmp_path / "onnx"), OnnxClassifier(tmp_path / "onnx", "int8")
+    np.testing.assert_allclose(fp32.logits(TEXTS), expected, atol=1e-5, rtol=1e-5)
+    assert np.abs(int8.logits(TEXTS) - expected).max() < 0.1
+    for onnx, reference in zip(fp32(TEXTS), classify(TEXTS), strict=True):
+        assert onnx["label"] == reference["label"] and onnx["score"] == pytest.approx(reference["score"], abs=1e-5)
+
+
+@needs_onnx
+def test_a_folder_without_the_asked_precision_names_the_flag_that_writes_it(tmp_path: Path) -> None:
+    from hf_attn.serving import OnnxClassifier
+
+    with pytest.raises(ValueError, match=r"holds no int8 model \(model.int8.onnx\); export it with hf-attn export --int8"):
+        OnnxClassifier(tmp_path, "int8")
