@@ -16,6 +16,7 @@ from .modeling_hf_attn import (
     HfAttnForMaskedLM,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
+    HfAttnForTokenClassification,
     HfAttnModel,
     HfAttnPreTrainedModel,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "HfAttnForMaskedLM",
     "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",
+    "HfAttnForTokenClassification",
     "HfAttnModel",
     "HfAttnPreTrainedModel",
     "HfAttnTokenizerFast",

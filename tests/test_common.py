@@ -25,6 +25,7 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES,
     MODEL_MAPPING_NAMES,
 )
 from transformers_common.generation.test_utils import GenerationTesterMixin
@@ -42,16 +43,19 @@ from hf_attn import (
     HfAttnForMaskedLM,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
+    HfAttnForTokenClassification,
     HfAttnModel,
 )
 
-ENCODER_HEADS = (HfAttnModel, HfAttnForSequenceClassification, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection)
+ENCODER_HEADS = (HfAttnModel, HfAttnForSequenceClassification, HfAttnForTokenClassification, HfAttnForMaskedLM,
+                 HfAttnForReplacedTokenDetection)
 DECODER_HEADS = (HfAttnForCausalLM,)
 # The Auto name tables the common tests read to know a class's task (which labels it takes, which class is the
 # bare model); transformers' own models are listed there, hf_attn's are registered at run time instead.
 TASK_NAMES = (
     (MODEL_MAPPING_NAMES, HfAttnModel),
     (MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES, HfAttnForSequenceClassification),
+    (MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES, HfAttnForTokenClassification),
     (MODEL_FOR_MASKED_LM_MAPPING_NAMES, HfAttnForMaskedLM),
     (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, HfAttnForCausalLM),
 )

@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import tiny_config_kwargs
+from transformers import AutoModelForTokenClassification
 
 from hf_attn import (
     POSITION_SCHEMES,
@@ -22,6 +23,7 @@ from hf_attn import (
     HfAttnForMaskedLM,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
+    HfAttnForTokenClassification,
     HfAttnModel,
 )
 from hf_attn.bench.generation import build_llama, copy_to_llama, decoder_config, greedy
@@ -729,20 +731,22 @@ REMOTE_HEADS = textwrap.dedent("""
     import json, sys
     sys.modules["hf_attn"] = None  # no hf_attn package at all
     import torch
-    from transformers import AutoModel, AutoModelForSequenceClassification
+    from transformers import AutoModel, AutoModelForSequenceClassification, AutoModelForTokenClassification
     encoder = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
     classifier = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True)
+    tagger = AutoModelForTokenClassification.from_pretrained(sys.argv[1], trust_remote_code=True, num_labels=3)
     ids = torch.tensor(json.load(open(sys.argv[2])))
     with torch.no_grad():
         print(json.dumps({"features": encoder(input_ids=ids).last_hidden_state.tolist(),
-                          "same_encoder": torch.equal(classifier.model.embed_tokens.weight,
-                                                      encoder.embed_tokens.weight)}))
+                          "same_encoder": all(torch.equal(head.model.embed_tokens.weight, encoder.embed_tokens.weight)
+                                              for head in (classifier, tagger)),
+                          "tags": list(tagger(input_ids=ids).logits.shape)}))
 """)
 
 
 def test_a_masked_lm_folder_loads_as_every_head_where_hf_attn_is_absent(tmp_path: Path) -> None:
     """`auto_map` lists every head: a pretrained masked-LM folder loads with AutoModel (features equal to
-    the masked LM's encoder) and as a classifier to fine-tune (the same encoder weights)."""
+    the masked LM's encoder) and as a classifier or a token classifier to fine-tune (the same encoder weights)."""
     model = build(HfAttnForMaskedLM, position_embedding_type="alibi")
     model.save_pretrained(tmp_path / "mlm")
     auto_map = json.loads((tmp_path / "mlm" / "config.json").read_text())["auto_map"]
@@ -755,14 +759,14 @@ def test_a_masked_lm_folder_loads_as_every_head_where_hf_attn_is_absent(tmp_path
                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    assert loaded["same_encoder"]
+    assert loaded["same_encoder"] and loaded["tags"] == [*input_ids.shape, 3]
     with torch.no_grad():
         expected = model.model(input_ids=input_ids).last_hidden_state
     torch.testing.assert_close(torch.tensor(loaded["features"]), expected)
 
 
-@pytest.mark.parametrize("model_class", [HfAttnModel, HfAttnForSequenceClassification, HfAttnForMaskedLM,
-                                         HfAttnForReplacedTokenDetection, HfAttnForCausalLM],
+@pytest.mark.parametrize("model_class", [HfAttnModel, HfAttnForSequenceClassification, HfAttnForTokenClassification,
+                                         HfAttnForMaskedLM, HfAttnForReplacedTokenDetection, HfAttnForCausalLM],
                          ids=lambda model_class: model_class.__name__)
 def test_return_dict_false_in_the_config_gives_every_heads_output_as_a_tuple(model_class: type,
                                                                            tmp_path: Path) -> None:
@@ -783,3 +787,21 @@ def test_return_dict_false_in_the_config_gives_every_heads_output_as_a_tuple(mod
                 torch.testing.assert_close(actual_field, expected_field)
         as_dict = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, return_dict=True)
         assert torch.equal(as_dict[0], expected[0])
+
+
+def test_the_token_classifier_scores_every_token_with_one_linear_layer_and_ignores_minus_100_labels() -> None:
+    """Logits: the classifier applied to the encoder's states at each token (a second path); the loss: cross-entropy
+    over the labelled tokens only, by hand."""
+    model = build(HfAttnForTokenClassification, position_embedding_type="rope", num_labels=3)
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    labels = torch.randint(0, 3, input_ids.shape, generator=torch.Generator().manual_seed(3))
+    labels[attention_mask == 0] = -100
+    labels[0, 1] = -100  # a sub-word continuation
+    with torch.no_grad():
+        output = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        states = model.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        torch.testing.assert_close(output.logits, model.classifier(states))
+        kept = labels != -100
+        expected = F.cross_entropy(output.logits[kept], labels[kept])
+    torch.testing.assert_close(output.loss, expected)
+    assert AutoModelForTokenClassification.from_config(model.config).__class__ is HfAttnForTokenClassification

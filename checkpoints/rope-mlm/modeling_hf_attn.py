@@ -37,6 +37,7 @@ from transformers.modeling_outputs import (
     MaskedLMOutput,
     ModelOutput,
     SequenceClassifierOutput,
+    TokenClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.processing_utils import Unpack
@@ -1009,6 +1010,48 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
         )
 
 
+class HfAttnForTokenClassification(HfAttnPreTrainedModel):
+    """Encoder + dropout + a linear layer at every token (tagging, NER), as BERT's token classifier.
+
+    It reads its input directly, in one pass: the sequence classifier's reading policy (`read_length`,
+    `window_stride`) is about one label per text. Labels of -100 (sub-word continuations, padding) carry no loss.
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = HfAttnModel(config)
+        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(probability)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> TokenClassifierOutput:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
 # transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
 # does not fill: without this, `EncoderDecoderModel(encoder=..., decoder=...)` of two halves loaded as a Hub repo's
 # code fails on "Unrecognized model type". The installed package registers its own classes (`hf_attn/__init__.py`).
@@ -1021,6 +1064,7 @@ if HfAttnConfig.model_type not in CONFIG_MAPPING:
 AUTO_CLASSES: dict[str, type[HfAttnPreTrainedModel]] = {
     "AutoModel": HfAttnModel,
     "AutoModelForSequenceClassification": HfAttnForSequenceClassification,
+    "AutoModelForTokenClassification": HfAttnForTokenClassification,
     "AutoModelForMaskedLM": HfAttnForMaskedLM,
     "AutoModelForPreTraining": HfAttnForReplacedTokenDetection,
     "AutoModelForCausalLM": HfAttnForCausalLM,
@@ -1032,6 +1076,7 @@ __all__ = [
     "HfAttnForMaskedLM",
     "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",
+    "HfAttnForTokenClassification",
     "HfAttnModel",
     "HfAttnPreTrainedModel",
 ]
