@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(0, pad_id, (args.batch, args.length), generator=generator)
     attention_mask = torch.ones_like(input_ids)
-    corrupted, labels = mask_tokens(input_ids, attention_mask, probability=experiment.mlm_probability,
+    corrupted, labels = mask_tokens(input_ids, attention_mask, probability=experiment.pretraining.mlm_probability,
                                     mask_token_id=pad_id, replacement_ids=torch.arange(pad_id), generator=generator)
 
     steps, prepare = {}, {}

@@ -36,7 +36,7 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
     ("- just\n- a list\n", "must hold a mapping"),
     ("name: [unclosed\n", "not valid YAML"),
     ("name: x\ntrain_window: end\n", "train_window must be one of ['random', 'start']"),
-    ("name: x\nobjective: electra\n", "objective must be one of ['causal', 'mlm', 'rtd']"),
+    ("name: x\npretraining: {objective: electra}\n", "objective must be one of ['causal', 'mlm', 'rtd']"),
     ("name: x\ntrain_window: random\ntraining:\n  train_sampling_strategy: group_by_length\n", "use one of the two"),
     ("base: [a.yaml]\n", "`base` must be the path of another experiment file"),
     ("", "is empty"),
@@ -47,7 +47,7 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
     ("name: x\nmax_length: -1\n", "`max_length` must be a positive integer, got -1"),
     ("name: x\nearly_stopping_patience: 0\n", "`early_stopping_patience` must be a positive integer or null"),
     ("name: x\ntokenizer_vocab_size: 100\n", "`tokenizer_vocab_size` must be an integer above 256"),
-    ("name: x\nmlm_probability: 1.5\n", "`mlm_probability` must be a probability in (0, 1)"),
+    ("name: x\npretraining: {mlm_probability: 1.5}\n", "`mlm_probability` must be a probability in (0, 1)"),
     ("name: x\nseed: -1\n", "`seed` must be a non-negative integer"),
     ("name: x\nweek3: 5\n", "`week3` must be a Week 3 folder or null, got 5"),
     ("name: x\ndataset: ''\n", "`dataset` must name a source ('sample', a file, a folder, a Hub id)"),
@@ -239,3 +239,24 @@ def test_the_bases_of_fresh_encoders_share_the_reference_shape() -> None:
     shapes = {base: {key: read_experiment_file(REPO / "configs" / base)["model"][key] for key in shape}
               for base in bases}
     assert all(found == shapes["encoder.yaml"] for found in shapes.values()), shapes
+
+
+@pytest.mark.parametrize(("key", "section"), [("objective=rtd", "pretraining"), ("mlm_probability=0.2", "pretraining"),
+                                              ("num_beams=2", "seq2seq"), ("generator={n_train: 10}", "seq2seq")])
+def test_a_tasks_setting_at_the_top_level_names_its_section(key: str, section: str) -> None:
+    """1.x files set each task's settings at the top level; each now lives in its task's section, and the old place
+    is refused in one line that names the new one, never ignored."""
+    name = key.split("=")[0]
+    with pytest.raises(ExperimentConfigError, match=f"`{name}` is a setting of the `{section}` section"):
+        load_experiment(SMOKE, [key])
+    experiment = load_experiment(SMOKE, [f"{section}.{key}"])
+    assert getattr(getattr(experiment, section), name) == parse_override(key)[1]
+
+
+def test_a_tasks_section_checks_its_values() -> None:
+    with pytest.raises(ExperimentConfigError, match=r"\[pretraining\]: objective must be one of"):
+        load_experiment(SMOKE, ["pretraining.objective=nope"])
+    with pytest.raises(ExperimentConfigError, match=r"\[pretraining\]: `mlm_probability` must be a probability"):
+        load_experiment(SMOKE, ["pretraining.mlm_probability=1.5"])
+    with pytest.raises(ExperimentConfigError, match=r"unknown key `objectve` for PretrainingSettings. Did you mean"):
+        load_experiment(SMOKE, ["pretraining.objectve=rtd"])

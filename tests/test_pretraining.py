@@ -183,7 +183,8 @@ def test_replaced_token_detection_pretrains_an_encoder_a_classifier_starts_from(
     """objective=rtd trains ELECTRA's pair; the generator starts from the encoder's token table, the
     classifier loads the encoder (not the generator), and the record and card report detection."""
     capture = CaptureStart()
-    experiment = load_experiment(SMOKE, [*TINY, "objective=rtd", "training.max_steps=2", "training.eval_steps=2"])
+    experiment = load_experiment(SMOKE, [*TINY, "pretraining.objective=rtd", "training.max_steps=2",
+                                         "training.eval_steps=2"])
     metrics = pretrain(experiment, tmp_path / "rtd", callbacks=[capture])
     assert torch.equal(capture.start["generator.model.embed_tokens.weight"], capture.start["model.embed_tokens.weight"])
     assert metrics["objective"] == "rtd" and 0 < metrics["eval_replaced_share"] < 0.15
@@ -210,7 +211,7 @@ def test_replaced_token_detection_training_does_not_depend_on_how_often_it_is_ev
     one evaluated once. Same seed, evaluation every step vs at the end: the same weights."""
     weights = {}
     for eval_steps in (1, 4):
-        overrides = [*TINY, "objective=rtd", "training.max_steps=4", f"training.eval_steps={eval_steps}"]
+        overrides = [*TINY, "pretraining.objective=rtd", "training.max_steps=4", f"training.eval_steps={eval_steps}"]
         pretrain(load_experiment(SMOKE, overrides), tmp_path / str(eval_steps))
         weights[eval_steps] = load_file(tmp_path / str(eval_steps) / "model.safetensors")
     assert all(torch.equal(weights[1][name], weights[4][name]) for name in weights[4])
@@ -221,7 +222,7 @@ def test_replaced_token_detection_metrics_cover_the_whole_evaluation_set_on_two_
     """Under `accelerate launch` each process holds a shard of Trainer's evaluation dataloader; the
     recorded detection metrics are still those of the saved model on every evaluation chunk."""
     # float32: what is compared is the processes' shards against the whole set, not bf16's rounding.
-    overrides = [*TINY, "objective=rtd", "training.max_steps=2", "training.eval_steps=2", "precision=fp32"]
+    overrides = [*TINY, "pretraining.objective=rtd", "training.max_steps=2", "training.eval_steps=2", "precision=fp32"]
     output = tmp_path / "rtd"
     run_on_two_processes(["pretrain", "--config", str(SMOKE), "--output-dir", str(output), *overrides], tmp_path)
     recorded = json.loads((output / "metrics.json").read_text())
@@ -229,7 +230,7 @@ def test_replaced_token_detection_metrics_cover_the_whole_evaluation_set_on_two_
 
     experiment = load_experiment(SMOKE, overrides)
     tokenizer = AutoTokenizer.from_pretrained(output)
-    collator = MaskedLMCollator(tokenizer, experiment.mlm_probability)
+    collator = MaskedLMCollator(tokenizer, experiment.pretraining.mlm_probability)
     validation = pretraining_corpus(experiment)[1]
     chunks = masked_once(chunk_texts(validation, tokenizer, experiment.max_length), collator)
     assert recorded["n_eval_chunks"] == len(chunks)

@@ -119,18 +119,19 @@ def test_bad_generator_settings_are_clear_errors(settings: dict, message: str) -
 
 def test_an_experiment_checks_its_generator_section() -> None:
     with pytest.raises(ExperimentConfigError, match="unknown key `n_trian`"):
-        load_experiment(CONFIG, ["generator.n_trian=10"])
+        load_experiment(CONFIG, ["seq2seq.generator.n_trian=10"])
     with pytest.raises(ExperimentConfigError, match="not a CLDR locale"):
-        load_experiment(CONFIG, ["generator.locales=[en, qq_zz]"])
-    assert load_experiment(CONFIG).generator["n_train"] > 0
+        load_experiment(CONFIG, ["seq2seq.generator.locales=[en, qq_zz]"])
+    assert load_experiment(CONFIG).seq2seq.generator["n_train"] > 0
 
 
 def tiny_experiment(**changes: object) -> Experiment:
     experiment = load_experiment(CONFIG, [
-        "generator.n_train=200", "generator.n_validation=16", "generator.n_test=24", "tokenizer_vocab_size=300",
+        "seq2seq.generator.n_train=200", "seq2seq.generator.n_validation=16", "seq2seq.generator.n_test=24",
+        "tokenizer_vocab_size=300",
         "model.hidden_size=32", "model.num_hidden_layers=1", "model.num_attention_heads=2",
         "model.intermediate_size=64", "training.num_train_epochs=1", "training.per_device_train_batch_size=32",
-        "training.logging_steps=100", "training.disable_tqdm=true", "num_beams=2",
+        "training.logging_steps=100", "training.disable_tqdm=true", "seq2seq.num_beams=2",
     ])
     return dataclasses.replace(experiment, **changes)
 

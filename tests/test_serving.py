@@ -47,5 +47,5 @@ def test_an_exported_folder_answers_as_the_pytorch_model_at_every_length(
 def test_a_folder_without_the_asked_precision_names_the_flag_that_writes_it(tmp_path: Path) -> None:
     from hf_attn.serving import OnnxClassifier
 
-    with pytest.raises(ValueError, match=r"holds no int8 model \(model.int8.onnx\); export it with hf-attn export --int8"):
+    with pytest.raises(ValueError, match=r"no int8 model \(model.int8.onnx\); export it with hf-attn export --int8"):
         OnnxClassifier(tmp_path, "int8")

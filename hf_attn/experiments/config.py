@@ -30,6 +30,40 @@ class ExperimentConfigError(ValueError):
 
 
 @dataclasses.dataclass
+class PretrainingSettings:
+    """The `pretraining` section: what `hf-attn pretrain` trains.
+
+    Attributes:
+        objective: `mlm` (masked language model, BERT), `rtd` (replaced-token detection, ELECTRA: a small generator
+            fills the masked positions and the encoder learns at every position whether its token is original; see
+            `HfAttnForReplacedTokenDetection`) or `causal` (a decoder predicting each next token, `HfAttnForCausalLM`).
+        mlm_probability: the share of real tokens each batch masks (masked objectives).
+    """
+
+    objective: str = "mlm"
+    mlm_probability: float = 0.15
+
+
+@dataclasses.dataclass
+class Seq2SeqSettings:
+    """The `seq2seq` section: what `hf-attn seq2seq` trains and scores.
+
+    Attributes:
+        num_beams: beams of the beam-search decoding that is scored next to greedy.
+        generator: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many pairs per split, locales,
+            formats, years).
+    """
+
+    num_beams: int = 4
+    generator: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+# Keys each task's section took over from the top level (1.x experiment files): refused, naming the section.
+MOVED_TO_SECTION = {"objective": "pretraining", "mlm_probability": "pretraining", "num_beams": "seq2seq",
+                    "generator": "seq2seq"}
+
+
+@dataclasses.dataclass
 class Experiment:
     """What one training run needs; every field can come from the YAML file or a key=value override.
 
@@ -61,20 +95,14 @@ class Experiment:
         init_from: a saved hf_attn model folder (e.g. from `hf-attn pretrain`) whose encoder and tokenizer
             start the run instead of a fresh encoder with the DAN embedding; `model` may then
             change only the fine-tuning settings in `FINE_TUNING_SETTINGS`.
-        mlm_probability: `hf-attn pretrain` only: the share of real tokens each batch masks.
-        objective: `hf-attn pretrain` only: `mlm` (masked language model, BERT) or `rtd` (replaced-token
-            detection, ELECTRA: a small generator fills the masked positions and the encoder learns at
-            every position whether its token is original; see `HfAttnForReplacedTokenDetection`) or
-            `causal` (a decoder predicting each next token, `HfAttnForCausalLM`).
-        num_beams: `hf-attn seq2seq` only: beams of the beam-search decoding that is scored next to greedy.
         precision: `auto` (bfloat16 autocast where the hardware has bfloat16 units, else float32), `bf16` or
             `fp32`: what training and scoring compute in (`hf_attn.experiments.precision`); parameters
             and optimizer state stay float32. The one precision setting: `training` may not set `bf16`
             or `fp16`.
         model: `HfAttnConfig` fields, except those the run derives (`DERIVED_MODEL_FIELDS`).
         training: `TrainingArguments` fields.
-        generator: `hf-attn seq2seq` only: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many
-            pairs per split, locales, formats, years).
+        pretraining: `hf-attn pretrain`'s own settings (`PretrainingSettings`).
+        seq2seq: `hf-attn seq2seq`'s own settings (`Seq2SeqSettings`).
     """
 
     name: str
@@ -91,13 +119,11 @@ class Experiment:
     early_stopping_patience: int | None = 2
     seed: int = 42
     init_from: str | None = None
-    mlm_probability: float = 0.15
-    objective: str = "mlm"
-    num_beams: int = 4
     precision: str = "auto"
     model: dict[str, Any] = dataclasses.field(default_factory=dict)
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
-    generator: dict[str, Any] = dataclasses.field(default_factory=dict)
+    pretraining: PretrainingSettings = dataclasses.field(default_factory=lambda: PretrainingSettings())
+    seq2seq: Seq2SeqSettings = dataclasses.field(default_factory=lambda: Seq2SeqSettings())
 
     @property
     def reading_length(self) -> int:
@@ -225,12 +251,9 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "limit_train": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
     "limit_eval": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
     "evals_per_epoch": (_is_count, "a positive integer"),
-    "num_beams": (_is_count, "a positive integer (1: greedy only)"),
     "early_stopping_patience": (lambda value: value is None or _is_count(value), "a positive integer or null"),
     "seed": (lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
              "a non-negative integer"),
-    "mlm_probability": (lambda value: isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1,
-                        "a probability in (0, 1)"),
 }
 
 
@@ -244,7 +267,8 @@ def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = (),
     raw = merge_sections(raw, changes or {})
     _apply_overrides(raw, overrides)
     _check_keys(raw, path)
-    experiment = Experiment(**raw)
+    experiment = Experiment(**{**raw, "pretraining": PretrainingSettings(**raw.get("pretraining", {})),
+                               "seq2seq": Seq2SeqSettings(**raw.get("seq2seq", {}))})
     if experiment.init_from is not None:
         check_init_from(experiment)
     return experiment
@@ -253,6 +277,11 @@ def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = (),
 def _check_keys(raw: dict[str, Any], where: Path) -> None:
     """Every key and value of a merged experiment mapping, before anything is built from it."""
     known = {f.name for f in dataclasses.fields(Experiment)}
+    moved = sorted(MOVED_TO_SECTION.keys() & set(raw))
+    if moved:
+        raise ExperimentConfigError(f"{where}: " + "; ".join(
+            f"`{key}` is a setting of the `{MOVED_TO_SECTION[key]}` section: write it under `{MOVED_TO_SECTION[key]}:` "
+            f"({MOVED_TO_SECTION[key]}.{key}=... on the command line)" for key in moved) + ".")
     unknown = set(raw) - known
     if unknown:
         raise ExperimentConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(known)}.")
@@ -260,7 +289,7 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
         default = Experiment.__dataclass_fields__[key].default
         if key == "dataset":
             continue  # a string or a mapping: `_check_dataset` reads it
-        if key in ("model", "training", "generator"):
+        if key in SECTIONS:
             if not isinstance(value, dict):
                 raise ExperimentConfigError(f"{where}: `{key}` must be a mapping of {key} settings.")
         elif not _type_matches(value, default):
@@ -270,8 +299,7 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
     for key, (valid, meaning) in VALUE_RULES.items():
         if key in raw and not valid(raw[key]):
             raise ExperimentConfigError(f"{where}: `{key}` must be {meaning}, got {raw[key]!r}.")
-    for key, allowed in (("train_window", TRAIN_WINDOWS), ("objective", PRETRAINING_OBJECTIVES),
-                         ("precision", PRECISIONS)):
+    for key, allowed in (("train_window", TRAIN_WINDOWS), ("precision", PRECISIONS)):
         if key in raw and raw[key] not in allowed:
             raise ExperimentConfigError(f"{where}: {key} must be one of {sorted(allowed)}, got {raw[key]!r}.")
     second_precision = sorted(PRECISION_ARGUMENTS & set(raw.get("training", {})))
@@ -292,20 +320,47 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
             f"`{key}` is not set here: it is {DERIVED_MODEL_FIELDS[key]}" for key in derived) + ".")
     _check_section(raw.get("model", {}), HfAttnConfig, f"{where} [model]")
     _check_section(raw.get("training", {}), TrainingArguments, f"{where} [training]")
-    if "generator" in raw:  # imported here: only `hf-attn seq2seq` experiments need babel
-        from .dates import DateGeneratorSettings
-
-        _check_section(raw["generator"], DateGeneratorSettings, f"{where} [generator]")
-        try:
-            DateGeneratorSettings(**raw["generator"])
-        except ValueError as error:
-            raise ExperimentConfigError(f"{where}: {error}") from error
+    _check_task_sections(raw, where)
     max_length = raw.get("max_length", Experiment.max_length)
     derived = {"max_position_embeddings": max_length, "read_length": raw.get("read_length") or max_length}
     try:  # fail now, not after tokenizing 50,000 reviews; the config checks the reading policy with the run's lengths
         HfAttnConfig(**raw.get("model", {}), **derived)
     except ValueError as error:
         raise ExperimentConfigError(f"{where} [model]: {error}") from error
+
+
+# The mappings of an experiment: checked key by key against what each feeds.
+SECTIONS = ("model", "training", "pretraining", "seq2seq")
+
+
+def _is_probability(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
+
+
+def _check_task_sections(raw: dict[str, Any], where: Path) -> None:
+    """The `pretraining` and `seq2seq` sections: known keys, allowed values."""
+    pretraining, seq2seq = raw.get("pretraining", {}), raw.get("seq2seq", {})
+    _check_section(pretraining, PretrainingSettings, f"{where} [pretraining]")
+    _check_section(seq2seq, Seq2SeqSettings, f"{where} [seq2seq]")
+    if pretraining.get("objective", "mlm") not in PRETRAINING_OBJECTIVES:
+        raise ExperimentConfigError(f"{where} [pretraining]: objective must be one of "
+                                    f"{sorted(PRETRAINING_OBJECTIVES)}, got {pretraining['objective']!r}.")
+    if not _is_probability(pretraining.get("mlm_probability", 0.15)):
+        raise ExperimentConfigError(f"{where} [pretraining]: `mlm_probability` must be a probability in (0, 1), got "
+                                    f"{pretraining['mlm_probability']!r}.")
+    if not _is_count(seq2seq.get("num_beams", 1)):
+        raise ExperimentConfigError(f"{where} [seq2seq]: `num_beams` must be a positive integer (1: greedy only), got "
+                                    f"{seq2seq['num_beams']!r}.")
+    if "generator" in seq2seq:  # imported here: only `hf-attn seq2seq` experiments need babel
+        from .dates import DateGeneratorSettings
+
+        if not isinstance(seq2seq["generator"], dict):
+            raise ExperimentConfigError(f"{where} [seq2seq]: `generator` must be a mapping of generator settings.")
+        _check_section(seq2seq["generator"], DateGeneratorSettings, f"{where} [seq2seq.generator]")
+        try:
+            DateGeneratorSettings(**seq2seq["generator"])
+        except ValueError as error:
+            raise ExperimentConfigError(f"{where}: {error}") from error
 
 
 def _check_dataset(value: Any, where: Path) -> None:

@@ -210,11 +210,12 @@ def pretraining_task(experiment: Experiment) -> Task:
     tokenizer = load_tokenizer(experiment, train_texts["text"])
     train_chunks = chunk_texts(train_texts, tokenizer, experiment.max_length)
     eval_chunks = chunk_texts(validation_texts, tokenizer, experiment.max_length)
-    if experiment.objective == "causal":
+    if experiment.pretraining.objective == "causal":
         model_class, collator, model_defaults = HfAttnForCausalLM, CausalLMCollator(tokenizer), {"is_decoder": True}
     else:
-        model_class = PRETRAINING_MODELS[experiment.objective]
-        collator, model_defaults = MaskedLMCollator(tokenizer, experiment.mlm_probability), {"sparse_prediction": True}
+        model_class = PRETRAINING_MODELS[experiment.pretraining.objective]
+        collator = MaskedLMCollator(tokenizer, experiment.pretraining.mlm_probability)
+        model_defaults = {"sparse_prediction": True}
         eval_chunks = masked_once(eval_chunks, collator)
     return Task(
         tokenizer=tokenizer,
@@ -222,7 +223,7 @@ def pretraining_task(experiment: Experiment) -> Task:
         train_dataset=train_chunks,
         eval_dataset=eval_chunks,
         data_collator=collator,
-        score=lambda trainer: pretraining_scores(trainer, experiment.objective),
+        score=lambda trainer: pretraining_scores(trainer, experiment.pretraining.objective),
         sizes={"n_train_chunks": len(train_chunks), "n_train_reviews": len(train_texts),
                "n_unlabelled_reviews": n_unlabelled, "n_eval_chunks": len(eval_chunks)},
         init_from_record="continued_from",

@@ -169,7 +169,7 @@ def seq2seq_task(experiment: Experiment) -> Task:
     if experiment.init_from is not None or experiment.week3 is not None:
         raise ValueError("hf-attn seq2seq trains a new encoder-decoder and its tokenizer on the generated pairs; "
                          "drop init_from and --week3.")
-    pairs = generate_date_pairs(DateGeneratorSettings(**experiment.generator), experiment.seed)
+    pairs = generate_date_pairs(DateGeneratorSettings(**experiment.seq2seq.generator), experiment.seed)
     tokenizer = seq2seq_tokenizer(experiment, pairs["train"])
     splits = {name: tokenize_pairs(split, tokenizer, experiment.max_length) for name, split in pairs.items()}
     return Task(
@@ -178,7 +178,7 @@ def seq2seq_task(experiment: Experiment) -> Task:
         train_dataset=splits["train"],
         eval_dataset=splits["validation"],
         data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORE_INDEX),
-        score=lambda trainer: seq2seq_scores(trainer, tokenizer, pairs, experiment.num_beams),
+        score=lambda trainer: seq2seq_scores(trainer, tokenizer, pairs, experiment.seq2seq.num_beams),
         sizes={f"n_{name}": len(split) for name, split in splits.items()},
         init_from_record="init_from",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False,

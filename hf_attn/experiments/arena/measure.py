@@ -130,7 +130,8 @@ def mlm_cell(model_dir: Path, length: int, experiment: Experiment, wanted_tokens
     n_tokens = mlm_token_budget(len(stream), lengths, wanted_tokens)
     precision = resolve_precision(experiment.precision, torch.device("cpu"))
     with autocast(precision, torch.device("cpu")):
-        loss = masked_lm_loss(model, MaskedLMCollator(tokenizer, experiment.mlm_probability), stream, length, n_tokens)
+        collator = MaskedLMCollator(tokenizer, experiment.pretraining.mlm_probability)
+        loss = masked_lm_loss(model, collator, stream, length, n_tokens)
     return {**loss, "precision": precision}
 
 
