@@ -8,7 +8,9 @@ A scheme can act at two places, and each class overrides only the hook it needs:
   it needs: RoPE's cos/sin to rotate queries and keys, or ALiBi's additive bias. The model calls
   it once per forward pass and passes the result to all layers.
 
-Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`.
+Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`. What the rest of
+the package asks of a scheme (whether every length has positions, whether `rope_parameters` configure it,
+which context scalings it has) are class attributes, so no module outside this one compares a scheme's name.
 RoPE rotates pairs of channels of each query and key head; which channels pair up is the config's
 `rope_layout` (`halves`, Llama's, or `interleaved`, RoFormer's: the same function of suitably
 permuted Q/K weights, so both load exactly).
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
@@ -40,6 +42,14 @@ class AttentionPositions:
 
 class PositionScheme(nn.Module):
     """Base class: no positions at all (an encoder built on it is permutation-equivariant)."""
+
+    extrapolates: ClassVar[bool] = True
+    """Whether every input length has positions; `False` for a table of `max_position_embeddings` rows, so a
+    longer input is read as windows or refused."""
+    takes_rope_parameters: ClassVar[bool] = False
+    """Whether the config's `rope_parameters` (transformers' RoPE dict) configure the scheme."""
+    context_scalings: ClassVar[tuple[str, ...]] = ()
+    """Ways to stretch the scheme past its training length (RoPE's `rope_type`s), each a reading the arena offers."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
@@ -102,6 +112,8 @@ class SinusoidalPositions(PositionScheme):
 class LearnedPositions(PositionScheme):
     """`learned`: a trained table of `max_position_embeddings` rows (BERT); cannot extrapolate."""
 
+    extrapolates = False
+
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
         self.embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
@@ -115,12 +127,13 @@ class LearnedPositions(PositionScheme):
                 f"(max_position_embeddings) but the input (with generate(): prompt + new tokens) needs {longest}; "
                 f"truncate inputs to "
                 f"{self.embeddings.num_embeddings} tokens (tokenizer truncation=True) or use a scheme that "
-                "extrapolates (sinusoidal, rope, alibi)."
+                f"extrapolates ({', '.join(name for name, scheme in POSITION_SCHEMES.items() if scheme.extrapolates)})."
             )
         return inputs_embeds + self.embeddings(position_ids)
 
 
-ROPE_LAYOUTS = ("halves", "interleaved")
+# RoPE variants whose init functions transformers ships and this package supports end to end.
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
 
 
 def rotary_tables(angles: torch.Tensor, layout: str = "halves") -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,6 +183,9 @@ class RotaryPositions(PositionScheme):
     in transformers' Llama), so any length works and nothing is read back to the host. Only `dynamic`
     recomputes the frequencies, for an input longer than the training length, since they depend on it.
     """
+
+    takes_rope_parameters = True
+    context_scalings = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)

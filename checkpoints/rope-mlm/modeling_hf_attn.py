@@ -733,7 +733,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         if (
             not windowed
             and position_ids is None
-            and self.config.position_embedding_type == "learned"
+            and not self.model.positions.extrapolates
             and text is not None
             and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
             and text.shape[1] > positions

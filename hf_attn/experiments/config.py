@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from transformers import TrainingArguments
 
-from ..configuration_hf_attn import HfAttnConfig
+from ..configuration_hf_attn import HfAttnConfig, is_count
 from .precision import PRECISIONS
 
 
@@ -204,9 +204,6 @@ def _apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> None:
         target[keys[-1]] = value
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
 
 def _is_optional_path(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value != "")
@@ -217,15 +214,15 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "dataset": (lambda value: isinstance(value, str) and value != "", "a Hub id, a folder or 'sample'"),
     "week3": (_is_optional_path, "a Week 3 folder or null"),
     "init_from": (_is_optional_path, "a saved model folder or null"),
-    "tokenizer_vocab_size": (lambda value: _is_count(value) and value > 256,
+    "tokenizer_vocab_size": (lambda value: is_count(value) and value > 256,
                              "an integer above 256 (the 256 byte symbols plus merges)"),
-    "max_length": (_is_count, "a positive integer"),
-    "read_length": (lambda value: value is None or _is_count(value), "a positive integer or null (max_length)"),
-    "limit_train": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
-    "limit_eval": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
-    "evals_per_epoch": (_is_count, "a positive integer"),
-    "num_beams": (_is_count, "a positive integer (1: greedy only)"),
-    "early_stopping_patience": (lambda value: value is None or _is_count(value), "a positive integer or null"),
+    "max_length": (is_count, "a positive integer"),
+    "read_length": (lambda value: value is None or is_count(value), "a positive integer or null (max_length)"),
+    "limit_train": (lambda value: value is None or is_count(value), "a positive integer or null (all rows)"),
+    "limit_eval": (lambda value: value is None or is_count(value), "a positive integer or null (all rows)"),
+    "evals_per_epoch": (is_count, "a positive integer"),
+    "num_beams": (is_count, "a positive integer (1: greedy only)"),
+    "early_stopping_patience": (lambda value: value is None or is_count(value), "a positive integer or null"),
     "seed": (lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
              "a non-negative integer"),
     "mlm_probability": (lambda value: isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1,
