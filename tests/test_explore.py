@@ -163,6 +163,28 @@ def test_rope_line_is_the_closed_form_decay_and_no_positions_draw_no_line(tmp_pa
     assert scheme_curves(load_explored(tmp_path / "none"), 12)[2] == {}
 
 
+@pytest.mark.parametrize("scheme", ["t5", "fire"])
+def test_a_learned_bias_is_drawn_as_each_heads_bias_on_a_key_that_far_back(tmp_path: Path, scheme: str) -> None:
+    """The same picture as ALiBi's, from the model's own table (T5, buckets by transformers' T5) or MLP (FIRE, the
+    paper's formula at the last query)."""
+    from test_positions import fire_bias_by_the_formula
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    save_tiny_classifier(tmp_path, position_embedding_type=scheme)
+    explored = load_explored(tmp_path)
+    _, _, lines = scheme_curves(explored, 10)
+    positions, config = explored.model.model.positions, explored.model.config
+    if scheme == "t5":
+        buckets = T5Attention._relative_position_bucket(-torch.arange(11), bidirectional=True, num_buckets=32,
+                                                        max_distance=128)
+        expected = positions.relative_attention_bias.weight[buckets].T  # (heads, distance)
+    else:
+        expected = torch.tensor([fire_bias_by_the_formula(positions, 10, 10 - d) for d in range(11)]).T
+    assert len(lines) == config.num_attention_heads
+    for line, head in zip(lines.values(), expected, strict=True):
+        assert line.tolist() == pytest.approx(head.tolist(), abs=1e-5)
+
+
 def test_sinusoidal_similarity_is_the_mean_cosine_of_the_offset_over_frequencies(tmp_path: Path) -> None:
     """PE(p) . PE(p + d) = sum_i cos(d w_i) for every p, and |PE(p)|^2 = dim / 2."""
     save_tiny_classifier(tmp_path, position_embedding_type="sinusoidal")

@@ -100,7 +100,8 @@ class HfAttnConfig(PreTrainedConfig):
         norm_position: `pre` (x + f(norm(x)): stable without warm-up tricks) or `post`
             (norm(x + f(x)): the original Transformer / BERT).
         position_embedding_type: a key of `hf_attn.positions.POSITION_SCHEMES`: `none`, `sinusoidal`,
-            `learned`, `rope`, `alibi`.
+            `learned`, `rope`, `alibi`, `t5` (T5's bucketed relative bias), `fire` (FIRE's learned function of
+            the normalised log distance).
         max_position_embeddings: the training length; `learned` cannot go beyond it, RoPE scaling
             uses it as the original context length, other schemes extrapolate past it.
         rope_parameters: transformers' RoPE dict (`rope_type` in default/linear/dynamic/yarn,
@@ -109,6 +110,9 @@ class HfAttnConfig(PreTrainedConfig):
         rope_layout: which channels of a head RoPE rotates together: `halves` (i and i + d/2, Llama's
             `rotate_half`) or `interleaved` (2i and 2i + 1, the RoPE paper's and RoFormer's layout).
             A `config.json` saved before this field existed was trained with `halves`, the default.
+        relative_attention_num_buckets: `t5` only: buckets of the key-query offset, each with a learned bias
+            per head (T5's 32); an encoder gives half to keys after the query.
+        relative_attention_max_distance: `t5` only: the offset from which all share the last bucket (T5's 128).
         sliding_window: if set, layers of type `sliding_attention` let a token attend only to keys at
             most this many positions away (on each side; only backwards when causal).
         layer_types: per-layer `full_attention` / `sliding_attention`; defaults to all sliding when
@@ -181,6 +185,8 @@ class HfAttnConfig(PreTrainedConfig):
     max_position_embeddings: int = count(128)
     rope_parameters: dict | None = None
     rope_layout: Literal["halves", "interleaved"] = "halves"
+    relative_attention_num_buckets: int = count(32)
+    relative_attention_max_distance: int = count(128)
     sliding_window: int | None = count(None, "no window")
     layer_types: list[LayerType] | None = None
     attention_dropout: float = probability(0.1)

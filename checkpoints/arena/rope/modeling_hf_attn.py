@@ -348,6 +348,7 @@ class HfAttnPreTrainedModel(PreTrainedModel):
             init.normal_(projection.weight, mean=0.0, std=std)
         elif isinstance(module, PositionScheme):
             module.reset_buffers()
+            module.init_parameters()
 
 
 def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
