@@ -607,7 +607,7 @@ REMOTE_LOAD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("scheme", ["rope", "fire", pytest.param("t5", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("scheme", ["rope", *(pytest.param(name, marks=pytest.mark.slow) for name in ("t5", "fire"))])
 def test_saved_folder_loads_with_remote_code_where_hf_attn_is_absent(scheme: str, tmp_path: Path) -> None:
     model = build(HfAttnForSequenceClassification, position_embedding_type=scheme, num_key_value_heads=2)
     nudge_position_parameters(model)
