@@ -319,14 +319,17 @@ class T5Positions(PositionScheme):
             )
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
+        # The bias depends on the offset alone: bucket each offset in [-K, K) once, then spread them over (Q, K).
+        every_offset = torch.arange(-key_length, key_length, device=position_ids.device)
         buckets = t5_buckets(
-            key_minus_query(position_ids, key_length),
+            every_offset,
             bidirectional=not self.config.is_decoder,
             num_buckets=self.config.relative_attention_num_buckets,
             max_distance=self.config.relative_attention_max_distance,
         )
-        bias = self.relative_attention_bias(buckets)  # (Q, K, heads)
-        return AttentionPositions(bias=bias.permute(2, 0, 1)[None])
+        by_offset = self.relative_attention_bias(buckets).T  # (heads, 2K)
+        bias = by_offset[:, key_minus_query(position_ids, key_length) + key_length]  # (heads, Q, K)
+        return AttentionPositions(bias=bias[None])
 
 
 class FirePositions(PositionScheme):
