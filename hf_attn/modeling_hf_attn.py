@@ -349,6 +349,7 @@ class HfAttnPreTrainedModel(PreTrainedModel):
             init.normal_(projection.weight, mean=0.0, std=std)
         elif isinstance(module, PositionScheme):
             module.reset_buffers()
+            module.init_parameters()
 
 
 def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
@@ -734,7 +735,7 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         if (
             not windowed
             and position_ids is None
-            and self.config.position_embedding_type == "learned"
+            and not self.model.positions.extrapolates
             and text is not None
             and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
             and text.shape[1] > positions

@@ -32,6 +32,7 @@ from transformers import (
 from transformers.tokenization_utils_base import LARGE_INTEGER
 
 from .configuration_hf_attn import HfAttnConfig
+from .positions import POSITION_SCHEMES
 
 SHOWN_NAMES = 3  # weight names an error lists of each kind, before the count
 BATCH_SIZE = 32  # texts per pipeline call of `classify_in_batches`: a large input is never held whole
@@ -148,8 +149,9 @@ def _likely_cause(source: str | os.PathLike[str], model: PreTrainedModel) -> str
 
 
 def beyond_learned_table(config: Any, length: int) -> bool:
-    """Whether reading `length` tokens at once needs positions a `learned` table was never given."""
-    return getattr(config, "position_embedding_type", None) == "learned" and length > config.max_position_embeddings
+    """Whether reading `length` tokens at once needs positions a table (`learned`'s) was never given."""
+    scheme = POSITION_SCHEMES.get(getattr(config, "position_embedding_type", None))
+    return scheme is not None and not scheme.extrapolates and length > config.max_position_embeddings
 
 
 def classifier_pipeline(model_dir: str | os.PathLike[str], **config_changes: Any) -> TextClassificationPipeline:

@@ -100,7 +100,7 @@ def test_goals_summarise_hf_attn_sdpa_against_its_fastest_peer(toy_run: tuple[di
         ratios = [r["speedup_vs_peer"] for r in section["rows"] if r["family"] == "hf-attn" and r["backend"] == "sdpa"
                   and precision in ("all", r["precision"])]
         goal = section["goals"][precision]
-        assert goal["cells"] == len(ratios) == 5 * 2 * 2 * (2 if precision == "all" else 1)
+        assert goal["cells"] == len(ratios) == len(POSITION_SCHEMES) * 2 * 2 * (2 if precision == "all" else 1)
         assert goal["met"] == sum(ratio >= 0.95 for ratio in ratios)
         assert goal["geomean"] == pytest.approx(math.prod(ratios) ** (1 / len(ratios)))
     assert section["goals"]["all"]["training_mfu"] is None  # peaks of two precisions are not one yardstick
@@ -143,7 +143,8 @@ def test_other_sections_and_outputs(toy_run: tuple[dict, str, Path]) -> None:
 def test_rows_carry_model_flops_and_mfu_against_the_peak_of_their_precision(toy_run: tuple[dict, str, Path]) -> None:
     """hf-attn's FLOPs per token by hand from the toy shape (d 32, FFN 64, 2 layers, 2 labels): per layer
     Q/K/V + output 4 d^2 and FFN 2 d I multiply-adds per token, attention 4 T d, the classifier 2 d per
-    sequence; training 3 x. MFU = FLOPs x tokens/s over the peak of the row's precision."""
+    sequence; training 3 x; FIRE's MLP (1 -> 32 -> 4 heads) once per query-key pair. MFU = FLOPs x tokens/s over
+    the peak of the row's precision."""
     section = toy_run[0]["throughput"]
     d, ffn, layers = 32, 64, 2
     assert set(section["matmul_peak"]) == {"fp32", "bf16"}
@@ -156,7 +157,9 @@ def test_rows_carry_model_flops_and_mfu_against_the_peak_of_their_precision(toy_
         if r["family"] != "hf-attn":
             continue
         seq = r["seq"]
-        forward = seq * (2 * layers * (4 * d * d + 2 * d * ffn) + layers * 4 * seq * d) + 2 * d * 2
+        scheme_mlp = 32 + 32 * 4 if r["scheme"] == "fire" else 0
+        forward = (seq * (2 * layers * (4 * d * d + 2 * d * ffn) + layers * 4 * seq * d) + 2 * scheme_mlp * seq**2
+                   + 2 * d * 2)
         assert r["flops_per_token"] == pytest.approx({"train": 3, "infer": 1}[r["mode"]] * forward / seq)
         peak = section["matmul_peak"][r["precision"]]["gflops"] * 1e9
         assert r["mfu"] == pytest.approx(r["flops_per_token"] * r["tokens_per_s"] / peak)

@@ -74,6 +74,13 @@ INVALID = [
     (dict(eos_token_id=[1, 64]), "eos_token_id", "[0, 64)"),
     (dict(rtd_generator_layers=0), "rtd_generator_layers", "positive integer"),
     (dict(rtd_loss_weight=-1.0), "rtd_loss_weight", "positive number"),
+    (dict(relative_attention_num_buckets=0), "relative_attention_num_buckets", "positive integer"),
+    (dict(is_decoder="yes"), "is_decoder", "bool"),
+    (dict(layer_types=["full_attention", "local"]), "layer_types", "sliding_attention"),
+    (dict(classifier_dropout=1.0), "classifier_dropout", "or None (hidden_dropout)"),
+    (dict(position_embedding_type="t5", relative_attention_num_buckets=3), "relative_attention_num_buckets", "4"),
+    (dict(position_embedding_type="t5", relative_attention_num_buckets=32, relative_attention_max_distance=8),
+     "relative_attention_max_distance", "exceed the 8"),
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "longrope", "factor": 2.0}),
      "rope_type", "yarn"),
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "linear"}), "factor", ">= 1"),
@@ -92,5 +99,5 @@ def test_invalid_values_name_field_value_and_fix(overrides: dict, field: str, hi
 
 def test_unknown_scheme_lists_every_known_scheme() -> None:
     with pytest.raises(ValueError) as excinfo:
-        HfAttnConfig(position_embedding_type="t5")
+        HfAttnConfig(position_embedding_type="xpos")
     assert all(name in str(excinfo.value) for name in POSITION_SCHEMES)

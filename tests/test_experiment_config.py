@@ -31,7 +31,7 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
     ("name: x\ntraining:\n  learning_rte: 0.1\n", "unknown key `learning_rte` for TrainingArguments"),
     ("name: x\ntraining:\n  num_train_epochs: three\n", "`num_train_epochs` must be of type float"),
     ("name: x\nmax_length: '128'\n", "`max_length` must be like 128"),
-    ("name: x\nmodel:\n  position_embedding_type: t5\n", "position_embedding_type"),
+    ("name: x\nmodel:\n  position_embedding_type: xpos\n", "position_embedding_type"),
     ("name: x\nmodel: [1, 2]\n", "`model` must be a mapping"),
     ("- just\n- a list\n", "must hold a mapping"),
     ("name: [unclosed\n", "not valid YAML"),

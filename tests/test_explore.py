@@ -21,6 +21,7 @@ from test_cli import save_tiny_classifier
 from test_long_inputs import WINDOW
 
 from hf_attn import HfAttnForMaskedLM, cli
+from hf_attn.analysis.plots import rope_offset_scores
 from hf_attn.explore import analysis
 from hf_attn.explore.analysis import (
     attention_by_distance,
@@ -148,6 +149,40 @@ def test_alibi_lines_are_each_heads_slope_times_the_distance(tmp_path: Path) -> 
     _, _, lines = scheme_curves(load_explored(tmp_path), 10)
     for head, line in enumerate(lines.values()):  # 4 heads: slopes 2^-2, 2^-4, 2^-6, 2^-8 (Press et al.)
         assert line.tolist() == pytest.approx([-(2.0 ** (-2 * (head + 1))) * d for d in range(11)])
+
+
+@pytest.mark.parametrize("rope_layout", ["halves", "interleaved"])
+def test_rope_line_is_the_closed_form_decay_and_no_positions_draw_no_line(tmp_path: Path, rope_layout: str) -> None:
+    """The picture comes from the scheme's own rotation, in either layout: the mean of cos(d theta_i)."""
+    save_tiny_classifier(tmp_path / "rope", position_embedding_type="rope", rope_layout=rope_layout)
+    explored = load_explored(tmp_path / "rope")
+    _, _, lines = scheme_curves(explored, 12)
+    (line,) = lines.values()
+    assert line.tolist() == pytest.approx(rope_offset_scores(explored.model.config.head_dim, 12).tolist(), abs=1e-5)
+    save_tiny_classifier(tmp_path / "none", position_embedding_type="none")
+    assert scheme_curves(load_explored(tmp_path / "none"), 12)[2] == {}
+
+
+@pytest.mark.parametrize("scheme", ["t5", "fire"])
+def test_a_learned_bias_is_drawn_as_each_heads_bias_on_a_key_that_far_back(tmp_path: Path, scheme: str) -> None:
+    """The same picture as ALiBi's, from the model's own table (T5, buckets by transformers' T5) or MLP (FIRE, the
+    paper's formula at the last query)."""
+    from test_positions import fire_bias_by_the_formula
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    save_tiny_classifier(tmp_path, position_embedding_type=scheme)
+    explored = load_explored(tmp_path)
+    _, _, lines = scheme_curves(explored, 10)
+    positions, config = explored.model.model.positions, explored.model.config
+    if scheme == "t5":
+        buckets = T5Attention._relative_position_bucket(-torch.arange(11), bidirectional=True, num_buckets=32,
+                                                        max_distance=128)
+        expected = positions.relative_attention_bias.weight[buckets].T  # (heads, distance)
+    else:
+        expected = torch.tensor([fire_bias_by_the_formula(positions, 10, 10 - d) for d in range(11)]).T
+    assert len(lines) == config.num_attention_heads
+    for line, head in zip(lines.values(), expected, strict=True):
+        assert line.tolist() == pytest.approx(head.tolist(), abs=1e-5)
 
 
 def test_sinusoidal_similarity_is_the_mean_cosine_of_the_offset_over_frequencies(tmp_path: Path) -> None:

@@ -570,11 +570,20 @@ def test_torch_compile_matches_eager_forward() -> None:
 # ---------------------------------------------------------------- saving and loading
 
 
+def nudge_position_parameters(model: HfAttnForSequenceClassification) -> None:
+    """Move the scheme's parameters off their initial values (FIRE's c and L start at constants), as training
+    does, so a reload that initialised them instead of loading them would change the logits."""
+    with torch.no_grad():
+        for parameter in model.model.positions.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+
+
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_save_and_reload_gives_identical_logits(scheme: str, tmp_path: Path) -> None:
     from transformers import AutoModelForSequenceClassification
 
     model = build(HfAttnForSequenceClassification, position_embedding_type=scheme)
+    nudge_position_parameters(model)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").is_file()
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path, attn_implementation="eager").eval()
@@ -600,8 +609,10 @@ REMOTE_LOAD = textwrap.dedent("""
 """)
 
 
-def test_saved_folder_loads_with_remote_code_where_hf_attn_is_absent(tmp_path: Path) -> None:
-    model = build(HfAttnForSequenceClassification, position_embedding_type="rope", num_key_value_heads=2)
+@pytest.mark.parametrize("scheme", ["rope", *(pytest.param(name, marks=pytest.mark.slow) for name in ("t5", "fire"))])
+def test_saved_folder_loads_with_remote_code_where_hf_attn_is_absent(scheme: str, tmp_path: Path) -> None:
+    model = build(HfAttnForSequenceClassification, position_embedding_type=scheme, num_key_value_heads=2)
+    nudge_position_parameters(model)
     folder = tmp_path / "model"
     model.save_pretrained(folder)
     for name in ("configuration_hf_attn.py", "modeling_hf_attn.py", "positions.py", "masking.py"):

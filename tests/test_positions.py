@@ -10,7 +10,9 @@ from helpers import tiny_config_kwargs
 
 from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnModel, PositionScheme
 from hf_attn.positions import (
+    FirePositions,
     RotaryPositions,
+    T5Positions,
     alibi_slopes,
     apply_rotary,
     sinusoidal_embedding,
@@ -168,12 +170,85 @@ def test_alibi_bias_is_minus_slope_times_distance() -> None:
                 assert bias[0, head, i, j].item() == pytest.approx(-slopes[head].item() * abs(i - j))
 
 
-@pytest.mark.parametrize("scheme", ["sinusoidal", "rope", "alibi", "none"])
+@pytest.mark.parametrize("scheme", [name for name, scheme in POSITION_SCHEMES.items() if scheme.extrapolates])
 def test_extrapolating_schemes_run_beyond_max_position_embeddings(scheme: str) -> None:
     model = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme))).eval()
     output = model(input_ids=torch.randint(1, 64, (2, 80)))  # max_position_embeddings is 32
     assert output.last_hidden_state.shape == (2, 80, 32)
     assert torch.isfinite(output.last_hidden_state).all()
+
+
+@pytest.mark.parametrize("is_decoder", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("cached", [0, 190], ids=["whole", "after-a-cache"])
+def test_t5_bias_equals_transformers_t5_attention_bias_given_the_same_table(is_decoder: bool, cached: int) -> None:
+    """Buckets past the largest (max_distance 128 at 200 tokens), keys on both sides in an encoder, and the
+    queries after a cache (T5 numbers them from `past_seen_tokens`) all give transformers' T5 bias."""
+    from transformers import T5Config
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="t5", is_decoder=is_decoder))
+    ours = T5Positions(config)
+    torch.nn.init.normal_(ours.relative_attention_bias.weight)
+    t5_config = T5Config(d_model=32, d_kv=8, num_heads=4, relative_attention_num_buckets=32,
+                         relative_attention_max_distance=128, is_decoder=is_decoder)
+    theirs = T5Attention(t5_config, has_relative_attention_bias=True)
+    theirs.relative_attention_bias.weight.data.copy_(ours.relative_attention_bias.weight.data)
+    keys, queries = 200, 200 - cached
+    bias = ours.attention_positions(torch.arange(cached, keys)[None], keys).bias
+    expected = theirs.compute_bias(queries, keys, past_seen_tokens=cached)
+    assert bias.shape == expected.shape == (1, 4, queries, keys)
+    assert torch.equal(bias, expected)
+    assert len(ours.relative_attention_bias.weight) == 32 and bias.unique().numel() > 16  # far buckets are used
+
+
+def fire_bias_by_the_formula(fire: FirePositions, query: int, key: int) -> list[float]:
+    """Li et al.'s b(i, j) = f(psi(i - j) / psi(max(L, i))), psi(x) = log(|c x| + 1), L = |scale * 512|, f an MLP
+    1 -> 32 (ReLU) -> heads, written out with Python floats, one hidden unit at a time."""
+    c, scale = fire.c.item(), fire.threshold_scale.item()
+    psi = lambda x: math.log(abs(c * x) + 1)  # noqa: E731
+    x = psi(query - key) / (psi(max(abs(scale * 512.0), query)) + 1e-6)
+    first, second = fire.mlp[0], fire.mlp[2]
+    hidden = [max(0.0, first.weight[u, 0].item() * x + first.bias[u].item()) for u in range(first.out_features)]
+    return [sum(second.weight[h, u].item() * hidden[u] for u in range(len(hidden))) + second.bias[h].item()
+            for h in range(second.out_features)]
+
+
+@pytest.mark.parametrize("cached", [0, 20], ids=["whole", "after-a-cache"])
+def test_fire_bias_equals_the_papers_formula(cached: int) -> None:
+    """Past and beyond the threshold L (set to ~10 here so 24 tokens cross it), every query, key and head;
+    queries after a cache are normalised by their own position."""
+    torch.manual_seed(0)
+    fire = FirePositions(HfAttnConfig(**tiny_config_kwargs(position_embedding_type="fire", is_decoder=True)))
+    for layer in (fire.mlp[0], fire.mlp[2]):
+        torch.nn.init.normal_(layer.weight)
+        torch.nn.init.normal_(layer.bias)
+    with torch.no_grad():
+        fire.c.fill_(0.7)
+        fire.threshold_scale.fill_(-10.0 / 512)  # L = |scale * 512| = 10
+    keys = 24
+    bias = fire.attention_positions(torch.arange(cached, keys)[None], keys).bias
+    assert bias.shape == (1, 4, keys - cached, keys)
+    for row, query in enumerate(range(cached, keys)):
+        for key in range(keys):
+            assert bias[0, :, row, key].tolist() == pytest.approx(fire_bias_by_the_formula(fire, query, key), abs=1e-5)
+
+
+def test_fire_reads_a_left_padded_prompt_as_the_prompt_alone() -> None:
+    """FIRE normalises by the query's position, so it must be the position id (a left-padded row's count from its
+    first token), not the slot; L is set to 2 so the normaliser changes with every position here."""
+    from test_decoders import decoder, token_ids
+
+    model = decoder(position_embedding_type="fire")
+    with torch.no_grad():
+        model.model.positions.threshold_scale.fill_(2 / 512)
+    prompt = token_ids(1, 4)
+    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), prompt], dim=1)
+    attention_mask = (torch.arange(7) >= 3).long()[None]
+    with torch.no_grad():
+        alone = model(input_ids=prompt).logits
+        together = model(input_ids=padded, attention_mask=attention_mask,
+                         position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0)).logits
+    torch.testing.assert_close(together[:, 3:], alone, atol=1e-5, rtol=1e-5)
 
 
 def test_learned_positions_refuse_longer_inputs_clearly() -> None:

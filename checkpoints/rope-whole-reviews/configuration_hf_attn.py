@@ -7,32 +7,77 @@ the field, the value and what is allowed, so that a bad YAML file or a typo in a
 surfaces later as a shape error deep inside torch.
 """
 
-from __future__ import annotations
-
 import math
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import fields as dataclass_fields
+from typing import Any, Literal, get_args, get_origin
 
+from huggingface_hub.dataclasses import type_validator, validated_field
 from transformers import PreTrainedConfig
 
-from .positions import POSITION_SCHEMES, ROPE_LAYOUTS
+from .positions import POSITION_SCHEMES, ROPE_TYPES, PositionScheme
 
-HIDDEN_ACTIVATIONS = ("gelu", "relu", "silu", "swiglu", "geglu")
-NORM_TYPES = ("layernorm", "rmsnorm")
-NORM_POSITIONS = ("pre", "post")
-POOLING_MODES = ("cls", "mean", "max")
-LAYER_TYPES = ("full_attention", "sliding_attention")
-# RoPE variants whose init functions transformers ships and this package supports end to end.
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
+LayerType = Literal["full_attention", "sliding_attention"]
 LAST_ID = -1
 """`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
+    """Whether `value` is a whole number >= 1 (a bool is not a number here, though Python says it is)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _invalid(field: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"HfAttnConfig: invalid `{field}`={value!r}; {allowed}.")
+
+
+# Fields whose type hint alone does not say what is allowed carry a validator (huggingface_hub's
+# `validated_field`, as transformers' configs declare `interval(...)`); each raises `ValueError("what is allowed")`.
+def _checked(default: Any, accepts: Callable[[Any], bool], allowed: str, none_means: str | None = None) -> Any:
+    def check(value: Any) -> None:
+        if not (accepts(value) or (none_means is not None and value is None)):
+            raise ValueError(allowed if none_means is None else f"{allowed}, or None ({none_means})")
+
+    return validated_field(check, default=default)
+
+
+def count(default: int | None, none_means: str | None = None) -> Any:
+    return _checked(default, is_count, "must be a positive integer", none_means)
+
+
+def probability(default: float | None, none_means: str | None = None) -> Any:
+    return _checked(default, lambda value: is_number(value) and 0.0 <= value < 1.0,
+                    "must be a probability in [0, 1)", none_means)
+
+
+def positive_number(default: float) -> Any:
+    return _checked(default, lambda value: is_number(value) and value > 0, "must be a positive number")
+
+
+def one_of(default: str, choices: dict[str, Any]) -> Any:
+    """A choice among the keys of a registry, read when checked (a scheme registered later is allowed too)."""
+
+    def check(value: Any) -> None:
+        if value not in choices:
+            raise ValueError(f"allowed: {', '.join(choices)}")
+
+    return validated_field(check, default=default)
+
+
+def _allowed_by_hint(hint: Any) -> str:
+    """What a type hint allows, in words: the choices of its `Literal`s, or the type itself."""
+    choices = _literal_choices(hint)
+    return f"allowed: {', '.join(map(str, choices))}" if choices else f"must be {getattr(hint, '__name__', hint)}"
+
+
+def _literal_choices(hint: Any) -> list[Any]:
+    if get_origin(hint) is Literal:
+        return list(get_args(hint))
+    return [choice for argument in get_args(hint) for choice in _literal_choices(argument)]
 
 
 class HfAttnConfig(PreTrainedConfig):
@@ -55,7 +100,8 @@ class HfAttnConfig(PreTrainedConfig):
         norm_position: `pre` (x + f(norm(x)): stable without warm-up tricks) or `post`
             (norm(x + f(x)): the original Transformer / BERT).
         position_embedding_type: a key of `hf_attn.positions.POSITION_SCHEMES`: `none`, `sinusoidal`,
-            `learned`, `rope`, `alibi`.
+            `learned`, `rope`, `alibi`, `t5` (T5's bucketed relative bias), `fire` (FIRE's learned function of
+            the normalised log distance).
         max_position_embeddings: the training length; `learned` cannot go beyond it, RoPE scaling
             uses it as the original context length, other schemes extrapolate past it.
         rope_parameters: transformers' RoPE dict (`rope_type` in default/linear/dynamic/yarn,
@@ -64,6 +110,9 @@ class HfAttnConfig(PreTrainedConfig):
         rope_layout: which channels of a head RoPE rotates together: `halves` (i and i + d/2, Llama's
             `rotate_half`) or `interleaved` (2i and 2i + 1, the RoPE paper's and RoFormer's layout).
             A `config.json` saved before this field existed was trained with `halves`, the default.
+        relative_attention_num_buckets: `t5` only: buckets of the key-query offset, each with a learned bias
+            per head (T5's 32); an encoder gives half to keys after the query.
+        relative_attention_max_distance: `t5` only: the offset from which all share the last bucket (T5's 128).
         sliding_window: if set, layers of type `sliding_attention` let a token attend only to keys at
             most this many positions away (on each side; only backwards when causal).
         layer_types: per-layer `full_attention` / `sliding_attention`; defaults to all sliding when
@@ -122,32 +171,34 @@ class HfAttnConfig(PreTrainedConfig):
 
     model_type = "hf_attn"
 
-    vocab_size: int = 501
-    hidden_size: int = 384
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int | None = None
-    intermediate_size: int = 1536
+    vocab_size: int = count(501)
+    hidden_size: int = count(384)
+    num_hidden_layers: int = count(4)
+    num_attention_heads: int = count(4)
+    num_key_value_heads: int | None = count(None, "as many as num_attention_heads")
+    intermediate_size: int = count(1536)
     hidden_act: Literal["gelu", "relu", "silu", "swiglu", "geglu"] = "gelu"
     norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
-    norm_eps: float = 1e-5
+    norm_eps: float = positive_number(1e-5)
     norm_position: Literal["pre", "post"] = "pre"
-    position_embedding_type: str = "rope"
-    max_position_embeddings: int = 128
+    position_embedding_type: str = one_of("rope", POSITION_SCHEMES)
+    max_position_embeddings: int = count(128)
     rope_parameters: dict | None = None
     rope_layout: Literal["halves", "interleaved"] = "halves"
-    sliding_window: int | None = None
-    layer_types: list[str] | None = None
-    attention_dropout: float = 0.1
-    hidden_dropout: float = 0.1
-    classifier_dropout: float | None = None
+    relative_attention_num_buckets: int = count(32)
+    relative_attention_max_distance: int = count(128)
+    sliding_window: int | None = count(None, "no window")
+    layer_types: list[LayerType] | None = None
+    attention_dropout: float = probability(0.1)
+    hidden_dropout: float = probability(0.1)
+    classifier_dropout: float | None = probability(None, "hidden_dropout")
     classifier_pooling: Literal["cls", "mean", "max"] = "mean"
-    read_length: int | None = None
-    window_stride: int | None = None
-    max_direct_length: int | None = 8192
+    read_length: int | None = count(None, "every token")
+    window_stride: int | None = count(None, "read directly, in one pass")
+    max_direct_length: int | None = count(8192, "read any length in one pass")
     scale_embeddings: bool = False
     attention_bias: bool = True
-    initializer_range: float = 0.02
+    initializer_range: float = positive_number(0.02)
     is_decoder: bool = False
     add_cross_attention: bool = False
     pad_token_id: int | None = LAST_ID
@@ -156,8 +207,8 @@ class HfAttnConfig(PreTrainedConfig):
     use_cache: bool = True
     tie_word_embeddings: bool = True
     sparse_prediction: bool = False
-    rtd_generator_layers: int = 1
-    rtd_loss_weight: float = 50.0
+    rtd_generator_layers: int = count(1)
+    rtd_loss_weight: float = positive_number(50.0)
 
     def __post_init__(self, **kwargs: Any) -> None:
         # Configs saved by hf_attn 1.0 name a dropout implementation; dropout is torch's now, and inactive at
@@ -173,12 +224,18 @@ class HfAttnConfig(PreTrainedConfig):
         if self.layer_types is None:
             kind = "full_attention" if self.sliding_window is None else "sliding_attention"
             self.layer_types = [kind] * self.num_hidden_layers if isinstance(self.num_hidden_layers, int) else []
-        if self.position_embedding_type == "rope" and not self.rope_parameters and "rope_scaling" not in kwargs:
+        takes_rope_parameters = POSITION_SCHEMES.get(self.position_embedding_type, PositionScheme).takes_rope_parameters
+        if takes_rope_parameters and not self.rope_parameters and "rope_scaling" not in kwargs:
             self.rope_parameters = {"rope_type": "default", "rope_theta": kwargs.pop("rope_theta", 10_000.0)}
         self.validate_fields()
         super().__post_init__(**kwargs)
-        if self.position_embedding_type == "rope":
+        if self.position_scheme.takes_rope_parameters:
             self._validate_rope_parameters()
+
+    @property
+    def position_scheme(self) -> type[PositionScheme]:
+        """The registry's class of `position_embedding_type`: what the scheme can do (`extrapolates`, ...)."""
+        return POSITION_SCHEMES[self.position_embedding_type]
 
     @property
     def head_dim(self) -> int:
@@ -197,33 +254,22 @@ class HfAttnConfig(PreTrainedConfig):
 
     def validate_fields(self) -> None:
         """Raise a `ValueError` naming the first invalid field (run at construction; again after a field is set)."""
-        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                      "num_key_value_heads", "intermediate_size", "max_position_embeddings", "rtd_generator_layers"):
-            value = getattr(self, field)
-            if not _is_count(value):
-                raise _invalid(field, value, "must be a positive integer")
-        for field in ("attention_dropout", "hidden_dropout", "classifier_dropout"):
-            value = getattr(self, field)
-            if value is None and field == "classifier_dropout":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise _invalid(field, value, "must be a probability in [0, 1)")
-        for field in ("norm_eps", "rtd_loss_weight"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise _invalid(field, value, "must be a positive number")
-        choices = {
-            "hidden_act": HIDDEN_ACTIVATIONS,
-            "norm_type": NORM_TYPES,
-            "norm_position": NORM_POSITIONS,
-            "classifier_pooling": POOLING_MODES,
-            "position_embedding_type": tuple(POSITION_SCHEMES),
-            "rope_layout": ROPE_LAYOUTS,
-        }
-        for field, allowed in choices.items():
-            value = getattr(self, field)
-            if value not in allowed:
-                raise _invalid(field, value, f"allowed: {', '.join(allowed)}")
+        hints = HfAttnConfig.__annotations__  # evaluated: this module does not postpone annotations
+        for field in dataclass_fields(HfAttnConfig):
+            if field.name not in hints:
+                continue  # a field of PreTrainedConfig's: transformers checks it
+            value = getattr(self, field.name)
+            try:
+                # A field's validator says what it accepts (a number where the hint says float takes an int, too);
+                # otherwise its type hint does, `Literal` choices included.
+                for check in field.metadata.get("validator", []):
+                    check(value)
+                if "validator" not in field.metadata:
+                    type_validator(field.name, value, hints[field.name])
+            except ValueError as error:
+                raise _invalid(field.name, value, str(error)) from None
+            except TypeError:
+                raise _invalid(field.name, value, _allowed_by_hint(hints[field.name])) from None
         if self.hidden_size % self.num_attention_heads:
             raise _invalid(
                 "num_attention_heads", self.num_attention_heads,
@@ -235,34 +281,28 @@ class HfAttnConfig(PreTrainedConfig):
                 f"must divide num_attention_heads={self.num_attention_heads} (each key/value head serves "
                 "a whole group of query heads)",
             )
-        if self.sliding_window is not None and not _is_count(self.sliding_window):
-            raise _invalid("sliding_window", self.sliding_window, "must be a positive integer or None")
-        if len(self.layer_types) != self.num_hidden_layers or any(t not in LAYER_TYPES for t in self.layer_types):
+        if len(self.layer_types) != self.num_hidden_layers:
             raise _invalid(
                 "layer_types", self.layer_types,
-                f"must list {self.num_hidden_layers} entries (one per layer) from {', '.join(LAYER_TYPES)}",
+                f"must list {self.num_hidden_layers} entries (one per layer) from {', '.join(get_args(LayerType))}",
             )
         if "sliding_attention" in self.layer_types and self.sliding_window is None:
             raise _invalid("layer_types", self.layer_types, "`sliding_attention` layers need `sliding_window` set")
-        if self.read_length is not None and not _is_count(self.read_length):
-            raise _invalid("read_length", self.read_length, "must be None (every token) or a positive integer")
         stride = self.window_stride
-        if stride is not None and not (_is_count(stride) and stride <= self.max_position_embeddings):
+        if stride is not None and stride > self.max_position_embeddings:
             raise _invalid(
                 "window_stride", stride,
                 f"must be None or a whole number in [1, max_position_embeddings={self.max_position_embeddings}] "
                 "(a longer stride would skip tokens between windows)",
             )
-        if self.max_direct_length is not None and not _is_count(self.max_direct_length):
-            raise _invalid("max_direct_length", self.max_direct_length,
-                           "must be None (read any length in one pass) or a positive integer")
-        if self.position_embedding_type == "learned" and stride is None and (
+        if not self.position_scheme.extrapolates and stride is None and (
             self.read_length or 0
         ) > self.max_position_embeddings:
             raise _invalid(
                 "read_length", self.read_length,
-                f"learned positions cover max_position_embeddings={self.max_position_embeddings} tokens; read "
-                f"at most that many, or set window_stride to read longer texts as windows",
+                f"{self.position_embedding_type} positions cover max_position_embeddings="
+                f"{self.max_position_embeddings} tokens; read at most that many, or set window_stride to read "
+                "longer texts as windows",
             )
         for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, field)
@@ -271,7 +311,7 @@ class HfAttnConfig(PreTrainedConfig):
                 isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size for i in ids
             ):
                 raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
-        POSITION_SCHEMES[self.position_embedding_type].check_config(self)
+        self.position_scheme.check_config(self)
 
     def _validate_rope_parameters(self) -> None:
         rope_type = self.rope_parameters.get("rope_type", "default")

@@ -5,10 +5,13 @@ A scheme can act at two places, and each class overrides only the hook it needs:
 * `embed(inputs_embeds, position_ids)`: absolute schemes add a vector per position once, after the
   token embedding (`sinusoidal`, `learned`).
 * `attention_positions(position_ids, key_length)`: relative schemes hand every attention layer what
-  it needs: RoPE's cos/sin to rotate queries and keys, or ALiBi's additive bias. The model calls
-  it once per forward pass and passes the result to all layers.
+  it needs: RoPE's cos/sin to rotate queries and keys, or an additive bias of the key-query offset
+  (ALiBi's fixed slopes, T5's learned buckets, FIRE's learned function). The model calls it once per
+  forward pass and passes the result to all layers.
 
-Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`.
+Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`. What the rest of
+the package asks of a scheme (whether every length has positions, whether `rope_parameters` configure it,
+which context scalings it has) are class attributes, so no module outside this one compares a scheme's name.
 RoPE rotates pairs of channels of each query and key head; which channels pair up is the config's
 `rope_layout` (`halves`, Llama's, or `interleaved`, RoFormer's: the same function of suitably
 permuted Q/K weights, so both load exactly).
@@ -19,10 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
+from transformers import initialization as init
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.utils import is_tracing
 
@@ -35,11 +39,19 @@ class AttentionPositions:
     """What a relative scheme passes to every attention layer (both empty for absolute schemes)."""
 
     rotary: tuple[torch.Tensor, torch.Tensor] | None = None  # RoPE's cos and signed sin (see `rotary_tables`)
-    bias: torch.Tensor | None = None  # additive scores bias, (1, heads, query, key)
+    bias: torch.Tensor | None = None  # additive scores bias, (1 or batch, heads, query, key)
 
 
 class PositionScheme(nn.Module):
     """Base class: no positions at all (an encoder built on it is permutation-equivariant)."""
+
+    extrapolates: ClassVar[bool] = True
+    """Whether every input length has positions; `False` for a table of `max_position_embeddings` rows, so a
+    longer input is read as windows or refused."""
+    takes_rope_parameters: ClassVar[bool] = False
+    """Whether the config's `rope_parameters` (transformers' RoPE dict) configure the scheme."""
+    context_scalings: ClassVar[tuple[str, ...]] = ()
+    """Ways to stretch the scheme past its training length (RoPE's `rope_type`s), each a reading the arena offers."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
@@ -57,6 +69,10 @@ class PositionScheme(nn.Module):
 
     def reset_buffers(self) -> None:
         """Recompute the scheme's fp32 buffers (called by `_init_weights`: non-persistent buffers are not loaded)."""
+
+    def init_parameters(self) -> None:
+        """Initialise the scheme's own parameters that are not `nn.Linear` / `nn.Embedding` weights (called by
+        `_init_weights`; transformers' `initialization` helpers leave a loaded parameter as it is)."""
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> PositionScheme:
         """Buffers (RoPE's frequencies, ALiBi's slopes) stay fp32 whatever dtype the model is cast to: each
@@ -102,6 +118,8 @@ class SinusoidalPositions(PositionScheme):
 class LearnedPositions(PositionScheme):
     """`learned`: a trained table of `max_position_embeddings` rows (BERT); cannot extrapolate."""
 
+    extrapolates = False
+
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
         self.embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
@@ -115,12 +133,13 @@ class LearnedPositions(PositionScheme):
                 f"(max_position_embeddings) but the input (with generate(): prompt + new tokens) needs {longest}; "
                 f"truncate inputs to "
                 f"{self.embeddings.num_embeddings} tokens (tokenizer truncation=True) or use a scheme that "
-                "extrapolates (sinusoidal, rope, alibi)."
+                f"extrapolates ({', '.join(name for name, scheme in POSITION_SCHEMES.items() if scheme.extrapolates)})."
             )
         return inputs_embeds + self.embeddings(position_ids)
 
 
-ROPE_LAYOUTS = ("halves", "interleaved")
+# RoPE variants whose init functions transformers ships and this package supports end to end.
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
 
 
 def rotary_tables(angles: torch.Tensor, layout: str = "halves") -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,6 +189,9 @@ class RotaryPositions(PositionScheme):
     in transformers' Llama), so any length works and nothing is read back to the host. Only `dynamic`
     recomputes the frequencies, for an input longer than the training length, since they depend on it.
     """
+
+    takes_rope_parameters = True
+    context_scalings = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -225,6 +247,16 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
+def key_minus_query(position_ids: torch.Tensor, key_length: int) -> torch.Tensor:
+    """Key slot - query slot, (Q, K), for the queries of `position_ids` (the last Q of `key_length` slots).
+
+    Relative schemes measure distances between slots: the queries are the last of the keys (the earlier ones
+    come from a cache), so left padding, whose position ids restart at each row's first token, changes nothing.
+    """
+    slots = torch.arange(key_length, device=position_ids.device)
+    return slots[None, :] - slots[key_length - position_ids.shape[-1] :, None]
+
+
 class AlibiPositions(PositionScheme):
     """`alibi`: a per-head linear penalty on query-key distance, -slope * |i - j|; no extra parameters."""
 
@@ -236,13 +268,110 @@ class AlibiPositions(PositionScheme):
         self.slopes = alibi_slopes(self.config.num_attention_heads).to(self.slopes.device)
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
-        # The distance is between slots: the queries are the last of the keys (the earlier ones come from a
-        # cache), so left padding, whose position ids restart at each row's first token, changes nothing.
-        slots = torch.arange(key_length, device=position_ids.device, dtype=torch.float32)
-        query_pos = slots[key_length - position_ids.shape[-1] :][None, :, None]
-        key_pos = slots[None, None, :]
-        distance = (query_pos - key_pos).abs()  # (1, Q, K)
-        return AttentionPositions(bias=-self.slopes.to(distance.device)[None, :, None, None] * distance[:, None])
+        distance = key_minus_query(position_ids, key_length).abs().float()  # (Q, K)
+        return AttentionPositions(bias=-self.slopes.to(distance.device)[None, :, None, None] * distance)
+
+
+def t5_buckets(
+    relative_position: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int
+) -> torch.Tensor:
+    """T5's bucket of each key - query offset (Raffel et al., 2020): one bucket per distance below half the buckets,
+    then buckets logarithmically wider up to `max_distance`, past which every distance shares the last one.
+    Bidirectional (an encoder), half the buckets serve keys after the query; causal (a decoder), all serve keys at
+    or before it, and a later key (masked anyway) shares bucket 0."""
+    if bidirectional:
+        num_buckets //= 2
+        side = (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        side = torch.zeros_like(relative_position)
+        distance = (-relative_position).clamp(min=0)
+    exact = num_buckets // 2
+    # clamp: log(0) is never used (those distances are exact) but would make the cast to long undefined.
+    log_ratio = torch.log(distance.clamp(min=1).float() / exact) / math.log(max_distance / exact)
+    logarithmic = (exact + (log_ratio * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
+    return side + torch.where(distance < exact, distance, logarithmic)
+
+
+class T5Positions(PositionScheme):
+    """`t5`: a learned bias per head and bucket of the key-query offset, added to the scores (T5's relative
+    attention bias, one table per model as in T5's first layer). Offsets past `relative_attention_max_distance`
+    share a bucket, so any length works; buckets are bidirectional in an encoder and causal in a decoder."""
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_attention_heads)
+
+    @classmethod
+    def check_config(cls, config: HfAttnConfig) -> None:
+        per_side = config.relative_attention_num_buckets // (1 if config.is_decoder else 2)
+        if per_side < 2:
+            raise ValueError(
+                f"HfAttnConfig: invalid `relative_attention_num_buckets`={config.relative_attention_num_buckets}; "
+                f"position_embedding_type='t5' needs at least {2 if config.is_decoder else 4} (an exact bucket and "
+                f"a logarithmic one{'' if config.is_decoder else ' on each side of the query'}); T5 uses 32."
+            )
+        if config.relative_attention_max_distance <= per_side // 2:
+            raise ValueError(
+                f"HfAttnConfig: invalid `relative_attention_max_distance`={config.relative_attention_max_distance}; "
+                f"must exceed the {per_side // 2} distances with a bucket each (relative_attention_num_buckets="
+                f"{config.relative_attention_num_buckets}); T5 uses 128."
+            )
+
+    def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
+        # The bias depends on the offset alone: bucket each offset in [-K, K) once, then spread them over (Q, K).
+        every_offset = torch.arange(-key_length, key_length, device=position_ids.device)
+        buckets = t5_buckets(
+            every_offset,
+            bidirectional=not self.config.is_decoder,
+            num_buckets=self.config.relative_attention_num_buckets,
+            max_distance=self.config.relative_attention_max_distance,
+        )
+        by_offset = self.relative_attention_bias(buckets).T  # (heads, 2K)
+        bias = by_offset[:, key_minus_query(position_ids, key_length) + key_length]  # (heads, Q, K)
+        return AttentionPositions(bias=bias[None])
+
+
+class FirePositions(PositionScheme):
+    """`fire`: Functional Interpolation for Relative Positions (Li et al., ICLR 2024): the bias of query i and key j
+    is a small MLP (1 -> 32 -> heads, ReLU) of psi(i - j) / psi(max(L, i)), psi(x) = log(|c x| + 1).
+
+    The log compresses long distances and the division by the query's own position maps every offset into
+    [0, 1] whatever the length, so a longer input interpolates between offsets the MLP saw instead of reaching
+    unseen ones. c and the threshold L are learned (L = |scale * 512|, the scale starting at 1, as in the paper's
+    listing); below L the normaliser is fixed, so short inputs are not over-normalised. The distance is |i - j|:
+    in an encoder a key after the query gets the bias of one as far before it, as ALiBi's does. i - j is counted
+    in slots (`key_minus_query`), i itself is the query's position id, so a left-padded row, whose ids start at
+    its first token, gets the bias of the same text unpadded (the bias is then one per row).
+    """
+
+    mlp_width = 32
+    initial_c = 0.1
+    initial_threshold = 512.0
+    eps = 1e-6  # keeps the normaliser above 0 if c is learned down to 0
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.mlp = nn.Sequential(
+            nn.Linear(1, self.mlp_width), nn.ReLU(), nn.Linear(self.mlp_width, config.num_attention_heads)
+        )
+        self.c = nn.Parameter(torch.tensor(self.initial_c))
+        self.threshold_scale = nn.Parameter(torch.tensor(1.0))
+
+    def init_parameters(self) -> None:
+        init.constant_(self.c, self.initial_c)
+        init.constant_(self.threshold_scale, 1.0)
+
+    def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
+        c = self.c.float()
+        threshold = (self.threshold_scale.float() * self.initial_threshold).abs()
+        # |c x|: c is learned and could turn negative.
+        distance = torch.log((c * key_minus_query(position_ids, key_length).float()).abs() + 1)  # (Q, K)
+        query = torch.maximum(position_ids.float(), threshold)  # (B|1, Q)
+        normaliser = torch.log((c * query).abs() + 1) + self.eps
+        inputs = (distance / normaliser[..., None])[..., None]  # (B|1, Q, K, 1)
+        bias = self.mlp(inputs.to(self.mlp[0].weight.dtype))  # (B|1, Q, K, heads)
+        return AttentionPositions(bias=bias.permute(0, 3, 1, 2))
 
 
 POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
@@ -251,6 +380,8 @@ POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
     "learned": LearnedPositions,
     "rope": RotaryPositions,
     "alibi": AlibiPositions,
+    "t5": T5Positions,
+    "fire": FirePositions,
 }
 
 

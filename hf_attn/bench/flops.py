@@ -3,10 +3,11 @@
 Model FLOPs count the multiply-adds a model's matrix products need, as 2 FLOPs each (the convention of
 MFU, after PaLM's appendix B); elementwise work, norms, softmax and the optimizer are left out. For an
 encoder over sequences of T tokens, with P the weights of the `nn.Linear` layers inside its Transformer
-blocks, n layers of width d, and H the weights of the linear layers after the encoder (pooler, classifier),
+blocks, n layers of width d, S the weights of the position scheme's linear layers (FIRE's MLP), which run
+once per query-key pair, and H the weights of the linear layers after the encoder (pooler, classifier),
 which run once per sequence:
 
-    forward FLOPs per sequence = T * (2 * P + n * 4 * T * d) + 2 * H
+    forward FLOPs per sequence = T * (2 * P + n * 4 * T * d) + 2 * S * T^2 + 2 * H
 
 (2 * P per token for the projections; per layer, Q K^T and the weighted sum of V are T x T x d multiply-adds
 each.) A training step is 3 x the forward: the backward pass multiplies by each weight twice, once for
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..positions import PositionScheme
 from .settings import BenchSettings
 
 PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -40,9 +42,10 @@ def linear_weights(module: nn.Module) -> int:
 def forward_flops_per_sequence(model: nn.Module, layers: nn.ModuleList, seq: int) -> int:
     """Model FLOPs of one forward pass over one sequence of `seq` tokens (module doc's formula)."""
     per_token = linear_weights(layers)
-    head = linear_weights(model) - per_token
+    per_pair = sum(linear_weights(scheme) for scheme in model.modules() if isinstance(scheme, PositionScheme))
+    head = linear_weights(model) - per_token - per_pair
     attention = len(layers) * 4 * seq * model.config.hidden_size
-    return seq * (2 * per_token + attention) + 2 * head
+    return seq * (2 * per_token + attention) + 2 * per_pair * seq * seq + 2 * head
 
 
 def step_flops(model: nn.Module, layers: nn.ModuleList, mode: str, batch: int, seq: int) -> int:

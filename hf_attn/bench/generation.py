@@ -39,6 +39,7 @@ from .settings import BenchSettings
 from .timing import interleaved_times, summarize
 
 LLAMA = "Llama"
+LLAMA_SCHEME = "rope"  # the hf-attn scheme Llama positions with: its rows in the tables, and the profiled pair
 
 
 def decoder_config(settings: BenchSettings, scheme: str, kv_heads: int, max_length: int) -> HfAttnConfig:
@@ -100,7 +101,7 @@ def copy_to_llama(source: HfAttnForCausalLM, llama: nn.Module) -> None:
     Llama keeps them apart. Everything else maps one to one.
     """
     config = source.config
-    if config.position_embedding_type != "rope" or config.rope_layout != "halves" or config.attention_bias:
+    if not config.position_scheme.takes_rope_parameters or config.rope_layout != "halves" or config.attention_bias:
         raise ValueError("copy_to_llama needs an hf-attn decoder with RoPE on halves and no attention biases.")
     target = llama.model
     target.embed_tokens.weight.copy_(source.model.embed_tokens.weight)
@@ -144,13 +145,14 @@ def build_decoders(settings: BenchSettings, max_length: int, device: torch.devic
         rope_model = None
         for scheme in settings.generation_schemes:
             torch.manual_seed(settings.seed)
-            model = HfAttnForCausalLM(decoder_config(settings, scheme, kv_heads, max_length))
+            config = decoder_config(settings, scheme, kv_heads, max_length)
+            model = HfAttnForCausalLM(config)
             decoders.append(Decoder("hf-attn", scheme, kv_heads, model))
-            rope_model = model if scheme == "rope" else rope_model
-        llama = build_llama(decoder_config(settings, "rope", kv_heads, max_length))
+            rope_model = model if config.position_scheme.takes_rope_parameters else rope_model
+        llama = build_llama(decoder_config(settings, LLAMA_SCHEME, kv_heads, max_length))
         if rope_model is not None:
             copy_to_llama(rope_model, llama)
-        decoders.append(Decoder(LLAMA, "rope", kv_heads, llama))
+        decoders.append(Decoder(LLAMA, LLAMA_SCHEME, kv_heads, llama))
     for decoder in decoders:
         decoder.model.to(device).eval()
         decoder.model.set_attn_implementation("sdpa")
@@ -223,7 +225,7 @@ def profile_decoding(settings: BenchSettings, decoders: list[Decoder], prompt: t
     from torch.profiler import ProfilerActivity, profile
 
     kv_heads = max(settings.generation_kv_heads)
-    chosen = [d for d in decoders if d.kv_heads == kv_heads and d.scheme == "rope"]
+    chosen = [d for d in decoders if d.kv_heads == kv_heads and d.scheme == LLAMA_SCHEME]
     batch, context = prompt.shape
     profiles = {}
     for decoder in chosen:

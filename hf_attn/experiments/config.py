@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from transformers import TrainingArguments
 
-from ..configuration_hf_attn import HfAttnConfig
+from ..configuration_hf_attn import HfAttnConfig, is_count
 from .precision import PRECISIONS
 
 
@@ -232,9 +232,6 @@ def _apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> None:
         target[keys[-1]] = value
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
 
 def _is_optional_path(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value != "")
@@ -244,14 +241,14 @@ def _is_optional_path(value: Any) -> bool:
 VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "week3": (_is_optional_path, "a Week 3 folder or null"),
     "init_from": (_is_optional_path, "a saved model folder or null"),
-    "tokenizer_vocab_size": (lambda value: _is_count(value) and value > 256,
+    "tokenizer_vocab_size": (lambda value: is_count(value) and value > 256,
                              "an integer above 256 (the 256 byte symbols plus merges)"),
-    "max_length": (_is_count, "a positive integer"),
-    "read_length": (lambda value: value is None or _is_count(value), "a positive integer or null (max_length)"),
-    "limit_train": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
-    "limit_eval": (lambda value: value is None or _is_count(value), "a positive integer or null (all rows)"),
-    "evals_per_epoch": (_is_count, "a positive integer"),
-    "early_stopping_patience": (lambda value: value is None or _is_count(value), "a positive integer or null"),
+    "max_length": (is_count, "a positive integer"),
+    "read_length": (lambda value: value is None or is_count(value), "a positive integer or null (max_length)"),
+    "limit_train": (lambda value: value is None or is_count(value), "a positive integer or null (all rows)"),
+    "limit_eval": (lambda value: value is None or is_count(value), "a positive integer or null (all rows)"),
+    "evals_per_epoch": (is_count, "a positive integer"),
+    "early_stopping_patience": (lambda value: value is None or is_count(value), "a positive integer or null"),
     "seed": (lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= 0,
              "a non-negative integer"),
 }
@@ -348,7 +345,7 @@ def _check_task_sections(raw: dict[str, Any], where: Path) -> None:
     if not _is_probability(pretraining.get("mlm_probability", 0.15)):
         raise ExperimentConfigError(f"{where} [pretraining]: `mlm_probability` must be a probability in (0, 1), got "
                                     f"{pretraining['mlm_probability']!r}.")
-    if not _is_count(seq2seq.get("num_beams", 1)):
+    if not is_count(seq2seq.get("num_beams", 1)):
         raise ExperimentConfigError(f"{where} [seq2seq]: `num_beams` must be a positive integer (1: greedy only), got "
                                     f"{seq2seq['num_beams']!r}.")
     if "generator" in seq2seq:  # imported here: only `hf-attn seq2seq` experiments need babel

@@ -19,10 +19,9 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase, TextClassificationPipeline
 
-from ..analysis.plots import rope_offset_scores
 from ..analysis.probes import HARD_REVIEWS
 from ..modeling_hf_attn import HfAttnForSequenceClassification, pool
-from ..positions import alibi_slopes, sinusoidal_embedding
+from ..positions import apply_rotary
 from ..saved import classifier_pipeline
 
 LONG_REVIEW = Path(__file__).with_name("long_review.json")
@@ -194,26 +193,30 @@ def position_similarity_by_offset(table: torch.Tensor) -> torch.Tensor:
 def scheme_curves(explored: ExploredModel, max_offset: int) -> tuple[str, str, dict[str, torch.Tensor]]:
     """The position scheme's own picture against the distance 0..max_offset: (title, y label, lines).
 
-    rope: q.k of an all-ones query and key after rotation (its long-range decay); alibi: each head's bias
-    -slope * distance; sinusoidal and learned: the cosine similarity of position vectors that far apart;
-    none: no line (nothing in the model knows the distance).
+    Drawn from what the model's scheme hands its layers, so every scheme of the registry draws: a rotation
+    (rope): q.k of an all-ones query and key after rotation (its long-range decay); an additive bias (alibi,
+    t5, fire): each head's bias on a key that many tokens before the last query; vectors added to the
+    embeddings (sinusoidal, learned): the cosine similarity of position vectors that far apart; none of them
+    (none): no line, since nothing in the model knows the distance.
     """
     config = explored.model.config
-    scheme = config.position_embedding_type
-    if scheme == "rope":
-        theta = config.rope_parameters.get("rope_theta", 10_000.0)
-        return "rope: rotated q.k against distance", "normalised q.k", {
-            f"head_dim {config.head_dim}": rope_offset_scores(config.head_dim, max_offset, theta)}
-    if scheme == "alibi":
-        distance = torch.arange(max_offset + 1, dtype=torch.float32)
-        slopes = alibi_slopes(config.num_attention_heads)
-        return "alibi: bias added to the scores", "-slope * distance", {
-            f"head {head}": -slope * distance for head, slope in enumerate(slopes.tolist())}
-    if scheme in ("sinusoidal", "learned"):
-        if scheme == "sinusoidal":
-            table = sinusoidal_embedding(torch.arange(max_offset + 1), config.hidden_size)
-        else:
-            table = explored.model.model.positions.embeddings.weight.detach()[: max_offset + 1]
-        return f"{scheme}: similarity of positions", "mean cosine similarity", {
-            "positions": position_similarity_by_offset(table)}
-    return f"{scheme}: no position signal", "", {}
+    scheme = explored.model.model.positions
+    name, length = config.position_embedding_type, max_offset + 1
+    position_ids = torch.arange(length)[None, :]
+    with torch.no_grad():
+        attention = scheme.attention_positions(position_ids, length)
+        vectors = scheme.embed(torch.zeros(1, length, config.hidden_size), position_ids)[0]
+    if attention.rotary is not None:
+        ones = torch.ones(1, 1, length, config.head_dim)
+        rotated = apply_rotary(ones, attention.rotary, config.rope_layout)[0, 0]  # (length, head_dim)
+        scores = rotated @ rotated[0]  # the key at position 0, the query `offset` after it
+        return f"{name}: rotated q.k against distance", "normalised q.k", {
+            f"head_dim {config.head_dim}": scores / scores[0]}
+    if attention.bias is not None:
+        bias = attention.bias[0, :, -1].flip(-1)  # (heads, distance): the last query's row, nearest key first
+        return f"{name}: bias added to the scores", "bias on a key that far back", {
+            f"head {head}": line for head, line in enumerate(bias)}
+    if vectors.any():
+        return f"{name}: similarity of positions", "mean cosine similarity", {
+            "positions": position_similarity_by_offset(vectors)}
+    return f"{name}: no position signal", "", {}

@@ -16,6 +16,7 @@ from transformers import AutoTokenizer
 from ...bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes, summarize
 from ...configuration_hf_attn import HfAttnConfig
 from ...modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
+from ...positions import POSITION_SCHEMES
 from ...saved import beyond_learned_table
 from .. import classification
 from ..config import Experiment
@@ -35,7 +36,7 @@ def na(reason: str) -> dict[str, Any]:
 
 def readings_of(scheme: str, rope_scalings: Sequence[str]) -> list[str]:
     """How a scheme's classifier reads past its training length: directly, as windows, and (RoPE) scaled."""
-    return [*READINGS, *(rope_scalings if scheme == "rope" else ())]
+    return [*READINGS, *(scaling for scaling in rope_scalings if scaling in POSITION_SCHEMES[scheme].context_scalings)]
 
 
 def longest_review(model_dir: Path, dataset: str, limit: int | None, split: str = "test") -> int:

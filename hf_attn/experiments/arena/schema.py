@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from ...configuration_hf_attn import ROPE_TYPES
+from ...configuration_hf_attn import ROPE_TYPES, is_count
 from ...positions import POSITION_SCHEMES
 from ..config import (
     FINE_TUNING_SETTINGS,
@@ -87,12 +87,9 @@ class Arena:
         return settings
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
 
 def _counts(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(_is_count(item) for item in value)
+    return isinstance(value, list) and bool(value) and all(is_count(item) for item in value)
 
 
 def _subset(allowed: Sequence[str]) -> Callable[[Any], bool]:
@@ -108,13 +105,13 @@ ARENA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
                 f"a non-empty list of {sorted(POSITION_SCHEMES)}"),
     "rope_scalings": (_subset(SCALINGS), f"a list of {list(SCALINGS)}"),
     "read_lengths": (lambda value: isinstance(value, list) and bool(value)
-                     and all(_is_count(item) or item == WHOLE for item in value),
+                     and all(is_count(item) or item == WHOLE for item in value),
                      f"a non-empty list of positive integers and {WHOLE!r}"),
     "mlm_lengths": (_counts, "a non-empty list of positive integers"),
     "speed_lengths": (_counts, "a non-empty list of positive integers"),
     "speed_batch_sizes": (_counts, "a non-empty list of positive integers"),
-    "sliding_window": (_is_count, "a positive integer (keys each side a sliding-attention token sees)"),
-    "window_stride": (_is_count, "a positive integer, at most the training length"),
+    "sliding_window": (is_count, "a positive integer (keys each side a sliding-attention token sees)"),
+    "window_stride": (is_count, "a positive integer, at most the training length"),
     "budgets": (lambda value: isinstance(value, dict) and bool(value), "a mapping of budget names to budgets"),
 }
 BUDGET_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -124,10 +121,10 @@ BUDGET_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seeds": (lambda value: isinstance(value, list) and bool(value) and len(set(value)) == len(value)
               and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value),
               "a non-empty list of distinct non-negative integers"),
-    "eval_limit": (lambda value: value is None or _is_count(value), "a positive integer or null (all)"),
-    "mlm_tokens": (_is_count, "a positive integer"),
+    "eval_limit": (lambda value: value is None or is_count(value), "a positive integer or null (all)"),
+    "mlm_tokens": (is_count, "a positive integer"),
     "speed_warmup": (lambda value: isinstance(value, int) and value >= 0, "a non-negative integer"),
-    "speed_repeats": (_is_count, "a positive integer"),
+    "speed_repeats": (is_count, "a positive integer"),
 }
 
 
