@@ -68,6 +68,9 @@ def run_on_two_processes(cli_args: list[str], cwd: Path) -> None:
         port = str(probe.getsockname()[1])
     command = [accelerate, "launch", "--config_file", str(ACCELERATE_CONFIGS / "ddp.yaml"), "--num_processes", "2",
                "--main_process_port", port, "--dynamo_backend", "no", "-m", "hf_attn.cli", *cli_args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    # PYTHONPATH: the processes run in `cwd`, where `-m hf_attn.cli` would import the installed package (an editable
+    # install of another checkout, say) instead of the one under test.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
     assert result.returncode == 0, result.stderr[-4000:]
