@@ -37,6 +37,7 @@ EXTRA_OF_MODULE = {
     "sklearn": "experiments",
     "matplotlib": "analysis",
     "babel": "experiments",
+    "evaluate": "experiments",
     "gradio": "app",
     "onnxruntime": "export",
     "onnxscript": "export",

@@ -16,6 +16,8 @@ import pytest
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "configs" / "smoke.yaml"
+# multi-GPU DDP and FSDP configurations for `accelerate launch --config_file` (docs/ecosystem.md).
+ACCELERATE_CONFIGS = REPO / "configs" / "accelerate"
 # Overrides that shrink the smoke experiment's model and tokenizer to seconds per run (add row limits).
 SMOKE_TINY_MODEL = ["model.hidden_size=32", "model.intermediate_size=64", "tokenizer_vocab_size=300"]
 
@@ -53,19 +55,22 @@ def load_tool(name: str) -> ModuleType:
 
 
 def run_on_two_processes(cli_args: list[str], cwd: Path) -> None:
-    """Run `hf_attn.cli CLI_ARGS` under `accelerate launch` on two CPU processes; fail with its stderr.
+    """Run `hf_attn.cli CLI_ARGS` under `accelerate launch` on two CPU processes with the repository's DDP
+    configuration (configs/accelerate/ddp.yaml, the one the docs give for GPUs); fail with its stderr.
 
-    accelerate 1.x: `--cpu` picks its single-process launcher; `--multi_gpu` starts torchrun, and on a
-    machine without GPUs the package joins the processes over gloo on the CPU.
+    accelerate 1.x: `--cpu` picks its single-process launcher; the configuration's MULTI_GPU starts torchrun, and on
+    a machine without GPUs the package joins the processes over gloo on the CPU.
     """
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     assert accelerate, "accelerate's launcher is not installed next to this Python"
     with socket.socket() as probe:  # a free port, so that two launches in a row never share torchrun's default
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])
-    command = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-               "--main_process_port", port, "--mixed_precision", "no", "--dynamo_backend", "no",
-               "-m", "hf_attn.cli", *cli_args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    command = [accelerate, "launch", "--config_file", str(ACCELERATE_CONFIGS / "ddp.yaml"), "--num_processes", "2",
+               "--main_process_port", port, "--dynamo_backend", "no", "-m", "hf_attn.cli", *cli_args]
+    # PYTHONPATH: the processes run in `cwd`, where `-m hf_attn.cli` would import the installed package (an editable
+    # install of another checkout, say) instead of the one under test.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
     assert result.returncode == 0, result.stderr[-4000:]

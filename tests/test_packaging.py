@@ -17,8 +17,8 @@ from helpers import REPO
 
 from hf_attn import cli
 
-OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "gradio", "hf_attn.experiments", "hf_attn.bench",
-            "hf_attn.analysis", "hf_attn.week3", "hf_attn.explore"]
+OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "gradio", "evaluate", "hf_attn.experiments",
+            "hf_attn.bench", "hf_attn.analysis", "hf_attn.week3", "hf_attn.explore"]
 # What a command's machinery loads: the optional modules but `hf_attn.experiments` itself, which the command line
 # reads `PRECISIONS` (a constant of `hf_attn.experiments.precision`) from while it builds its parser.
 MACHINERY = [*(name for name in OPTIONAL if name != "hf_attn.experiments"), "hf_attn.experiments.run",

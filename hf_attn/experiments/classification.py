@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from ..configuration_hf_attn import HfAttnConfig
+from ..evaluation import classification_metric
 from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier
 from ..tasks import load_classification
@@ -33,20 +34,11 @@ from .run import Task, load_tokenizer, run
 
 def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
     """Accuracy, and F1: of the positive class (label 1) for two labels, `macro_f1` (the unweighted mean of every
-    class's F1) for more. A class that neither labels nor predictions hold has F1 0."""
-    predicted = np.argmax(prediction.predictions, axis=-1)
-    labels = np.asarray(prediction.label_ids)
-    classes = prediction.predictions.shape[-1]
-
-    def f1(label: int) -> float:
-        true_positives = np.sum((predicted == label) & (labels == label))
-        either = np.sum(predicted == label) + np.sum(labels == label)
-        return float(2 * true_positives / either) if either else 0.0
-
-    scores = {"accuracy": float(np.mean(predicted == labels))}
-    if classes == 2:
-        return {**scores, "f1": f1(1)}
-    return {**scores, "macro_f1": float(np.mean([f1(label) for label in range(classes)]))}
+    class's F1) for more, computed by the package's `evaluate` metric module (`hf_attn.evaluation`), the one
+    `evaluate.evaluator` takes, so that both give the same numbers. A class that neither labels nor predictions
+    hold has F1 0."""
+    metric = classification_metric(num_labels=prediction.predictions.shape[-1])
+    return metric.compute(predictions=np.argmax(prediction.predictions, axis=-1), references=prediction.label_ids)
 
 
 def f1_key(label_names: Sequence[str]) -> str:
