@@ -145,10 +145,11 @@ def continue_command(*flags: str) -> str | None:
 def write_stage(trainer: Trainer, experiment: Experiment, output_dir: Path, max_time: float | None,
                 started: float) -> dict[str, Any]:
     """The record of a run stopped by `StageLimit`, written to `output_dir` and to its last checkpoint (so
-    that `hf-attn checkpoint` commits it with the weights), and returned."""
+    that `hf-attn checkpoint` commits it with the weights), and returned. The commands it suggests for another
+    machine write the float16 checkpoint beside the run folder (`OUTPUT_DIR-stepN`): where to keep it is the user's."""
     step, total = trainer.state.global_step, trainer.state.max_steps
     checkpoint = output_dir / f"checkpoint-{step}"
-    committed = f"checkpoints/{experiment.name}"
+    committed = f"{output_dir}-step{step}"
     clock = next(callback for callback in trainer.callback_handler.callbacks if isinstance(callback, TrainingClock))
     record = {
         "name": experiment.name,
