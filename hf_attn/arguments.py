@@ -109,6 +109,18 @@ def lengths_list(value: str) -> list[int]:
     return sorted({int(part) for part in parts})
 
 
+def length_buckets(value: str) -> list[tuple[int, int]]:
+    """`score-pairs --buckets`: comma-separated inclusive length ranges, `LOW-HIGH` or one length (`1-8,9-16,32`)."""
+    buckets = []
+    for part in value.split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or not (high or low).isdigit() or int(low) > int(high or low):
+            raise argparse.ArgumentTypeError(f"expected comma-separated lengths or LOW-HIGH ranges (e.g. 1-8,9-16,32), "
+                                             f"got {value!r}")
+        buckets.append((int(low), int(high or low)))
+    return buckets
+
+
 def input_file(value: str) -> str:
     """`predict --input`: an existing file, or `-` for standard input."""
     if value != "-" and not Path(value).is_file():

@@ -15,6 +15,7 @@ from safetensors import SafetensorError
 
 from .arguments import (
     input_file,
+    length_buckets,
     lengths_list,
     minutes,
     model_folder,
@@ -90,8 +91,13 @@ def _run_experiment(args: argparse.Namespace, run) -> None:  # noqa: ANN001 - tr
 
 def _train(args: argparse.Namespace) -> None:
     from .experiments.classification import train
+    from .experiments.sequence import is_sequence_experiment, train_sequence
 
-    _run_experiment(args, train)
+    def train_by_task(experiment, output_dir, **options):  # noqa: ANN001, ANN202 - `_run_experiment`'s `run`
+        trains = train_sequence if is_sequence_experiment(experiment) else train
+        return trains(experiment, output_dir, **options)
+
+    _run_experiment(args, train_by_task)
 
 
 def _pretrain(args: argparse.Namespace) -> None:
@@ -116,6 +122,12 @@ def _arena(args: argparse.Namespace) -> None:
     if record["stopped"]:
         print(f"stage stopped by --max-time ({record['stopped']}); commit {results}/"
               + (f" and {args.checkpoints}/" if args.checkpoints else "") + " and run the same command to continue")
+
+
+def _score_pairs(args: argparse.Namespace) -> None:
+    from .experiments.sequence import score_saved
+
+    print(json.dumps(score_saved(args.model, args.pairs, args.buckets), indent=2))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -439,7 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     for name, func, help_text in (
-        ("train", _train, "train a classifier from a YAML experiment file"),
+        ("train", _train, "train a classifier from a YAML experiment file (a decoder when its dataset is a sequence "
+         "task: docs/length-tasks.md)"),
         ("pretrain", _pretrain, "pretrain on IMDb train + unlabelled text: an encoder for init_from (masked LM or "
          "replaced-token detection) or a causal LM"),
         ("seq2seq", _seq2seq, "train an encoder-decoder to write dates of many locales and formats as YYYY-MM-DD "
@@ -505,6 +518,16 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     evaluate.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     evaluate.set_defaults(func=_evaluate)
+
+    score_pairs = commands.add_parser("score-pairs", help="exact match by length of a saved sequence-task model on a "
+                                      'JSONL file of {"input": ..., "target": ...} pairs (docs/length-tasks.md)')
+    score_pairs.add_argument("--model", required=True, type=model_with_tokenizer,
+                             help="a run folder of `hf-attn train` on a sequence task")
+    score_pairs.add_argument("--pairs", required=True, type=input_file, help="JSONL: input, target, optional length")
+    score_pairs.add_argument("--buckets", type=length_buckets,
+                             help="inclusive length ranges, e.g. 1-8,9-16,32 (default: the run's task's 1..L, L+1..2L, "
+                             "4L; else each length)")
+    score_pairs.set_defaults(func=_score_pairs)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")
     predict.add_argument("--model", required=True, type=model_with_tokenizer)

@@ -1,0 +1,229 @@
+"""Sequence tasks (`hf-attn train` on a `pairs` dataset): a decoder trained to answer, scored by exact match by length.
+
+The data is a registered sequence task (`hf_attn.tasks`: `length` for the generated copy / reverse / sort /
+addition tasks, `scan` for SCAN's length split). A decoder-only `HfAttnForCausalLM`, fresh and sized by the
+experiment's `model` section, reads `[BOS] input [SEP]` and learns to write `target [EOS]`: the loss falls on the
+answer only (`decoder_features`). Validation loss picks the checkpoint. The saved folder holds the model and the
+task's word-level tokenizer, so `from_pretrained` loads both and `generate` answers.
+
+Scores: exact match of greedy answers (batched, stopping at [EOS]) by length bucket, with binomial standard errors,
+on validation (the training lengths) and test (L+1..2L and 4L for a generated task; each length for SCAN).
+`score_saved` scores a saved model on any JSONL file of pairs (`hf-attn score-pairs`).
+
+Every example of every split must fit the experiment's `max_length` (the model's `max_position_embeddings`): a
+learned table has no row past it, and the other schemes record it as the longest sequence the run reads, so a run
+whose test split reaches past it is refused before training, naming the length to set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import torch
+from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Trainer
+
+from ..modeling_hf_attn import HfAttnForCausalLM
+from ..tasks import GeneratedLengthTask, dataset_source
+from ..tasks.length import (
+    BucketScore,
+    Pair,
+    build_tokenizer,
+    decoder_features,
+    exact_match_by_length,
+    length_buckets,
+    read_pairs,
+    task_tokenizer,
+)
+from .config import Experiment
+from .precision import autocast
+from .pretraining import IGNORE_INDEX
+from .run import Task, run
+
+GENERATION_BATCH_SIZE = 256
+SCORED_SPLITS = (("validation", "val"), ("test", "test"))
+# Wrong test answers kept in metrics.json, to read what a model writes where it fails.
+ERRORS_KEPT = 20
+
+
+def sequence_tokenizer(source: Any, data: datasets.DatasetDict) -> PreTrainedTokenizerBase:
+    """A generated task's tokenizer (its symbols, whatever the drawn pairs hold), else one of every word the
+    pairs of every split hold (SCAN's commands and actions)."""
+    if isinstance(source, GeneratedLengthTask):
+        return task_tokenizer(source.name)
+    return build_tokenizer({word for split in data.values() for column in ("input", "target")
+                            for text in split[column] for word in text.split()})
+
+
+def score_buckets(source: Any) -> list[tuple[int, int]] | None:
+    """The length buckets a task's scores are reported in: a generated task's `length_buckets(L)`; None (each
+    length on its own) for other tasks, whose lengths the data fixes."""
+    return length_buckets(source.max_train_length) if isinstance(source, GeneratedLengthTask) else None
+
+
+def check_max_length(experiment: Experiment, features: datasets.DatasetDict) -> None:
+    """Refuse a run whose longest example ([BOS] input [SEP] target [EOS], any split) is longer than `max_length`."""
+    longest = max(len(ids) for split in features.values() for ids in split["input_ids"])
+    if longest > experiment.max_length:
+        raise ValueError(f"the longest example of this task ([BOS] input [SEP] target [EOS], test split included) is "
+                         f"{longest} tokens, past the experiment's max_length {experiment.max_length} (a learned "
+                         f"table's rows): set max_length: {longest} or more.")
+
+
+def bucket_records(scores: Sequence[BucketScore]) -> list[dict[str, Any]]:
+    """`BucketScore`s as JSON rows: bounds, correct, count, accuracy and its standard error."""
+    return [{"low": score.low, "high": score.high, "correct": score.correct, "count": score.count,
+             "accuracy": score.accuracy, "standard_error": score.standard_error} for score in scores]
+
+
+def answer_text(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int]) -> str:
+    """The text of the tokens a model wrote before its first [EOS], special ones included: an answer that holds
+    [SEP], [BOS], [PAD] or [UNK] is then wrong, not cleaned into a right one by decoding."""
+    if tokenizer.eos_token_id in ids:
+        ids = ids[: list(ids).index(tokenizer.eos_token_id)]
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+@torch.no_grad()
+def generate_answers(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBase, inputs: Sequence[str],
+                     targets: Sequence[str], batch_size: int = GENERATION_BATCH_SIZE) -> list[str]:
+    """The model's greedy answer to each input (`answer_text`), in the inputs' order.
+
+    Inputs go in batches of similar length (sorted), padded on the left so every prompt ends where generation
+    starts; each batch stops at [EOS] or after one token more than its longest target (an answer that long is
+    wrong whatever follows, so exact match is that of unbounded generation).
+    """
+    model.eval()
+    order = sorted(range(len(inputs)), key=lambda index: len(inputs[index].split()))
+    answers: list[str] = [""] * len(inputs)
+    padding_side, tokenizer.padding_side = tokenizer.padding_side, "left"
+    try:
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            prompts = tokenizer([inputs[index] for index in batch], padding=True, return_tensors="pt")
+            prompts = prompts.to(model.device)
+            longest_target = max(len(targets[index].split()) for index in batch)
+            generated = model.generate(**prompts, max_new_tokens=longest_target + 1, do_sample=False,
+                                       eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+            for index, ids in zip(batch, generated[:, prompts["input_ids"].shape[1] :].tolist()):
+                answers[index] = answer_text(tokenizer, ids)
+    finally:
+        tokenizer.padding_side = padding_side
+    return answers
+
+
+def score_pairs(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair],
+                buckets: Sequence[tuple[int, int]] | None, precision: str = "fp32"
+                ) -> tuple[list[BucketScore], list[str]]:
+    """Exact match of the model's greedy answers by length bucket (`exact_match_by_length`), and the answers."""
+    inputs, targets = [pair.input for pair in pairs], [pair.target for pair in pairs]
+    with autocast(precision, model.device):
+        answers = generate_answers(model, tokenizer, inputs, targets)
+    return exact_match_by_length(answers, targets, [pair.length for pair in pairs], buckets), answers
+
+
+def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: datasets.DatasetDict,
+                    buckets: list[tuple[int, int]] | None) -> dict[str, Any]:
+    """Validation loss; exact match by length bucket on validation and test; the first wrong test answers."""
+    scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"]}
+    precision = "bf16" if trainer.args.bf16 else "fp32"
+    for split, prefix in SCORED_SPLITS:
+        pairs = [Pair(row["input"], row["target"], row["length"]) for row in data[split]]
+        by_bucket, answers = score_pairs(trainer.model, tokenizer, pairs, buckets, precision)
+        scores[f"{prefix}_exact_match_by_length"] = bucket_records(by_bucket)
+        if split == "test":
+            scores["test_errors"] = [{"input": pair.input, "target": pair.target, "prediction": answer}
+                                     for pair, answer in zip(pairs, answers)
+                                     if answer.split() != pair.target.split()][:ERRORS_KEPT]
+    return scores
+
+
+def sequence_task(experiment: Experiment) -> Task:
+    """The experiment's sequence task, a fresh decoder with the answer-only loss, scored by `sequence_scores`."""
+    if experiment.init_from is not None or experiment.week3 is not None:
+        raise ValueError("a sequence task trains a new decoder with the task's own word-level tokenizer; drop "
+                         "init_from and --week3.")
+    source = dataset_source(experiment.dataset)
+    data = source.load_pairs()
+    if "validation" not in data:
+        raise ValueError(f"the {source.kind} dataset has no validation split, which picks the checkpoint: set its "
+                         "n_validation.")
+    tokenizer = sequence_tokenizer(source, data)
+    features = data.map(lambda batch: decoder_features(tokenizer, batch["input"], batch["target"]), batched=True,
+                        remove_columns=["input", "target", "length"])
+    check_max_length(experiment, features)
+    return Task(
+        tokenizer=tokenizer,
+        model_class=HfAttnForCausalLM,
+        train_dataset=features["train"],
+        eval_dataset=features["validation"],
+        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORE_INDEX),
+        score=lambda trainer: sequence_scores(trainer, tokenizer, data, score_buckets(source)),
+        sizes={f"n_{name}": len(split) for name, split in data.items()},
+        init_from_record="init_from",
+        arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False,
+                   "prediction_loss_only": True},
+        model_defaults={"is_decoder": True, "bos_token_id": tokenizer.bos_token_id,
+                        "eos_token_id": tokenizer.eos_token_id},
+    )
+
+
+def is_sequence_experiment(experiment: Experiment) -> bool:
+    """Whether the experiment's dataset is a sequence task (input/target pairs) rather than labelled texts."""
+    return dataset_source(experiment.dataset).task == "pairs"
+
+
+def train_sequence(experiment: Experiment, output_dir: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
+    """Train a decoder on the experiment's sequence task, keep the best checkpoint by validation loss, score it
+    and save model and tokenizer; `options` are `run`'s (`resume`, `overwrite`, `results_path`, `max_time`, ...)."""
+    return run(experiment, sequence_task, output_dir, **options)
+
+
+# ------------------------------------------------------------------------------------ scoring a saved model
+
+
+def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
+    """The buckets of the task a run folder's `metrics.json` records it was trained on (None: no such record)."""
+    record = Path(model_dir) / "metrics.json"
+    if not record.is_file():
+        return None
+    dataset = json.loads(record.read_text()).get("experiment", {}).get("dataset")
+    if not isinstance(dataset, dict):
+        return None
+    try:
+        return score_buckets(dataset_source(dataset))
+    except ValueError:
+        return None
+
+
+def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike[str],
+                buckets: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """Exact match by length bucket of a saved task model on a JSONL file of `{"input", "target"}` pairs.
+
+    A pair's length is its `length` key, else the number of words of its input. `buckets` default to those of the
+    task the run folder's metrics.json names (1..L, L+1..2L, 4L), else each length on its own. A pair holding a word
+    the model's tokenizer does not know is refused in one line: the model could not read or write it.
+    """
+    from transformers import AutoTokenizer
+
+    pairs = read_pairs(pairs_path)
+    if not pairs:
+        raise ValueError(f"{pairs_path} holds no pairs; write one {{\"input\": ..., \"target\": ...}} object a line.")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    vocabulary = tokenizer.get_vocab()
+    for number, pair in enumerate(pairs, start=1):
+        unknown = [word for text in (pair.input, pair.target) for word in text.split() if word not in vocabulary]
+        if unknown:
+            raise ValueError(f"{pairs_path}, pair {number}: the word {unknown[0]!r} is not in {model_dir}'s "
+                             "vocabulary; score pairs of the task the model was trained on.")
+    pairs = [pair if pair.length is not None else Pair(pair.input, pair.target, len(pair.input.split()))
+             for pair in pairs]
+    model = HfAttnForCausalLM.from_pretrained(model_dir)
+    buckets = list(buckets) if buckets is not None else recorded_buckets(model_dir)
+    by_bucket, _ = score_pairs(model, tokenizer, pairs, buckets)
+    return {"model": str(model_dir), "pairs": str(pairs_path), "n_pairs": len(pairs),
+            "exact_match_by_length": bucket_records(by_bucket)}

@@ -1,0 +1,161 @@
+"""Training a decoder on a sequence task (`hf_attn.experiments.sequence`) and scoring pairs with a saved one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hf_attn import HfAttnConfig
+from hf_attn.experiments.config import Experiment, load_experiment
+from hf_attn.experiments.sequence import generate_answers, score_pairs, sequence_task
+from hf_attn.modeling_hf_attn import HfAttnForCausalLM
+from hf_attn.tasks.length import Pair, exact_match, length_buckets, task_tokenizer, write_pairs
+
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "length" / "rope.yaml"
+TINY = ["dataset.max_train_length=3", "dataset.n_train=64", "dataset.n_validation=16", "dataset.n_test_per_length=2",
+        "model.hidden_size=32", "model.num_hidden_layers=1", "model.num_attention_heads=2",
+        "model.intermediate_size=64", "training.max_steps=4", "training.eval_steps=2", "training.save_steps=2",
+        "training.per_device_train_batch_size=16", "training.disable_tqdm=true"]
+
+
+def tiny_experiment(*overrides: str) -> Experiment:
+    return load_experiment(CONFIG, [*TINY, *overrides])
+
+
+def random_decoder(tokenizer, seed: int = 1) -> HfAttnForCausalLM:  # noqa: ANN001 - a PreTrainedTokenizerFast
+    """A small untrained decoder whose greedy answers differ from input to input (wide initial weights)."""
+    torch.manual_seed(seed)
+    config = HfAttnConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=64, is_decoder=True, position_embedding_type="rope",
+                          pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                          eos_token_id=tokenizer.eos_token_id, initializer_range=0.5, max_position_embeddings=64)
+    return HfAttnForCausalLM(config).eval()
+
+
+@torch.no_grad()
+def greedy_one_by_one(model: HfAttnForCausalLM, tokenizer, text: str, max_new_tokens: int) -> str | None:  # noqa: ANN001
+    """The greedy answer to one unpadded prompt, each token the argmax of a full forward pass (no cache, no batch);
+    None when no [EOS] comes within `max_new_tokens` (an answer that never ends matches no target)."""
+    ids = tokenizer(text)["input_ids"]
+    answer: list[int] = []
+    for _ in range(max_new_tokens):
+        token = int(model(input_ids=torch.tensor([ids + answer])).logits[0, -1].argmax())
+        if token == tokenizer.eos_token_id:
+            return tokenizer.decode(answer)  # every token written, special ones too
+        answer.append(token)
+    return None
+
+
+def test_the_loss_is_the_mean_cross_entropy_of_the_answer_tokens() -> None:
+    task = sequence_task(tiny_experiment())
+    tokenizer = task.tokenizer
+    model = random_decoder(tokenizer)
+    rows = [task.train_dataset[index] for index in range(6)]
+    batch = task.data_collator(rows)
+    assert len({len(row["input_ids"]) for row in rows}) > 1  # the batch is padded
+    with torch.no_grad():
+        loss = model(**{key: batch[key] for key in ("input_ids", "attention_mask", "labels")}).loss
+        # Each example alone, unpadded: the log-probability of every token after [SEP] (target and [EOS]).
+        losses = []
+        for row in rows:
+            ids = row["input_ids"]
+            answer_start = ids.index(tokenizer.sep_token_id) + 1
+            logits = model(input_ids=torch.tensor([ids])).logits[0]
+            losses.append(F.cross_entropy(logits[answer_start - 1 : -1], torch.tensor(ids[answer_start:]),
+                                          reduction="none"))
+    torch.testing.assert_close(loss, torch.cat(losses).mean())
+
+
+def pairs_with_known_answers(model: HfAttnForCausalLM, tokenizer) -> tuple[list[Pair], list[bool]]:  # noqa: ANN001
+    """Pairs of lengths 1-6 whose targets are, for every other one, the model's one-by-one greedy answer where it
+    ends (so those are right) and otherwise the input; and whether each answer read one by one matches."""
+    inputs = ["a", "b c", "j i h", "a a a a", "c d e f g", "b j a i c h", "e", "f g h i", "d d", "g h i"]
+    known = [greedy_one_by_one(model, tokenizer, text, max_new_tokens=30) for text in inputs]
+    pairs = [Pair(text, answer if index % 2 == 0 and answer else text, len(text.split()))
+             for index, (text, answer) in enumerate(zip(inputs, known))]
+    return pairs, [answer is not None and exact_match(answer, pair.target) for answer, pair in zip(known, pairs)]
+
+
+def test_exact_match_scores_of_batched_generation_equal_exact_match_of_answers_read_one_by_one() -> None:
+    tokenizer = task_tokenizer("copy")
+    model = random_decoder(tokenizer)
+    pairs, expected = pairs_with_known_answers(model, tokenizer)
+    assert 0 < sum(expected) < len(pairs)  # the test sees right and wrong answers
+    buckets = [(1, 3), (4, 6)]
+    scores, answers = score_pairs(model, tokenizer, pairs, buckets)
+    assert [exact_match(answer, pair.target) for answer, pair in zip(answers, pairs)] == expected
+    for score in scores:
+        inside = [right for right, pair in zip(expected, pairs) if score.low <= pair.length <= score.high]
+        assert (score.correct, score.count) == (sum(inside), len(inside))
+    assert tokenizer.padding_side == "right"  # left padding for generation only
+    # batches of one: the same answers
+    single = generate_answers(model, tokenizer, [p.input for p in pairs], [p.target for p in pairs], batch_size=1)
+    assert single == answers
+
+
+def test_a_run_refuses_a_max_length_shorter_than_its_longest_test_example() -> None:
+    # max_train_length 3: the 4L = 12 test pairs read [BOS] 12 items [SEP] 12 items [EOS] = 27 tokens
+    with pytest.raises(ValueError, match="is 27 tokens, past the experiment's max_length 26.*set max_length: 27"):
+        sequence_task(tiny_experiment("max_length=26"))
+    assert sequence_task(tiny_experiment("max_length=27")).sizes == {"n_train": 64, "n_validation": 16, "n_test": 8}
+
+
+def test_hf_attn_train_trains_a_decoder_on_a_sequence_task_that_loads_generates_and_scores_pairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformers import AutoTokenizer
+
+    from hf_attn import cli
+
+    run = tmp_path / "run"
+    cli.main(["train", "--config", str(CONFIG), "--output-dir", str(run), *TINY])
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert [(row["low"], row["high"]) for row in metrics["val_exact_match_by_length"]] == [(1, 3)]
+    assert [(row["low"], row["high"]) for row in metrics["test_exact_match_by_length"]] == length_buckets(3)[1:]
+    assert [row["count"] for row in metrics["test_exact_match_by_length"]] == [6, 2]
+    for row in metrics["test_exact_match_by_length"]:
+        p = row["accuracy"]
+        assert row["standard_error"] == pytest.approx((p * (1 - p) / row["count"]) ** 0.5)
+
+    model = HfAttnForCausalLM.from_pretrained(run).eval()
+    tokenizer = AutoTokenizer.from_pretrained(run)
+    assert tokenizer.get_vocab() == task_tokenizer("reverse").get_vocab()
+    assert model.config.is_decoder and model.config.eos_token_id == tokenizer.eos_token_id
+    prompt = tokenizer("a b c", return_tensors="pt")
+    generated = model.generate(**prompt, max_new_tokens=4, do_sample=False)
+    assert generated.shape[1] > prompt["input_ids"].shape[1]
+
+    # score-pairs on pairs whose right answers are the saved model's own (read one by one)
+    pairs, _ = pairs_with_known_answers(model, tokenizer)
+    write_pairs(tmp_path / "pairs.jsonl", pairs)
+    expected, _ = score_pairs(model, tokenizer, pairs, [(1, 3), (4, 6)])
+    capsys.readouterr()
+    cli.main(["score-pairs", "--model", str(run), "--pairs", str(tmp_path / "pairs.jsonl"), "--buckets", "1-3,4-6"])
+    scored = json.loads(capsys.readouterr().out)
+    assert [(row["low"], row["high"], row["correct"], row["count"]) for row in scored["exact_match_by_length"]] == [
+        (score.low, score.high, score.correct, score.count) for score in expected]
+    # without --buckets, those of the task the run trained on (max_train_length 3): pairs of length 4-6 fall in 4-6
+    cli.main(["score-pairs", "--model", str(run), "--pairs", str(tmp_path / "pairs.jsonl")])
+    assert [(row["low"], row["high"]) for row in json.loads(capsys.readouterr().out)["exact_match_by_length"]] == [
+        (1, 3), (4, 6)]
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    ('{"input": "a b"}\n', r"pairs.jsonl, line 1: the key \"target\" is missing"),
+    ('{"input": "a b", "target": "b a"}\nnot json\n', "pairs.jsonl, line 2: not valid JSON"),
+    ('{"input": "a z", "target": "z a"}\n', "pair 1: the word 'z' is not in"),
+    ("\n", "holds no pairs"),
+])
+def test_score_pairs_refuses_a_bad_file_in_one_line(tmp_path: Path, lines: str, message: str) -> None:
+    from hf_attn.experiments.sequence import score_saved
+
+    tokenizer = task_tokenizer("reverse")
+    random_decoder(tokenizer).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "pairs.jsonl").write_text(lines)
+    with pytest.raises(ValueError, match=message):
+        score_saved(tmp_path / "model", tmp_path / "pairs.jsonl")
