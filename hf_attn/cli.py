@@ -255,14 +255,15 @@ def _generate(args: argparse.Namespace) -> None:
     BOS token); without one it is an error. One prompt at a time, so no padding is needed.
     """
     import torch
-    from transformers import AutoConfig, AutoTokenizer, EncoderDecoderModel, set_seed
+    from transformers import AutoConfig, AutoTokenizer, set_seed
 
-    from .saved import load_saved_causal_lm, load_strictly
+    from .experiments.seq2seq_training import load_seq2seq
+    from .saved import load_saved_causal_lm
 
     prompts = text_arguments(args.prompts, "prompt")
     is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
     if is_seq2seq:
-        model = load_strictly(EncoderDecoderModel, args.model)
+        model = load_seq2seq(args.model)
         tokenizer = AutoTokenizer.from_pretrained(args.model)
     else:
         model, tokenizer = load_saved_causal_lm(args.model)

@@ -75,6 +75,9 @@ class Experiment:
         training: `TrainingArguments` fields.
         generator: `hf-attn seq2seq` only: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many
             pairs per split, locales, formats, years).
+        seq2seq: `hf-attn seq2seq` only: `hf_attn.experiments.seq2seq_training.Seq2SeqSettings` fields (the
+            decoder's view of the source: cross-attention or one pooled vector; teacher forcing or scheduled
+            sampling and its schedule).
     """
 
     name: str
@@ -98,6 +101,7 @@ class Experiment:
     model: dict[str, Any] = dataclasses.field(default_factory=dict)
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
     generator: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seq2seq: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def reading_length(self) -> int:
@@ -260,7 +264,7 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
         default = Experiment.__dataclass_fields__[key].default
         if key == "dataset":
             continue  # a string or a mapping: `_check_dataset` reads it
-        if key in ("model", "training", "generator"):
+        if key in ("model", "training", "generator", "seq2seq"):
             if not isinstance(value, dict):
                 raise ExperimentConfigError(f"{where}: `{key}` must be a mapping of {key} settings.")
         elif not _type_matches(value, default):
@@ -295,17 +299,26 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
     if "generator" in raw:  # imported here: only `hf-attn seq2seq` experiments need babel
         from .dates import DateGeneratorSettings
 
-        _check_section(raw["generator"], DateGeneratorSettings, f"{where} [generator]")
-        try:
-            DateGeneratorSettings(**raw["generator"])
-        except ValueError as error:
-            raise ExperimentConfigError(f"{where}: {error}") from error
+        _check_settings(raw["generator"], DateGeneratorSettings, where, "generator")
+    if "seq2seq" in raw:
+        from .seq2seq_training import Seq2SeqSettings
+
+        _check_settings(raw["seq2seq"], Seq2SeqSettings, where, "seq2seq")
     max_length = raw.get("max_length", Experiment.max_length)
     derived = {"max_position_embeddings": max_length, "read_length": raw.get("read_length") or max_length}
     try:  # fail now, not after tokenizing 50,000 reviews; the config checks the reading policy with the run's lengths
         HfAttnConfig(**raw.get("model", {}), **derived)
     except ValueError as error:
         raise ExperimentConfigError(f"{where} [model]: {error}") from error
+
+
+def _check_settings(section: dict[str, Any], cls: type, where: Path, name: str) -> None:
+    """A section that builds the dataclass `cls`: its keys and types, then the values `cls` itself checks."""
+    _check_section(section, cls, f"{where} [{name}]")
+    try:
+        cls(**section)
+    except ValueError as error:
+        raise ExperimentConfigError(f"{where}: {error}") from error
 
 
 def _check_dataset(value: Any, where: Path) -> None:
