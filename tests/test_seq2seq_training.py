@@ -159,3 +159,28 @@ def test_exact_match_by_source_and_target_length() -> None:
     scores = exact_match_scores(predictions, pairs, WordCounts())
     assert scores["by_source_tokens"] == {"2": {"n": 2, "exact_match": 0.5}, "3": {"n": 1, "exact_match": 1.0}}
     assert scores["by_target_tokens"] == {"1": {"n": 3, "exact_match": 2 / 3}}  # an ISO date is one word
+
+
+@pytest.mark.slow
+def test_a_tiny_pooled_run_with_scheduled_sampling_scores_by_length_and_generates_pooled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_seq2seq import tiny_experiment
+
+    from hf_attn import cli
+    from hf_attn.experiments.seq2seq import decode, train_seq2seq
+
+    experiment = tiny_experiment(seq2seq={"decoder_context": "pooled", "scheduled_sampling": "linear",
+                                          "sampling_decay_steps": 2})
+    metrics = train_seq2seq(experiment, tmp_path / "run")
+    by_source = metrics["test_exact_match_greedy_by_source_tokens"]
+    assert sum(row["n"] for row in by_source.values()) == metrics["n_test"]
+    model = load_seq2seq(tmp_path / "run")
+    assert isinstance(model, PooledContextEncoderDecoder)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run")
+    sources = ["de: Donnerstag, 5. März 1987", "en: 3/5/1987"]
+    capsys.readouterr()
+    cli.main(["generate", "--model", str(tmp_path / "run"), "--max-new-tokens", "16", *sources])
+    assert capsys.readouterr().out.splitlines() == decode(model, tokenizer, sources)

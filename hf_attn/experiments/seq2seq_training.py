@@ -97,13 +97,18 @@ class PooledContextEncoderDecoder(EncoderDecoderModel):
     `decoder_context="pooled"`; `load_seq2seq` picks this class for such a folder."""
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                encoder_outputs: Any = None, **kwargs: Any) -> Any:
+                decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
+                encoder_outputs: Any = None, labels: torch.Tensor | None = None, **kwargs: Any) -> Any:
+        # The arguments are named (not left in **kwargs) because Trainer keeps only the dataset columns that
+        # `forward` names.
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
         states = encoder_outputs[0]
         pooled = pool(states, attention_mask, "mean")[:, None, :]  # (batch, 1, hidden)
         one_vector = torch.ones(states.shape[0], 1, dtype=torch.long, device=states.device)
-        return super().forward(encoder_outputs=(pooled,), attention_mask=one_vector, **kwargs)
+        return super().forward(encoder_outputs=(pooled,), attention_mask=one_vector,
+                               decoder_input_ids=decoder_input_ids, decoder_attention_mask=decoder_attention_mask,
+                               labels=labels, **kwargs)
 
 
 def load_seq2seq(model_dir: Any, **kwargs: Any) -> EncoderDecoderModel:
