@@ -12,10 +12,11 @@ Two measurements of the course notes on attention live here:
   (exposure bias). Scheduled sampling replaces each gold decoder input by the model's own token with a
   probability that grows during training. A Transformer decoder reads all positions in one pass, so the
   classic two-pass approximation is used (`ScheduledSamplingTrainer.compute_loss`): a first pass with the gold
-  inputs, without gradients, gives the model's token at every position (argmax, or drawn from its softmax);
-  each gold input is replaced by the first pass's token for that position with probability p (the start token
-  and the positions after the target's end are never replaced); a second pass on the mixed inputs gives the
-  loss, against the gold labels.
+  inputs, without gradients and in the model's training mode (its dropout on), gives the model's token at every
+  position (argmax, or drawn from its softmax); each gold input is replaced by the first pass's token for that
+  position with probability p (the start token and the positions after the target's end are never replaced);
+  a second pass on the mixed inputs gives the loss, against the gold labels. The decoder thus sees its own
+  one-step predictions, not a prefix it wrote freely: that is the approximation.
 
 The schedule is written, as in the paper, as ε(i), the probability of the gold token at training step i,
 floored at `min_teacher_forcing`; the probability of the model's token is p(i) = 1 - ε(i):
