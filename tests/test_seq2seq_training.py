@@ -184,3 +184,15 @@ def test_a_tiny_pooled_run_with_scheduled_sampling_scores_by_length_and_generate
     capsys.readouterr()
     cli.main(["generate", "--model", str(tmp_path / "run"), "--max-new-tokens", "16", *sources])
     assert capsys.readouterr().out.splitlines() == decode(model, tokenizer, sources)
+
+
+def test_the_length_plot_reads_greedy_exact_match_by_length_leaving_out_rare_lengths(tmp_path: Path) -> None:
+    import runpy
+
+    script = runpy.run_path(str(CONFIG.parents[2] / "scripts" / "plot_seq2seq_lengths.py"))
+    results = {"test_exact_match_greedy_by_source_tokens": {
+        "10": {"n": 30, "exact_match": 0.5}, "7": {"n": 40, "exact_match": 1.0}, "15": {"n": 3, "exact_match": 0.0}}}
+    assert script["length_series"](results, "test", "source", 20) == ([7, 10], [100.0, 50.0])
+    png = tmp_path / "lengths.png"
+    script["plot_line_panels"]([("t", "y", {"run": script["length_series"](results, "test", "source", 1)})], png, "x")
+    assert png.read_bytes().startswith(b"\x89PNG")
