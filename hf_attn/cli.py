@@ -219,7 +219,9 @@ def _probe(args: argparse.Namespace) -> None:
     from .analysis.plots import plot_rope_decay, plot_sinusoidal_table
     from .analysis.probes import (
         HARD_REVIEWS,
+        contextual_probe,
         cross_attention_probe,
+        format_contextual,
         format_probe,
         run_hard_probe,
         self_attention_heatmaps,
@@ -230,10 +232,13 @@ def _probe(args: argparse.Namespace) -> None:
     classifier = classifier_pipeline(args.model)
     results = run_hard_probe(classifier)
     print(format_probe(results))
+    model, tokenizer = classifier.model, classifier.tokenizer
+    contextual = contextual_probe(model, tokenizer)
+    print("\nContextual vectors: cosine similarity of a word's vectors across its contexts, per layer\n")
+    print(format_contextual(contextual))
     if args.output_dir is None:
         return
     output = Path(args.output_dir)
-    model, tokenizer = classifier.model, classifier.tokenizer
     text = args.heatmap_text or HARD_REVIEWS[0][0]
     check_encodable(text, "--heatmap-text")
     pictures = [str(p) for p in self_attention_heatmaps(model, tokenizer, text, output)]
@@ -244,7 +249,8 @@ def _probe(args: argparse.Namespace) -> None:
                                               config.hidden_size)))
     pictures.append(str(plot_rope_decay(output / "rope_offset_decay.png")))
     summary = {"hard_probe_score": sum(r.correct for r in results), "hard_probe": [vars(r) for r in results],
-               "cross_attention": cross, "pictures": pictures}
+               "contextual_vectors": [vars(result) for result in contextual], "cross_attention": cross,
+               "pictures": pictures}
     (output / "probe.json").write_text(json.dumps(summary, indent=2))
     print(f"pictures and probe.json in {output}")
 
@@ -264,14 +270,15 @@ def _generate(args: argparse.Namespace) -> None:
     BOS token); without one it is an error. One prompt at a time, so no padding is needed.
     """
     import torch
-    from transformers import AutoConfig, AutoTokenizer, EncoderDecoderModel, set_seed
+    from transformers import AutoConfig, AutoTokenizer, set_seed
 
-    from .saved import load_saved_causal_lm, load_strictly
+    from .experiments.seq2seq_training import load_seq2seq
+    from .saved import load_saved_causal_lm
 
     prompts = text_arguments(args.prompts, "prompt")
     is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
     if is_seq2seq:
-        model = load_strictly(EncoderDecoderModel, args.model)
+        model = load_seq2seq(args.model)
         tokenizer = AutoTokenizer.from_pretrained(args.model)
     else:
         model, tokenizer = load_saved_causal_lm(args.model)
@@ -543,7 +550,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     predict.set_defaults(func=_predict)
 
-    probe = commands.add_parser("probe", help="hard-review probe; with --output-dir also heatmaps and plots")
+    probe = commands.add_parser("probe", help="hard-review and contextual-vector probes; with --output-dir also "
+                                "heatmaps and plots")
     probe.add_argument("--model", required=True, type=model_with_tokenizer)
     probe.add_argument("--output-dir", type=output_folder,
                        help="write self- and cross-attention heatmaps, position plots, probe.json")

@@ -290,3 +290,20 @@ def test_explore_without_gradio_names_the_app_extra(
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["explore", "--model", str(windowed_dir)])
     assert exit_info.value.code == 2 and "pip install 'hf-attn[app]'" in capsys.readouterr().err
+
+
+def test_the_contextual_table_has_a_row_per_model_starting_at_one_and_one_line_errors(windowed_dir: Path) -> None:
+    pytest.importorskip("gradio")
+    from hf_attn.explore.page import ModelShelf, contextual_table
+
+    shelf = ModelShelf([str(windowed_dir)])
+    shelf.wait()
+    table = contextual_table(shelf, " good ", "a good film\n\n  but the ending was not good  \n")
+    header, _, row = table.splitlines()
+    layers = shelf.models[str(windowed_dir)].model.config.num_hidden_layers
+    assert header.count("layer") == layers
+    cells = row.split(" | ")
+    assert cells[1] == "rope" and cells[3] == "1.000"  # rope: the word's vectors are identical at the input
+    assert contextual_table(shelf, "", "a good film\nnot good").startswith("**error**")
+    error = contextual_table(shelf, "good", "a good film")
+    assert "at least two contexts" in error and "\n" not in error

@@ -8,11 +8,14 @@ import pytest
 import torch
 from helpers import tiny_config_kwargs
 
-from hf_attn import HfAttnConfig, HfAttnModel
+from hf_attn import HfAttnConfig, HfAttnForSequenceClassification, HfAttnModel
 from hf_attn.analysis.plots import plot_rope_decay, plot_sinusoidal_table, rope_offset_scores
 from hf_attn.analysis.probes import (
+    CONTEXT_WORDS,
     CROSS_ATTENTION_RECORDS,
     HARD_REVIEWS,
+    contextual_probe,
+    contextual_similarity,
     cross_attention_probe,
     paired_decoder,
     run_hard_probe,
@@ -94,3 +97,63 @@ def test_cross_step_ignores_context_order(tokenizer) -> None:  # noqa: ANN001
         straight = decoder(**query, encoder_hidden_states=memory).last_hidden_state
         shuffled = decoder(**query, encoder_hidden_states=memory[:, order]).last_hidden_state
     torch.testing.assert_close(shuffled, straight, atol=1e-5, rtol=1e-5)
+
+
+def tiny_classifier(tokenizer, scheme: str) -> HfAttnForSequenceClassification:  # noqa: ANN001
+    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                               position_embedding_type=scheme, max_position_embeddings=64))
+    torch.manual_seed(0)
+    return HfAttnForSequenceClassification(config).eval()
+
+
+def word_vectors_by_hand(model, tokenizer, word: str, context: str) -> list[torch.Tensor]:  # noqa: ANN001
+    """Per layer, the mean hidden state of the word's tokens, found as the word's own tokens inside the context's."""
+    ids = tokenizer(context)["input_ids"]
+    own = tokenizer(word, add_special_tokens=False)["input_ids"]
+    start = next(index for index in range(len(ids)) if ids[index : index + len(own)] == own)
+    with torch.no_grad():
+        hidden_states = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+    return [states[0, start : start + len(own)].double().mean(0) for states in hidden_states]
+
+
+def cosine_by_hand(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a @ b) / (a.norm() * b.norm()))
+
+
+@pytest.mark.parametrize("scheme", ["none", "rope", "alibi", "sinusoidal"])
+def test_contextual_similarity_is_the_cosine_of_the_words_mean_token_vectors(tokenizer, scheme: str) -> None:  # noqa: ANN001
+    model = tiny_classifier(tokenizer, scheme)
+    word, contexts = CONTEXT_WORDS[0]
+    result = contextual_similarity(model, tokenizer, word, contexts)
+    assert len(result.tokens) > 1  # the tiny tokenizer splits "bank": the mean over its tokens is exercised
+    first, second = (word_vectors_by_hand(model, tokenizer, word, context) for context in contexts)
+    assert len(result.between_contexts) == model.config.num_hidden_layers + 1
+    for layer, (a, b) in enumerate(zip(first, second)):
+        assert result.between_contexts[layer] == pytest.approx(cosine_by_hand(a, b), abs=1e-9)
+    own = torch.tensor(tokenizer(word, add_special_tokens=False)["input_ids"])
+    embedding = model.get_input_embeddings().weight.detach()[own].double().mean(0)
+    for layer in range(len(first)):
+        by_hand = (cosine_by_hand(first[layer], embedding) + cosine_by_hand(second[layer], embedding)) / 2
+        assert result.to_input_embedding[layer] == pytest.approx(by_hand, abs=1e-9)
+
+
+@pytest.mark.parametrize("scheme", ["none", "rope", "alibi"])
+def test_without_absolute_positions_a_word_starts_identical_in_every_context(tokenizer, scheme: str) -> None:  # noqa: ANN001
+    model = tiny_classifier(tokenizer, scheme)
+    for result in contextual_probe(model, tokenizer):
+        assert result.between_contexts[0] == pytest.approx(1.0, abs=1e-12)
+        assert result.to_input_embedding[0] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_absolute_positions_make_a_word_at_other_positions_differ_at_the_input(tokenizer) -> None:  # noqa: ANN001
+    """"bank" is the 6th word of one context and the 8th of the other: the sinusoidal vectors added differ."""
+    result = contextual_similarity(tiny_classifier(tokenizer, "sinusoidal"), tokenizer, *CONTEXT_WORDS[0])
+    assert result.between_contexts[0] < 1 - 1e-3
+
+
+def test_contextual_probe_refuses_a_missing_word_and_a_single_context(tokenizer) -> None:  # noqa: ANN001
+    model = tiny_classifier(tokenizer, "rope")
+    with pytest.raises(ValueError, match="'bank' is not a word of the context 'A bankrupt firm.'"):
+        contextual_similarity(model, tokenizer, "bank", ("He sat on the river bank.", "A bankrupt firm."))
+    with pytest.raises(ValueError, match="at least two contexts"):
+        contextual_similarity(model, tokenizer, "bank", ("He sat on the river bank.",))

@@ -1,9 +1,12 @@
-"""Probes from the reference notebook: six hard reviews, paired-text cross-attention, heatmaps."""
+"""Probes from the reference notebook: six hard reviews, paired-text cross-attention, heatmaps; and the course
+notes' contextual vectors (one word in several sentences, its vectors compared layer by layer)."""
 
 from __future__ import annotations
 
 import copy
+import itertools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,3 +178,88 @@ def seq2seq_cross_attention_heatmaps(
             f"{scheme}: {source!r} -> output tokens (cross-attention, mean over heads)",
         ))
     return pictures
+
+
+# A word and sentences in which it means different things: the course notes' "bank" pair, then a few more.
+CONTEXT_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("bank", ("He sat on the river bank.", "She took a loan from the bank.")),
+    ("bat", ("The bat flew out of the cave at night.", "He swung the bat and hit the ball.")),
+    ("light", ("Turn on the light in the kitchen.", "The box was light enough to carry.")),
+    ("play", ("We saw a play at the theatre.", "The children play in the park.")),
+)
+
+
+@dataclass
+class ContextualSimilarity:
+    """One word read in several contexts by an encoder, compared layer by layer.
+
+    Entry 0 of each list is the input to the first layer (token embedding, plus the position vector for
+    `sinusoidal` / `learned`), entry i the output of layer i, as `output_hidden_states=True` returns them.
+    """
+
+    word: str
+    contexts: tuple[str, ...]
+    tokens: list[str]  # the word's tokens, the same in every context
+    between_contexts: list[float]  # mean cosine similarity over pairs of contexts, per layer
+    to_input_embedding: list[float]  # mean over contexts of the cosine with the word's token embedding, per layer
+
+
+def word_token_indices(tokenizer: Any, text: str, word: str) -> list[int]:
+    """The indices of the tokens of `text` that cover the first occurrence of `word` as a whole word."""
+    match = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text)
+    if match is None:
+        raise ValueError(f"{word!r} is not a word of the context {text!r}; write a sentence that contains it")
+    offsets = tokenizer(text, return_offsets_mapping=True)["offset_mapping"]
+    return [index for index, (begin, end) in enumerate(offsets)
+            if end > begin and begin < match.end() and end > match.start()]
+
+
+def contextual_similarity(model: Any, tokenizer: Any, word: str, contexts: tuple[str, ...]) -> ContextualSimilarity:
+    """How far an encoder's layers pull apart the vectors of `word` in `contexts` (two or more sentences).
+
+    A word of several tokens is represented by the mean of its tokens' vectors at each layer (and its input
+    embedding by the mean of their embedding rows). The word must have the same tokens in every context, so that
+    without absolute positions (`none`, `rope`, `alibi`) its input vectors are identical: similarity exactly 1
+    before the first layer. `sinusoidal` and `learned` add each token's position vector at the input, so there the
+    similarity starts below 1 when the word sits at different positions.
+    """
+    if len(contexts) < 2:
+        raise ValueError(f"give at least two contexts for {word!r}; the probe compares the word across them")
+    encoder = model.base_model.eval()
+    vectors, token_ids = [], []
+    for context in contexts:
+        indices = word_token_indices(tokenizer, context, word)
+        encoded = tokenizer([context], return_tensors="pt")
+        ids = encoded["input_ids"][0, indices]
+        if token_ids and not torch.equal(ids, token_ids[0]):
+            raise ValueError(f"{word!r} is tokenized differently in {context!r} than in {contexts[0]!r}; write the "
+                             "contexts so that the word has the same neighbours of spacing and punctuation")
+        token_ids.append(ids)
+        with torch.no_grad():
+            hidden_states = encoder(**encoded, output_hidden_states=True).hidden_states
+        vectors.append(torch.stack([states[0, indices].double().mean(0) for states in hidden_states]))
+    by_layer = torch.stack(vectors, dim=1)  # (layers + 1, contexts, hidden)
+    embedding = encoder.get_input_embeddings().weight.detach()[token_ids[0]].double().mean(0)
+    cosine = torch.nn.functional.cosine_similarity
+    pairs = list(itertools.combinations(range(len(contexts)), 2))
+    between = torch.stack([cosine(by_layer[:, a], by_layer[:, b], dim=-1) for a, b in pairs]).mean(0)
+    to_input = cosine(by_layer, embedding.expand_as(by_layer), dim=-1).mean(1)
+    return ContextualSimilarity(word, tuple(contexts), token_labels(tokenizer, token_ids[0]), between.tolist(),
+                                to_input.tolist())
+
+
+def contextual_probe(model: Any, tokenizer: Any,
+                     words: tuple[tuple[str, tuple[str, ...]], ...] = CONTEXT_WORDS) -> list[ContextualSimilarity]:
+    """`contextual_similarity` for each (word, contexts) of `words`."""
+    return [contextual_similarity(model, tokenizer, word, contexts) for word, contexts in words]
+
+
+def format_contextual(results: list[ContextualSimilarity]) -> str:
+    """A markdown table: per word, the cosine similarity of its vectors across contexts at each layer."""
+    layers = len(results[0].between_contexts)
+    header = ["word", "tokens", "input", *(f"layer {layer}" for layer in range(1, layers))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for result in results:
+        cells = [result.word, " ".join(result.tokens), *(f"{value:.3f}" for value in result.between_contexts)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -44,18 +45,63 @@ class PretrainingSettings:
     mlm_probability: float = 0.15
 
 
+DECODER_CONTEXTS = ("attention", "pooled")
+SCHEDULES = ("none", "linear", "inverse_sigmoid")
+SAMPLED_TOKENS = ("argmax", "sample")
+
+
 @dataclasses.dataclass
 class Seq2SeqSettings:
-    """The `seq2seq` section: what `hf-attn seq2seq` trains and scores.
+    """The `seq2seq` section: what `hf-attn seq2seq` trains and scores, and how (`seq2seq_training`: the
+    bottleneck and scheduled sampling).
 
     Attributes:
         num_beams: beams of the beam-search decoding that is scored next to greedy.
         generator: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many pairs per split, locales,
             formats, years).
+        decoder_context: `attention` (cross-attention over every encoder state) or `pooled` (one mean-pooled
+            vector of the encoder: the bottleneck).
+        scheduled_sampling: `none` (teacher forcing), `linear` or `inverse_sigmoid` (see the module docstring).
+        min_teacher_forcing: ε_min, the lowest probability of a gold decoder input, in [0, 1].
+        sampling_decay_steps: linear: the training steps over which ε falls from 1 to ε_min.
+        inverse_sigmoid_k: inverse sigmoid: k (at least 1); ε falls through 1/2 near step k · ln k.
+        sampled_tokens: the model's token at a position: `argmax` of the first pass, or `sample`d from its softmax.
     """
 
     num_beams: int = 4
     generator: dict[str, Any] = dataclasses.field(default_factory=dict)
+    decoder_context: str = "attention"
+    scheduled_sampling: str = "none"
+    min_teacher_forcing: float = 0.0
+    sampling_decay_steps: int = 1000
+    inverse_sigmoid_k: float = 100.0
+    sampled_tokens: str = "argmax"
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("decoder_context", DECODER_CONTEXTS), ("scheduled_sampling", SCHEDULES),
+                              ("sampled_tokens", SAMPLED_TOKENS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"seq2seq.{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
+        if not 0.0 <= self.min_teacher_forcing <= 1.0:
+            raise ValueError(f"seq2seq.min_teacher_forcing must be a probability in [0, 1], got "
+                             f"{self.min_teacher_forcing!r}")
+        if isinstance(self.sampling_decay_steps, bool) or not isinstance(self.sampling_decay_steps, int) \
+                or self.sampling_decay_steps < 1:
+            raise ValueError(f"seq2seq.sampling_decay_steps must be a positive integer, got "
+                             f"{self.sampling_decay_steps!r}")
+        if self.inverse_sigmoid_k < 1:
+            raise ValueError(f"seq2seq.inverse_sigmoid_k must be at least 1, got {self.inverse_sigmoid_k!r}")
+
+    def teacher_forcing(self, step: int) -> float:
+        """ε(step): the probability that a decoder input is the gold token at training step `step`."""
+        if self.scheduled_sampling == "none":
+            return 1.0
+        if self.scheduled_sampling == "linear":
+            decayed = 1.0 - (1.0 - self.min_teacher_forcing) * step / self.sampling_decay_steps
+        else:
+            k = self.inverse_sigmoid_k
+            decayed = k / (k + math.exp(min(step / k, 700.0)))  # exp overflows past 709
+        return max(self.min_teacher_forcing, decayed)
 
 
 # Keys each task's section took over from the top level (1.x experiment files): refused, naming the section.
@@ -348,6 +394,10 @@ def _check_task_sections(raw: dict[str, Any], where: Path) -> None:
     if not is_count(seq2seq.get("num_beams", 1)):
         raise ExperimentConfigError(f"{where} [seq2seq]: `num_beams` must be a positive integer (1: greedy only), got "
                                     f"{seq2seq['num_beams']!r}.")
+    try:
+        Seq2SeqSettings(**seq2seq)
+    except ValueError as error:
+        raise ExperimentConfigError(f"{where} [seq2seq]: {error}") from error
     if "generator" in seq2seq:  # imported here: only `hf-attn seq2seq` experiments need babel
         from .dates import DateGeneratorSettings
 

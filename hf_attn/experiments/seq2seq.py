@@ -5,11 +5,13 @@ is trained on the training sources and targets, with `</s>` added as the end-of-
 starts the decoder (as in BART). The model is transformers' `EncoderDecoderModel` of an `HfAttnModel` encoder
 and an `HfAttnForCausalLM` decoder with cross-attention, both with the experiment's `model` settings (so the
 position scheme is one field); it trains with teacher forcing through `Trainer` (the model shifts the labels
-right itself), keeping the checkpoint with the lowest validation loss.
+right itself), keeping the checkpoint with the lowest validation loss. The experiment's `seq2seq` section
+(`seq2seq_training.Seq2SeqSettings`) can give the decoder one pooled vector of the source instead of
+cross-attention over every encoder state, and train with scheduled sampling instead of teacher forcing.
 
-Scores: exact match of greedy and of beam-search decoding (with the cache) on validation and test, overall and
-per locale; the saved folder runs in `hf-attn generate`. Cross-attention heatmaps of a few test sources go to
-`output_dir/heatmaps/`.
+Scores: exact match of greedy and of beam-search decoding (with the cache) on validation and test, overall, per
+locale and per source and target length in tokens; the saved folder runs in `hf-attn generate`. Cross-attention
+heatmaps of a few test sources go to `output_dir/heatmaps/`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .dates import DateGeneratorSettings, DatePair, generate_date_pairs
 from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, load_tokenizer, run
+from .seq2seq_training import PooledContextEncoderDecoder, ScheduledSamplingTrainer
 
 EOS_TOKEN = "</s>"
 MAX_NEW_TOKENS = 16  # an ISO date is at most 10 tokens (one per character) plus `</s>`
@@ -46,9 +49,12 @@ HEATMAP_FORMATS = ("full", "long")
 DECODINGS = ("greedy", "beam")
 
 
-def encoder_decoder_model(config: HfAttnConfig, *, eos_token_id: int) -> EncoderDecoderModel:
+def encoder_decoder_model(config: HfAttnConfig, *, eos_token_id: int,
+                          decoder_context: str = "attention") -> EncoderDecoderModel:
     """An `EncoderDecoderModel` whose encoder and decoder both have `config`'s settings; the decoder adds causal
-    masking and cross-attention. `</s>` (`eos_token_id`) ends a target and starts the decoder.
+    masking and cross-attention. `</s>` (`eos_token_id`) ends a target and starts the decoder. With
+    `decoder_context="pooled"` it is a `PooledContextEncoderDecoder` (the decoder sees one mean-pooled vector of
+    the source), and its config says so.
 
     `run` calls it as a model class: with the run's `HfAttnConfig`, or when resuming with the config read back
     from a checkpoint (its encoder half, whose settings are the decoder's too).
@@ -61,6 +67,9 @@ def encoder_decoder_model(config: HfAttnConfig, *, eos_token_id: int) -> Encoder
         encoder_config, decoder_config, decoder_start_token_id=eos_token_id, eos_token_id=eos_token_id,
         pad_token_id=config.pad_token_id,
     )
+    if decoder_context == "pooled":
+        seq2seq_config.decoder_context = decoder_context
+        return PooledContextEncoderDecoder(config=seq2seq_config)
     return EncoderDecoderModel(config=seq2seq_config)
 
 
@@ -114,15 +123,26 @@ def decode(
     return outputs
 
 
-def exact_match_scores(predictions: Sequence[str], pairs: Sequence[DatePair]) -> dict[str, Any]:
-    """Exact match overall and per locale (sorted by locale)."""
-    by_locale: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for prediction, pair in zip(predictions, pairs):
-        by_locale[pair.locale].append((prediction, pair.target))
-    return {
-        "overall": exact_match(predictions, [pair.target for pair in pairs]),
-        "by_locale": {locale: exact_match(*zip(*rows)) for locale, rows in sorted(by_locale.items())},
-    }
+def exact_match_scores(predictions: Sequence[str], pairs: Sequence[DatePair],
+                       tokenizer: PreTrainedTokenizerBase | None = None) -> dict[str, Any]:
+    """Exact match overall and per locale (sorted by locale); given the `tokenizer`, also per length in tokens of
+    the source and of the target (without `</s>`), each length with its number of pairs."""
+    groups: dict[str, Any] = {"by_locale": [pair.locale for pair in pairs]}
+    if tokenizer is not None:
+        for side in ("source", "target"):
+            ids = tokenizer([getattr(pair, side) for pair in pairs], add_special_tokens=False)["input_ids"]
+            groups[f"by_{side}_tokens"] = [len(row) for row in ids]
+    scores: dict[str, Any] = {"overall": exact_match(predictions, [pair.target for pair in pairs])}
+    for name, keys in groups.items():
+        rows: dict[Any, list[tuple[str, str]]] = defaultdict(list)
+        for key, prediction, pair in zip(keys, predictions, pairs):
+            rows[key].append((prediction, pair.target))
+        if name == "by_locale":
+            scores[name] = {key: exact_match(*zip(*group)) for key, group in sorted(rows.items())}
+        else:
+            scores[name] = {str(key): {"n": len(group), "exact_match": exact_match(*zip(*group))}
+                            for key, group in sorted(rows.items())}
+    return scores
 
 
 def seq2seq_scores(
@@ -139,9 +159,10 @@ def seq2seq_scores(
         for decoding, beams in zip(DECODINGS, (1, num_beams)):
             with autocast("bf16" if trainer.args.bf16 else "fp32", model.device):  # the run's precision
                 predictions = decode(model, tokenizer, sources, num_beams=beams)
-            result = exact_match_scores(predictions, pairs[split])
-            scores[f"{prefix}_exact_match_{decoding}"] = result["overall"]
-            scores[f"{prefix}_exact_match_{decoding}_by_locale"] = result["by_locale"]
+            result = exact_match_scores(predictions, pairs[split], tokenizer)
+            scores[f"{prefix}_exact_match_{decoding}"] = result.pop("overall")
+            for group, values in result.items():
+                scores[f"{prefix}_exact_match_{decoding}_{group}"] = values
             if split == "test" and decoding == "greedy":
                 scores["test_greedy_errors"] = [
                     {"source": pair.source, "target": pair.target, "prediction": normalise(prediction)}
@@ -165,16 +186,19 @@ def heatmap_examples(pairs: Sequence[DatePair]) -> list[DatePair]:
 
 def seq2seq_task(experiment: Experiment) -> Task:
     """The generated date pairs (the experiment's `generator` settings and `seed`), tokenized, and an
-    encoder-decoder trained on them with teacher forcing, scored by `seq2seq_scores`."""
+    encoder-decoder trained on them (the `seq2seq` section: its decoder's context, teacher forcing or scheduled
+    sampling), scored by `seq2seq_scores`."""
     if experiment.init_from is not None or experiment.week3 is not None:
         raise ValueError("hf-attn seq2seq trains a new encoder-decoder and its tokenizer on the generated pairs; "
                          "drop init_from and --week3.")
     pairs = generate_date_pairs(DateGeneratorSettings(**experiment.seq2seq.generator), experiment.seed)
+    settings = experiment.seq2seq
     tokenizer = seq2seq_tokenizer(experiment, pairs["train"])
     splits = {name: tokenize_pairs(split, tokenizer, experiment.max_length) for name, split in pairs.items()}
     return Task(
         tokenizer=tokenizer,
-        model_class=functools.partial(encoder_decoder_model, eos_token_id=tokenizer.eos_token_id),
+        model_class=functools.partial(encoder_decoder_model, eos_token_id=tokenizer.eos_token_id,
+                                      decoder_context=settings.decoder_context),
         train_dataset=splits["train"],
         eval_dataset=splits["validation"],
         data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORE_INDEX),
@@ -183,6 +207,7 @@ def seq2seq_task(experiment: Experiment) -> Task:
         init_from_record="init_from",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False,
                    "prediction_loss_only": True},
+        trainer_class=functools.partial(ScheduledSamplingTrainer, seq2seq=settings),
     )
 
 

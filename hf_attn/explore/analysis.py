@@ -3,6 +3,8 @@
 One forward pass of the saved classifier gives the logits (the verdict) and the last hidden state of every
 window it read (each window's share of the pooled decision); the attention weights (heatmaps, attention by
 distance) come from a second, eager pass over only the windows drawn. The page (`page.py`) only draws these.
+Its contextual-vector panel compares one word's vectors across sentences, layer by layer
+(`analysis.probes.contextual_similarity`).
 
 A windowed classifier (`window_stride`) pools its windows' vectors weighted by their real tokens
 and applies one linear head, so its logits split exactly into one term per window plus the head's bias:
@@ -19,7 +21,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase, TextClassificationPipeline
 
-from ..analysis.probes import HARD_REVIEWS
+from ..analysis.probes import HARD_REVIEWS, ContextualSimilarity, contextual_similarity
 from ..modeling_hf_attn import HfAttnForSequenceClassification, pool
 from ..positions import apply_rotary
 from ..saved import classifier_pipeline
@@ -220,3 +222,12 @@ def scheme_curves(explored: ExploredModel, max_offset: int) -> tuple[str, str, d
         return f"{name}: similarity of positions", "mean cosine similarity", {
             "positions": position_similarity_by_offset(vectors)}
     return f"{name}: no position signal", "", {}
+
+
+def contextual_vectors(explored: ExploredModel, word: str, contexts: str) -> ContextualSimilarity:
+    """`word` in the sentences of `contexts` (one per line, blank lines skipped) read by the classifier's encoder;
+    a ValueError naming the problem when the word or a second sentence is missing."""
+    if not word.strip():
+        raise ValueError("the word is empty; type the word to compare (e.g. bank)")
+    sentences = tuple(line.strip() for line in contexts.splitlines() if line.strip())
+    return contextual_similarity(explored.model, explored.tokenizer, word.strip(), sentences)

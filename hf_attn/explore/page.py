@@ -22,12 +22,13 @@ import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
 from ..analysis.plots import plot_attention_grid, plot_line_panels  # noqa: E402
-from ..analysis.probes import token_labels  # noqa: E402
+from ..analysis.probes import CONTEXT_WORDS, token_labels  # noqa: E402
 from .analysis import (  # noqa: E402
     ExploredModel,
     Reading,
     Window,
     attention_by_distance,
+    contextual_vectors,
     load_explored,
     read_text,
     sample_texts,
@@ -159,6 +160,25 @@ def pictures(explored: ExploredModel, reading: Reading, window: int, layer: int,
     return heatmap, scheme_png(explored, attention_by_distance(reading, numbers, attentions), len(numbers), folder)
 
 
+def contextual_table(shelf: ModelShelf, word: str, contexts: str) -> str:
+    """A markdown table, one row per loaded classifier: the cosine similarity of `word`'s vectors across the
+    sentences of `contexts`, before the first layer and after each; or the error lines."""
+    rows, errors = [], []
+    for explored in list(shelf.models.values()):
+        try:
+            result = contextual_vectors(explored, word, contexts)
+        except ValueError as error:
+            errors.append(f"**error** ({explored.name}): {one_line(error)}")
+            continue
+        if not rows:
+            layers = [f"layer {layer}" for layer in range(1, len(result.between_contexts))]
+            rows = ["| model | scheme | tokens | input | " + " | ".join(layers) + " |",
+                    "|---|---|---|---|" + "---|" * len(layers)]
+        values = " | ".join(f"{value:.3f}" for value in result.between_contexts)
+        rows.append(f"| {explored.name} | {explored.scheme} | {' '.join(result.tokens)} | {values} |")
+    return "\n\n".join(errors + ["\n".join(rows)] if rows else errors)
+
+
 def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
     """The page over `model_dirs` (loading starts now, in the background) and the shelf that loads them."""
     shelf = ModelShelf(model_dirs)
@@ -230,6 +250,17 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
             with gr.Column(scale=3):
                 heatmap = gr.Image(label="self-attention of one head", show_label=False, type="filepath",
                                    elem_id="heatmap")
+        gr.Markdown("### Contextual vectors\nOne word in two or more sentences (one per line): the cosine similarity "
+                    "of its vectors across the sentences, before the first layer and after each (a word of several "
+                    "tokens is their mean). Without absolute positions it starts at exactly 1.")
+        with gr.Row():
+            with gr.Column(scale=1):
+                word = gr.Textbox(CONTEXT_WORDS[0][0], label="word", elem_id="word")
+                compare = gr.Button("Compare", elem_id="compare")
+            with gr.Column(scale=3):
+                contexts = gr.Textbox("\n".join(CONTEXT_WORDS[0][1]), label="sentences, one per line", lines=3,
+                                      elem_id="contexts")
+        similarities = gr.Markdown(elem_id="contextual")
         readings = gr.State({})
 
         timer = gr.Timer(1.0)
@@ -242,6 +273,7 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
         detail.change(details, inputs=[readings, detail], outputs=[coloured, windows]).then(
             draw, inputs=drawn, outputs=[heatmap, scheme])
         gr.on([window.submit, layer.submit, head.submit], draw, inputs=drawn, outputs=[heatmap, scheme])
+        compare.click(lambda *typed: contextual_table(shelf, *typed), inputs=[word, contexts], outputs=similarities)
     return page, shelf
 
 
