@@ -32,7 +32,7 @@ import torch
 import transformers
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the reference lives with the tests, not in the package
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's hf_attn; the reference lives with the tests
 
 from week3_reference import ReferenceTokenizer  # noqa: E402
 

@@ -26,6 +26,7 @@ import torch
 from helpers import SHARED, require
 from tokenizers import Regex, normalizers
 from transformers import PreTrainedTokenizerFast
+from transformers.tokenization_utils_base import PaddingStrategy
 from week3_reference import (
     END_OF_WORD,
     WORD_PATTERN,
@@ -40,6 +41,8 @@ from hf_attn.tokenization_hf_attn import (
     first_words,
     kept_positions,
     normalizer_words,
+    padded_rows,
+    padded_width,
     ragged_take,
     word_end_pattern,
 )
@@ -582,6 +585,28 @@ def test_ragged_take_is_the_slices_laid_end_to_end() -> None:
     starts, lengths = np.array([3, 0, 7, 7, 19]), np.array([2, 0, 4, 1, 1])
     expected = [value for start, length in zip(starts, lengths) for value in values[start:start + length]]
     assert ragged_take(values, starts, lengths).tolist() == expected
+
+
+@pytest.mark.parametrize("padding", ["longest", "max_length"])
+@pytest.mark.parametrize("pad_to_multiple_of", [None, 4])
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_padded_rows_are_what_pad_makes_of_the_lists(
+    tokenizer: HfAttnTokenizerFast, padding: str, pad_to_multiple_of: int | None, padding_side: str
+) -> None:
+    """The numpy layout of rows padded to one length against transformers' own ``pad`` of the same lists."""
+    rows = [[5, 6, 7], [], [8], [9, 10, 11, 12, 13]]
+    strategy = PaddingStrategy(padding)
+    width = padded_width(np.array([len(row) for row in rows]), strategy, 6, pad_to_multiple_of)
+    ids, mask = padded_rows(np.array(sum(rows, [])), np.array([len(row) for row in rows]), width, 99,
+                            left=padding_side == "left")
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.pad_token = tokenizer.convert_ids_to_tokens(99)
+    expected = PreTrainedTokenizerFast.pad(tokenizer, {"input_ids": rows}, padding=padding, max_length=6,
+                                           pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side)
+    assert ids.tolist() == expected["input_ids"]
+    assert mask.tolist() == expected["attention_mask"]
+    assert padded_width(np.array([7]), PaddingStrategy.MAX_LENGTH, 6, None) is None  # a longer row stays ragged
+    assert padded_width(np.array([7]), PaddingStrategy.DO_NOT_PAD, 6, None) is None
 
 
 def every_code_point_texts() -> list[str]:

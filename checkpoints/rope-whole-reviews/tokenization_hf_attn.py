@@ -51,8 +51,9 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def check_encodable(text: str, where: str) -> None:
     """A ValueError naming ``where`` when ``text`` holds a lone surrogate, which the Rust tokenizer cannot encode
     (a TypeError deep inside it otherwise). Python makes one of each byte that is not UTF-8 on the command
-    line or in a file read with ``errors="surrogateescape"`` (U+DC80-U+DCFF: that byte plus 0xDC00)."""
-    found = LONE_SURROGATE.search(text)
+    line or in a file read with ``errors="surrogateescape"`` (U+DC80-U+DCFF: that byte plus 0xDC00).
+    An ASCII text (most reviews) is known clean without a regex search."""
+    found = None if text.isascii() else LONE_SURROGATE.search(text)
     if found is None:
         return
     code, before = ord(found.group()), text[: found.start()][-20:]
@@ -95,6 +96,38 @@ def ragged_take(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     """``values[starts[i]:starts[i] + lengths[i]]`` for every ``i``, laid end to end, without a Python loop."""
     offsets = np.cumsum(lengths) - lengths
     return values[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
+
+
+def padded_width(
+    lengths: np.ndarray, strategy: PaddingStrategy, max_length: int | None, multiple: int | None
+) -> int | None:
+    """The row length ``pad`` gives rows of ``lengths``, or None when they stay ragged (no padding, or a
+    row longer than ``max_length``)."""
+    longest = int(lengths.max(initial=0))
+    if strategy == PaddingStrategy.LONGEST:
+        width = longest
+    elif strategy == PaddingStrategy.MAX_LENGTH and max_length is not None:
+        width = max_length
+    else:
+        return None
+    if multiple is not None and width % multiple:
+        width = (width // multiple + 1) * multiple
+    return width if longest <= width else None
+
+
+def padded_rows(
+    values: np.ndarray, lengths: np.ndarray, width: int, pad_id: int, left: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``lengths`` laid end to end in ``values`` as a ``[rows, width]`` matrix padded with ``pad_id``
+    (on the left when ``left``), and the mask of the values: what ``pad`` makes of lists, without one."""
+    row_starts = np.cumsum(lengths) - lengths
+    columns = np.arange(len(values)) - np.repeat(row_starts - (width - lengths if left else 0), lengths)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    ids = np.full((len(lengths), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(lengths), width), dtype=np.int64)
+    ids[rows, columns] = values
+    mask[rows, columns] = 1
+    return ids, mask
 
 
 WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
@@ -190,7 +223,8 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         """The ids without the lone ``</w>``, then truncated and padded as transformers does.
 
         The lone ``</w>`` must go before truncation counts tokens, and transformers has no public step
-        between the Rust encoding and truncation; everything else is the parent's (``pad``, tensors).
+        between the Rust encoding and truncation. Rows padded to one length are laid out by numpy
+        (``padded_rows``, what ``pad`` makes of them); ragged rows and per-token outputs go through ``pad``.
         Texts asked only for ids take the word route (``_word_level_ids``); offsets, pre-split words and
         the other per-token outputs come from the parent's Rust encodings.
         """
@@ -227,6 +261,18 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             flat_ids, lengths = self._word_level_ids(texts, limit, keep_end)
             extras = {}
         kept, kept_lengths = kept_positions(lengths, flat_ids == self.end_of_word_id, limit, keep_end=keep_end)
+        width = padded_width(kept_lengths, padding_strategy, max_length, pad_to_multiple_of)
+        if width is not None and not extras and self.pad_token_id is not None:  # every row as long: numpy pads
+            left = (padding_side or self.padding_side) == "left"
+            ids, mask = padded_rows(flat_ids[kept], kept_lengths, width, self.pad_token_id, left)
+            data = {"input_ids": ids}
+            if return_attention_mask or (return_attention_mask is None and "attention_mask" in self.model_input_names):
+                data["attention_mask"] = mask
+            if return_length:
+                data["length"] = np.full(len(texts), width, dtype=np.int64)
+            if return_tensors is None:
+                data = {name: values.tolist() if batched else values[0].tolist() for name, values in data.items()}
+            return BatchEncoding(data, tensor_type=return_tensors)
         row_ends = np.cumsum(kept_lengths)[:-1]
         data = {name: [row.tolist() for row in np.split(flat[kept], row_ends)] if texts else [] for name, flat in
                 {"input_ids": flat_ids, **extras}.items()}
@@ -271,10 +317,15 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         else:
             words_of_texts = [first_words(find_words, text, limit) for text in texts]
         words = list(itertools.chain.from_iterable(words_of_texts))
-        word_index = {word: index for index, word in enumerate(dict.fromkeys(words))}
-        table = self._distinct_word_ids(list(word_index))
+        first_seen: dict[str, int] = {}  # one dict pass: each word's first position among ``words``
+        firsts = np.fromiter(map(first_seen.setdefault, words, itertools.count()), dtype=np.int64, count=len(words))
+        distinct_index = np.zeros(len(words), dtype=np.int64)
+        distinct_index[np.fromiter(first_seen.values(), dtype=np.int64, count=len(first_seen))] = np.arange(
+            len(first_seen)
+        )
+        codes = distinct_index[firsts]
+        table = self._distinct_word_ids(list(first_seen))
         word_lengths = np.diff(np.flatnonzero(self._ends_word(table)) + 1, prepend=0)
-        codes = np.fromiter(map(word_index.__getitem__, words), dtype=np.int64, count=len(words))
         lengths = word_lengths[codes]
         ids = ragged_take(table, (np.cumsum(word_lengths) - word_lengths)[codes], lengths)
         words_per_text = np.fromiter(map(len, words_of_texts), dtype=np.int64, count=len(texts))
