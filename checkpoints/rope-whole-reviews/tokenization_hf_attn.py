@@ -36,7 +36,7 @@ END_OF_WORD_TOKEN = "Ġ"
 """Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
 
 
-CHARACTERS_PER_WORD = 8
+CHARACTERS_PER_WORD = 6
 """Characters searched per word wanted before the whole text is (about 5 a word in English reviews)."""
 
 WORDS_PER_CHUNK = 2048
