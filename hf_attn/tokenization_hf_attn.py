@@ -302,35 +302,46 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
 
     def _word_level_ids(self, texts: list[str], limit: int | None, keep_end: bool) -> tuple[np.ndarray, np.ndarray]:
         """The texts' Rust ids (lone ``</w>`` included) laid end to end and each text's count, every distinct
-        word encoded once.
+        piece of text encoded once.
 
         A word's ids never depend on its neighbours (no merge crosses a ``</w>``), so a text's ids are
         its words' ids in order. The Rust tokenizer given a whole text merges it as one sequence, every
-        word anew; a batch of reviews repeats most of its words. Truncating to ``limit`` tokens needs at
-        most ``limit`` words (each word keeps at least one token), so only those are encoded.
+        word anew; a batch of reviews repeats most of its words. With ``WORD_PATTERN`` (whose ``\\s`` is
+        ``str.isspace``) the pieces are ``str.split``'s, whole words with the punctuation beside them, found
+        in C; otherwise the pattern's words. Truncating to ``limit`` tokens needs at most ``limit`` pieces
+        (each word keeps at least one token), so only those are encoded.
         """
         find_words = self.word_pattern.findall
+        by_spaces = self.word_pattern is WORD_PATTERN
         if limit is None:
-            words_of_texts = [find_words(text) for text in texts]
+            pieces_of_texts = [text.split() if by_spaces else find_words(text) for text in texts]
         elif keep_end:
-            words_of_texts = [find_words(text)[-limit:] if limit else [] for text in texts]
+            pieces_of_texts = [(text.rsplit(maxsplit=limit) if by_spaces else find_words(text))[-limit:]
+                               if limit else [] for text in texts]
+        elif by_spaces:
+            pieces_of_texts = [text.split(maxsplit=limit)[:limit] for text in texts]
         else:
-            words_of_texts = [first_words(find_words, text, limit) for text in texts]
-        words = list(itertools.chain.from_iterable(words_of_texts))
-        first_seen: dict[str, int] = {}  # one dict pass: each word's first position among ``words``
-        firsts = np.fromiter(map(first_seen.setdefault, words, itertools.count()), dtype=np.int64, count=len(words))
-        distinct_index = np.zeros(len(words), dtype=np.int64)
+            pieces_of_texts = [first_words(find_words, text, limit) for text in texts]
+        pieces = list(itertools.chain.from_iterable(pieces_of_texts))
+        first_seen: dict[str, int] = {}  # one dict pass: each piece's first position among ``pieces``
+        firsts = np.fromiter(map(first_seen.setdefault, pieces, itertools.count()), dtype=np.int64, count=len(pieces))
+        distinct_index = np.zeros(len(pieces), dtype=np.int64)
         distinct_index[np.fromiter(first_seen.values(), dtype=np.int64, count=len(first_seen))] = np.arange(
             len(first_seen)
         )
         codes = distinct_index[firsts]
-        table = self._distinct_word_ids(list(first_seen))
+        # A piece goes to Rust as its words, so that "[PAD]" in a text stays three words, as in the document.
+        words_of_pieces = list(map(find_words, first_seen)) if by_spaces else [[word] for word in first_seen]
+        table = self._distinct_word_ids(list(itertools.chain.from_iterable(words_of_pieces)))
         word_lengths = np.diff(np.flatnonzero(self._ends_word(table)) + 1, prepend=0)
-        lengths = word_lengths[codes]
-        ids = ragged_take(table, (np.cumsum(word_lengths) - word_lengths)[codes], lengths)
-        words_per_text = np.fromiter(map(len, words_of_texts), dtype=np.int64, count=len(texts))
-        text_of_word = np.repeat(np.arange(len(texts)), words_per_text)
-        return ids, np.bincount(text_of_word, weights=lengths, minlength=len(texts)).astype(np.int64)
+        words_per_piece = np.fromiter(map(len, words_of_pieces), dtype=np.int64, count=len(words_of_pieces))
+        piece_lengths = np.add.reduceat(word_lengths, np.cumsum(words_per_piece) - words_per_piece) if len(
+            words_of_pieces) else word_lengths
+        lengths = piece_lengths[codes]
+        ids = ragged_take(table, (np.cumsum(piece_lengths) - piece_lengths)[codes], lengths)
+        pieces_per_text = np.fromiter(map(len, pieces_of_texts), dtype=np.int64, count=len(texts))
+        text_of_piece = np.repeat(np.arange(len(texts)), pieces_per_text)
+        return ids, np.bincount(text_of_piece, weights=lengths, minlength=len(texts)).astype(np.int64)
 
     def _distinct_word_ids(self, words: list[str]) -> np.ndarray:
         """The Rust ids of ``words`` laid end to end, a few thousand words to a string: one Rust encoding per
