@@ -331,12 +331,16 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         )
         codes = distinct_index[firsts]
         # A piece goes to Rust as its words, so that "[PAD]" in a text stays three words, as in the document.
-        words_of_pieces = list(map(find_words, first_seen)) if by_spaces else [[word] for word in first_seen]
-        table = self._distinct_word_ids(list(itertools.chain.from_iterable(words_of_pieces)))
+        # No list per piece is kept: many live lists make Python's garbage collector walk the caller's heap.
+        if by_spaces:
+            words = list(itertools.chain.from_iterable(map(find_words, first_seen)))
+            words_per_piece = np.fromiter(map(len, map(find_words, first_seen)), dtype=np.int64, count=len(first_seen))
+        else:
+            words, words_per_piece = list(first_seen), np.ones(len(first_seen), dtype=np.int64)
+        table = self._distinct_word_ids(words)
         word_lengths = np.diff(np.flatnonzero(self._ends_word(table)) + 1, prepend=0)
-        words_per_piece = np.fromiter(map(len, words_of_pieces), dtype=np.int64, count=len(words_of_pieces))
         piece_lengths = np.add.reduceat(word_lengths, np.cumsum(words_per_piece) - words_per_piece) if len(
-            words_of_pieces) else word_lengths
+            first_seen) else word_lengths
         lengths = piece_lengths[codes]
         ids = ragged_take(table, (np.cumsum(piece_lengths) - piece_lengths)[codes], lengths)
         pieces_per_text = np.fromiter(map(len, pieces_of_texts), dtype=np.int64, count=len(texts))
