@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -669,6 +670,13 @@ def test_empty_texts_give_integer_tensors(tokenizer: HfAttnTokenizerFast, texts:
     """Rows with no token still make int64 ids and mask (an empty numpy row is float64 by default)."""
     encoded = tokenizer(texts, padding=True, return_tensors="pt", return_length=True)
     assert {value.dtype for value in encoded.values()} == {torch.int64}
+
+
+def test_re_whitespace_is_str_isspace_on_every_code_point() -> None:
+    """The split route cuts texts with ``str.split``: it must cut exactly where ``WORD_PATTERN``'s ``\\s`` does."""
+    whitespace = re.compile(r"\s")
+    for code in (c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF):
+        assert bool(whitespace.fullmatch(chr(code))) == chr(code).isspace(), hex(code)
 
 
 def test_first_words_are_the_first_words_of_the_whole_text() -> None:
