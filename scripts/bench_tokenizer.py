@@ -2,7 +2,8 @@
 
 The reference is the pure-Python encoder of tests/week3_reference.py with its per-word cache, the
 way the Week 3 notebook tokenized. Both start cold and run in the same process, one after the
-other, and produce the Week 3 output: ``input_ids`` and ``padding_mask`` as ``[N, max_seq]`` int64
+other, ``--repeats`` times (the median time and the median of the per-repeat ratios are reported),
+and produce the Week 3 output: ``input_ids`` and ``padding_mask`` as ``[N, max_seq]`` int64
 tensors (what the notebook stores in its ``TensorDataset``; the reference builds lists, then
 tensors). Every result is compared id for id with the reference's. The tokenizer is also timed
 returning Python lists, the default of a transformers tokenizer call. Also timed: the Rust tokenizer
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -32,10 +34,11 @@ import torch
 import transformers
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the reference lives with the tests, not in the package
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's hf_attn; the reference lives with the tests
 
 from week3_reference import ReferenceTokenizer  # noqa: E402
 
+from hf_attn.bench.runner import this_cpu  # noqa: E402
 from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast  # noqa: E402
 from hf_attn.week3 import load_week3_tokenizer  # noqa: E402
 
@@ -80,22 +83,30 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--imdb", type=Path, default=SHARED / "data" / "imdb", help="IMDb parquet folder")
     parser.add_argument("--limit", type=int, help="only the first N training reviews (default: all 40,000)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="interleaved repeats of the reference and the tokenizer's tensors (median)")
     parser.add_argument("--map-batch-size", type=int, default=1000, help="datasets.map batch size")
     args = parser.parse_args(argv)
 
     texts = seed_train_reviews(args.imdb, args.limit)
     load_start = os.getloadavg()
 
-    reference = ReferenceTokenizer.from_week3_folder(args.week3)
-    expected, reference_seconds = timed(lambda: reference_week3(reference, texts))
+    tokenizer = load_week3_tokenizer(args.week3)
+    reference_times, tensors_times = [], []
+    for _ in range(args.repeats):  # interleaved, so that the load of a shared machine hits both alike
+        reference = ReferenceTokenizer.from_week3_folder(args.week3)  # cold: an empty per-word cache
+        expected, seconds = timed(lambda: reference_week3(reference, texts))
+        reference_times.append(seconds)
+        tensors, seconds = timed(lambda: encode_week3(tokenizer, texts))
+        tensors_times.append(seconds)
+    reference_seconds, tensors_seconds = statistics.median(reference_times), statistics.median(tensors_times)
+    tensors_speedup = statistics.median(ref / mine for ref, mine in zip(reference_times, tensors_times))
     expected_ids = expected["input_ids"].tolist()
     expected_masks = expected["attention_mask"].tolist()
 
     def matches(encoded: Any) -> bool:
         return all(torch.equal(torch.as_tensor(encoded[name]), expected[name]) for name in expected)
 
-    tokenizer = load_week3_tokenizer(args.week3)
-    tensors, tensors_seconds = timed(lambda: encode_week3(tokenizer, texts))
     lists, lists_seconds = timed(lambda: encode_week3(tokenizer, texts, return_tensors=None))
 
     whole_reference = ReferenceTokenizer.from_week3_folder(args.week3)
@@ -133,7 +144,10 @@ def main(argv: list[str] | None = None) -> None:
         "week3": str(args.week3),
         "rows": [
             row("reference: pure Python, per-word cache, cold (lists, then tensors)", reference_seconds, True),
-            row("HfAttnTokenizerFast, one call (tensors)", tensors_seconds, matches(tensors)),
+            row("HfAttnTokenizerFast, one call (tensors)", tensors_seconds, matches(tensors))
+            | {"speedup_vs_reference": round(tensors_speedup, 2),
+               "seconds_per_repeat": [round(seconds, 3) for seconds in tensors_times],
+               "reference_seconds_per_repeat": [round(seconds, 3) for seconds in reference_times]},
             row("HfAttnTokenizerFast, one call (Python lists)", lists_seconds, matches(lists)),
             row("reference, every token of every review (lists)", whole_reference_seconds, True)
             | {"speedup_vs_reference": 1.0},
@@ -151,6 +165,7 @@ def main(argv: list[str] | None = None) -> None:
             ),
         ],
         "environment": {
+            "cpu": this_cpu(),
             "python": platform.python_version(),
             "tokenizers": tokenizers.__version__,
             "transformers": transformers.__version__,

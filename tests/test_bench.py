@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import REPO
 from torch import nn
 
 from hf_attn import HfAttnForSequenceClassification
@@ -23,7 +24,8 @@ from hf_attn.bench.generation import (
 )
 from hf_attn.bench.models import ANCHOR_BUILDERS, build_candidates, build_modernbert, encoder_layers, hf_attn_config
 from hf_attn.bench.realistic import epoch_batches
-from hf_attn.bench.report import _faster_repeats
+from hf_attn.bench.report import _faster_repeats, read_records, records_table, with_records_table
+from hf_attn.bench.runner import cpu_description
 from hf_attn.bench.settings import ANCHORS
 from hf_attn.bench.timing import infer_step, make_batch, peak_memory_bytes, train_step
 from hf_attn.modeling_hf_attn import GrowingCacheLayer
@@ -144,9 +146,12 @@ def test_rows_carry_model_flops_and_mfu_against_the_peak_of_their_precision(toy_
     """hf-attn's FLOPs per token by hand from the toy shape (d 32, FFN 64, 2 layers, 2 labels): per layer
     Q/K/V + output 4 d^2 and FFN 2 d I multiply-adds per token, attention 4 T d, the classifier 2 d per
     sequence; training 3 x; FIRE's MLP (1 -> 32 -> 4 heads) once per query-key pair. MFU = FLOPs x tokens/s over
-    the peak of the row's precision."""
+    the matmul FLOP/s measured interleaved in the row's own case: the four GEMM shapes' FLOPs over that step's
+    median time."""
     section = toy_run[0]["throughput"]
     d, ffn, layers = 32, 64, 2
+    assert {(c["mode"], c["seq"], c["precision"]) for c in section["matmul_interleaved"]} == {
+        (mode, seq, precision) for mode in ("train", "infer") for seq in (8, 16) for precision in ("fp32", "bf16")}
     assert set(section["matmul_peak"]) == {"fp32", "bf16"}
     for peak in section["matmul_peak"].values():
         assert peak["gflops"] == max(shape["gflops"] for shape in peak["shapes"]) > 0
@@ -161,9 +166,61 @@ def test_rows_carry_model_flops_and_mfu_against_the_peak_of_their_precision(toy_
         forward = (seq * (2 * layers * (4 * d * d + 2 * d * ffn) + layers * 4 * seq * d) + 2 * scheme_mlp * seq**2
                    + 2 * d * 2)
         assert r["flops_per_token"] == pytest.approx({"train": 3, "infer": 1}[r["mode"]] * forward / seq)
-        peak = section["matmul_peak"][r["precision"]]["gflops"] * 1e9
+        case = next(c for c in section["matmul_interleaved"] if (c["mode"], c["seq"], c["precision"]) ==
+                    (r["mode"], r["seq"], r["precision"]))
+        gemm = 2 * rows * (d * 3 * d + d * d + d * ffn + ffn * d)  # the four products of the interleaved step
+        peak = gemm / (case["median_ms"] / 1e3)
+        assert r["matmul_gflops"] == pytest.approx(peak / 1e9)
         assert r["mfu"] == pytest.approx(r["flops_per_token"] * r["tokens_per_s"] / peak)
         assert r["tokens_per_s"] == pytest.approx(r["batch"] * seq / (r["median_ms"] / 1e3))
+
+
+AMX_XEON = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_vnni avx512_bf16 avx512_fp16 amx_bf16 amx_tile amx_int8
+
+processor\t: 1
+model name\t: some other core
+"""
+AVX2_EPYC = "processor : 0\nmodel name : AMD EPYC 7B12\nflags : fpu avx fma avx2 sha_ni\n"
+
+
+@pytest.mark.parametrize(("cpuinfo", "model", "flags"), [
+    (AMX_XEON, "Intel(R) Xeon(R) Platinum 8480+",
+     ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"]),
+    (AVX2_EPYC, "AMD EPYC 7B12", ["avx2", "fma"]),
+    ("", None, None),
+])
+def test_cpu_description_reads_the_model_and_matmul_flags_of_the_first_processor(
+    cpuinfo: str, model: str | None, flags: list[str] | None
+) -> None:
+    assert cpu_description(cpuinfo) == {"model": model, "matmul_flags": flags}
+
+
+def test_a_record_says_where_it_ran_and_its_report_and_the_docs_table_show_it(
+    toy_run: tuple[dict, str, Path],
+) -> None:
+    """The toy record carries this machine's CPU, threads, precisions and loads; its report shows them; an
+    older record without them reads "not recorded"; docs/benchmarks.md's table is the committed records'."""
+    results, markdown, _ = toy_run
+    environment = results["environment"]
+    assert environment["cpu"] == cpu_description(Path("/proc/cpuinfo").read_text())
+    assert environment["threads"] == 1 and environment["precision"] == ["fp32", "bf16"]
+    assert len(environment["load_average_start"]) == len(environment["load_average_end"]) == 3
+    assert f"CPU {environment['cpu']['model']} (matmul flags: {' '.join(environment['cpu']['matmul_flags'])})" in (
+        markdown)
+    assert "median GFLOP/s" in markdown  # the interleaved peaks table
+    old = {"environment": {key: value for key, value in environment.items() if key not in ("cpu", "precision")},
+           "settings": {}, "throughput": {"matmul_peak": results["throughput"]["matmul_peak"]}}
+    table = records_table({"new.json": results, "old.json": old})
+    new_row, old_row = table.splitlines()[2:]
+    assert environment["cpu"]["model"] in new_row and "not recorded" not in new_row
+    assert old_row.split(" | ")[3:6] == ["not recorded", "not recorded", "1 of " + str(environment["cpu_count"])]
+    assert old_row.endswith("| not recorded |")  # no interleaved peak
+    docs = (REPO / "docs" / "benchmarks.md").read_text()
+    assert with_records_table(docs, records_table(read_records(REPO / "results" / "bench"))) == docs, (
+        "docs/benchmarks.md's records table is stale: run python scripts/bench_records.py")
 
 
 @pytest.mark.parametrize("family", ["hf-attn", "BERT", "RoFormer", "ModernBERT"])

@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import torch
 from helpers import SHARED, require
 from tokenizers import Regex, normalizers
 from transformers import PreTrainedTokenizerFast
+from transformers.tokenization_utils_base import PaddingStrategy
 from week3_reference import (
     END_OF_WORD,
     WORD_PATTERN,
@@ -40,6 +42,8 @@ from hf_attn.tokenization_hf_attn import (
     first_words,
     kept_positions,
     normalizer_words,
+    padded_rows,
+    padded_width,
     ragged_take,
     word_end_pattern,
 )
@@ -584,6 +588,28 @@ def test_ragged_take_is_the_slices_laid_end_to_end() -> None:
     assert ragged_take(values, starts, lengths).tolist() == expected
 
 
+@pytest.mark.parametrize("padding", ["longest", "max_length"])
+@pytest.mark.parametrize("pad_to_multiple_of", [None, 4])
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_padded_rows_are_what_pad_makes_of_the_lists(
+    tokenizer: HfAttnTokenizerFast, padding: str, pad_to_multiple_of: int | None, padding_side: str
+) -> None:
+    """The numpy layout of rows padded to one length against transformers' own ``pad`` of the same lists."""
+    rows = [[5, 6, 7], [], [8], [9, 10, 11, 12, 13]]
+    strategy = PaddingStrategy(padding)
+    width = padded_width(np.array([len(row) for row in rows]), strategy, 6, pad_to_multiple_of)
+    ids, mask = padded_rows(np.array(sum(rows, [])), np.array([len(row) for row in rows]), width, 99,
+                            left=padding_side == "left")
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.pad_token = tokenizer.convert_ids_to_tokens(99)
+    expected = PreTrainedTokenizerFast.pad(tokenizer, {"input_ids": rows}, padding=padding, max_length=6,
+                                           pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side)
+    assert ids.tolist() == expected["input_ids"]
+    assert mask.tolist() == expected["attention_mask"]
+    assert padded_width(np.array([7]), PaddingStrategy.MAX_LENGTH, 6, None) is None  # a longer row stays ragged
+    assert padded_width(np.array([7]), PaddingStrategy.DO_NOT_PAD, 6, None) is None
+
+
 def every_code_point_texts() -> list[str]:
     """Every code point in order, 60,000 in random order, and 5,000 with random spaces between."""
     code_points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
@@ -644,6 +670,13 @@ def test_empty_texts_give_integer_tensors(tokenizer: HfAttnTokenizerFast, texts:
     """Rows with no token still make int64 ids and mask (an empty numpy row is float64 by default)."""
     encoded = tokenizer(texts, padding=True, return_tensors="pt", return_length=True)
     assert {value.dtype for value in encoded.values()} == {torch.int64}
+
+
+def test_re_whitespace_is_str_isspace_on_every_code_point() -> None:
+    """The split route cuts texts with ``str.split``: it must cut exactly where ``WORD_PATTERN``'s ``\\s`` does."""
+    whitespace = re.compile(r"\s")
+    for code in (c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF):
+        assert bool(whitespace.fullmatch(chr(code))) == chr(code).isspace(), hex(code)
 
 
 def test_first_words_are_the_first_words_of_the_whole_text() -> None:

@@ -14,10 +14,13 @@ each.) A training step is 3 x the forward: the backward pass multiplies by each 
 the input's gradient and once for the weight's. `FlopCounterMode` (torch.utils.flop_counter) agrees
 exactly on eager attention (tests/test_bench.py); it does not count CPU SDPA's fused kernel.
 
-The peak is the best GFLOP/s of `torch.mm` over the model's own GEMM shapes in the precision of the run
-(bfloat16 operands for bf16: autocast hands the matrix units exactly these). MFU = achieved model FLOP/s
-over that peak, so it says how far from the machine's own matrix throughput a model runs, not from a
-datasheet figure.
+The peak is the GFLOP/s of `torch.mm` over the model's own GEMM shapes in the precision of the run
+(bfloat16 operands for bf16: autocast hands the matrix units exactly these), measured twice: once before the
+models (`matmul_peak`, the best of `peak_repeats` products per shape), and inside every timed case as one
+more step interleaved with the models' steps (all shapes once per repeat, `gemm_flops` over its median
+time). MFU = achieved model FLOP/s over the interleaved figure of the same case, so that a machine busy with
+other work slows the yardstick with the models, and MFU says how far from the machine's own matrix
+throughput a model runs, not from a datasheet figure.
 """
 
 from __future__ import annotations
@@ -61,19 +64,30 @@ def gemm_shapes(settings: BenchSettings) -> list[tuple[int, int, int]]:
     return [(rows, width, 3 * width), (rows, width, width), (rows, width, ffn), (rows, ffn, width)]
 
 
+def gemm_operands(settings: BenchSettings, precision: str, device: torch.device) -> list[tuple[torch.Tensor, ...]]:
+    """Random left and right operands of every shape of `gemm_shapes`, in the dtype of `precision`."""
+    dtype = PRECISION_DTYPES[precision]
+    generator = torch.Generator().manual_seed(settings.seed)
+    return [(torch.randn(rows, inner, generator=generator).to(device, dtype),
+             torch.randn(inner, columns, generator=generator).to(device, dtype))
+            for rows, inner, columns in gemm_shapes(settings)]
+
+
+def gemm_flops(settings: BenchSettings) -> int:
+    """FLOPs of one product of each shape of `gemm_shapes` (2 per multiply-add)."""
+    return sum(2 * rows * inner * columns for rows, inner, columns in gemm_shapes(settings))
+
+
 def matmul_peak(settings: BenchSettings, precision: str, device: torch.device) -> dict[str, Any]:
     """The best GFLOP/s of `torch.mm` in `precision` over `gemm_shapes`, each timed `peak_repeats` times
     after one untimed product (the best, not the median: a peak is what the machine can do)."""
     from .timing import timed
 
-    dtype = PRECISION_DTYPES[precision]
-    generator = torch.Generator().manual_seed(settings.seed)
     shapes = []
-    for rows, inner, columns in gemm_shapes(settings):
-        left = torch.randn(rows, inner, generator=generator).to(device, dtype)
-        right = torch.randn(inner, columns, generator=generator).to(device, dtype)
+    for left, right in gemm_operands(settings, precision, device):
         torch.mm(left, right)
         seconds = min(timed(lambda: torch.mm(left, right), device) for _ in range(settings.peak_repeats))
+        (rows, inner), columns = left.shape, right.shape[1]
         shapes.append({"shape": [rows, inner, columns], "gflops": 2 * rows * inner * columns / seconds / 1e9})
-    return {"precision": precision, "dtype": str(dtype).removeprefix("torch."),
+    return {"precision": precision, "dtype": str(PRECISION_DTYPES[precision]).removeprefix("torch."),
             "gflops": max(shape["gflops"] for shape in shapes), "shapes": shapes}

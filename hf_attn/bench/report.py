@@ -56,6 +56,29 @@ def _goal(row: dict[str, Any], shortest: int) -> str:
     return "yes" if met else "NO"
 
 
+NOT_RECORDED = "not recorded"
+"""What a report shows for a field its record predates."""
+
+
+def where_it_ran(record: dict[str, Any]) -> dict[str, str]:
+    """Where and how a record ran, as text: CPU model, its matmul flags, threads, precisions, load average at
+    start and end; `NOT_RECORDED` for what an older record lacks (its precisions come from its settings,
+    and records from before precisions were fp32)."""
+    environment = record["environment"]
+    cpu = environment.get("cpu") or {}
+    flags = cpu.get("matmul_flags")
+    loads = [environment.get(f"load_average_{end}") for end in ("start", "end")]
+    precision = environment.get("precision") or record.get("settings", {}).get("precision") or ["fp32"]
+    return {
+        "CPU": cpu.get("model") or NOT_RECORDED,
+        "flags": NOT_RECORDED if flags is None else " ".join(flags) or "none (no AVX2)",
+        "threads": f"{environment['threads']} of {environment['cpu_count']}" if "threads" in environment
+        else NOT_RECORDED,
+        "precision": ",".join(precision),
+        "load": " -> ".join(NOT_RECORDED if load is None else f"{load[0]:.1f}" for load in loads),
+    }
+
+
 def _precision(row: dict[str, Any]) -> str:
     return row.get("precision", "fp32")  # records from before precisions were all fp32
 
@@ -65,14 +88,23 @@ def _cells(rows: list[dict[str, Any]]) -> list[tuple[str, int, int, str]]:
     return list(dict.fromkeys((r["mode"], r["batch"], r["seq"], _precision(r)) for r in rows))
 
 
-def _format_peaks(peaks: dict[str, Any]) -> list[str]:
-    return ["### Matrix-multiply peak", "",
-            "Best GFLOP/s of `torch.mm` over the model's GEMM shapes (rows = tokens of a training batch), in each "
-            "precision; MFU below is achieved model FLOP/s over this.", "",
-            _table(["precision", "best GFLOP/s", *(f"{'x'.join(map(str, s['shape']))}" for s in
-                                                  next(iter(peaks.values()))["shapes"])],
-                   [[p["precision"], f"{p['gflops']:.0f}", *(f"{s['gflops']:.0f}" for s in p["shapes"])]
-                    for p in peaks.values()]), ""]
+def _format_peaks(peaks: dict[str, Any], interleaved: list[dict[str, Any]] | None) -> list[str]:
+    """The peak measured before the models, then the one measured inside each case (records from before it
+    say so: their MFU is over the peak measured before)."""
+    out = ["### Matrix-multiply peak", "",
+           "Best GFLOP/s of `torch.mm` over the model's GEMM shapes (rows = tokens of a training batch), in each "
+           "precision, measured before the models.", "",
+           _table(["precision", "best GFLOP/s", *(f"{'x'.join(map(str, s['shape']))}" for s in
+                                                 next(iter(peaks.values()))["shapes"])],
+                  [[p["precision"], f"{p['gflops']:.0f}", *(f"{s['gflops']:.0f}" for s in p["shapes"])]
+                   for p in peaks.values()]), ""]
+    if not interleaved:
+        return out + [f"Interleaved peak: {NOT_RECORDED} (MFU below is over the best GFLOP/s above).", ""]
+    return out + ["The same products once each per repeat as one more step interleaved with the models' steps of "
+                  "each case: GFLOP/s from the median; MFU below is over the figure of its own case.", "",
+                  _table(["case", "median GFLOP/s", "min ms", "max ms"],
+                         [[f"{p['mode']} {p['seq']} {p['precision']}", f"{p['gflops']:.0f}", f"{p['min_ms']:.2f}",
+                           f"{p['max_ms']:.2f}"] for p in interleaved]), ""]
 
 
 def _format_goals(section: dict[str, Any]) -> list[str]:
@@ -107,7 +139,8 @@ def _format_mfu(rows: list[dict[str, Any]]) -> list[str]:
                        for mode, _, seq, precision in cells)] for model, found in by_model.items()]
     return ["### Model-FLOPs utilisation", "",
             "Model FLOPs of a step (matrix products only; training = 3 x forward; docs/benchmarks.md) per median "
-            "second, over the matmul peak of the same precision.", "",
+            "second, over the matmul peak of the same case (interleaved with the models) where recorded, else "
+            "over the best peak of the same precision measured before the models.", "",
             _table(["model", "positions", "attention", *(f"{mode} {seq} {precision}" for mode, _, seq, precision
                                                           in cells)], body), ""]
 
@@ -126,7 +159,7 @@ def _format_throughput(section: dict[str, Any]) -> list[str]:
            + "that repeat. Peak MiB: allocator high-water mark above what was held before the step (activations, "
            "gradients, temporaries). bf16: forward under bfloat16 autocast, parameters and optimizer float32.", ""]
     if "matmul_peak" in section:
-        out += _format_peaks(section["matmul_peak"])
+        out += _format_peaks(section["matmul_peak"], section.get("matmul_interleaved"))
     if section.get("goals"):
         out += _format_goals(section)
     own_dropout = [family for family in OWN_DROPOUT_ANCHORS if family in anchors]
@@ -287,8 +320,10 @@ def format_markdown(results: dict[str, Any]) -> str:
     """The report: one table per measured case, then scaling, realistic batches, generation, tokenizer and
     profile."""
     env = results["environment"]
+    machine = where_it_ran(results)
     out = ["# hf-attn benchmark", "",
            f"torch {env['torch']}, transformers {env['transformers']}, device {env.get('gpu', env['device'])}, "
+           f"CPU {machine['CPU']} (matmul flags: {machine['flags']}), precision {machine['precision']}, "
            f"{env['threads']} threads of {env['cpu_count']} CPUs, 1-minute load average "
            f"{env['load_average_start'][0]:.1f} at start, {env['load_average_end'][0]:.1f} at end; "
            f"started {env['started']}"
@@ -334,3 +369,51 @@ def plot_attention_scaling(results: dict[str, Any], path: str | os.PathLike[str]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+RECORDS_BEGIN = "<!-- bench records: generated by `python scripts/bench_records.py`, do not edit by hand -->"
+RECORDS_END = "<!-- end of bench records -->"
+
+
+def is_bench_record(record: Any) -> bool:
+    """Whether a JSON file's content is a record `hf-attn bench` wrote (settings and environment)."""
+    return isinstance(record, dict) and "settings" in record and "torch" in record.get("environment", {})
+
+
+def records_table(records: dict[str, dict[str, Any]]) -> str:
+    """One row per bench record (name -> record, in start order): where it ran (`where_it_ran`), what it
+    measured, and its matmul peaks: the best before the models, and the range of the per-case medians
+    measured interleaved with them."""
+    body = []
+    for name, record in sorted(records.items(), key=lambda item: item[1]["environment"]["started"]):
+        environment, throughput = record["environment"], record.get("throughput", {})
+        peaks = throughput.get("matmul_peak")
+        best = NOT_RECORDED if not peaks else ", ".join(f"{p['precision']} {p['gflops']:.0f}" for p in peaks.values())
+        interleaved = throughput.get("matmul_interleaved")
+        by_precision: dict[str, list[float]] = {}
+        for case in interleaved or []:
+            by_precision.setdefault(case["precision"], []).append(case["gflops"])
+        around = ", ".join(f"{precision} {min(values):.0f}-{max(values):.0f}" for precision, values in
+                           by_precision.items()) or (NOT_RECORDED if "throughput" in record else "")
+        sections = [section for section in ("throughput", "scaling", "realistic", "generation") if section in record]
+        machine = where_it_ran(record)
+        body.append([f"`{name}`", environment["started"], ", ".join(sections), machine["CPU"], machine["flags"],
+                     machine["threads"], machine["precision"], machine["load"],
+                     "" if "throughput" not in record else best, around])
+    return _table(["record", "started", "sections", "CPU", "matmul flags", "threads", "precision",
+                   "load (1 min) start -> end", "matmul GFLOP/s, best before", "matmul GFLOP/s, interleaved"], body)
+
+
+def with_records_table(document: str, table: str) -> str:
+    """`document` with the text between `RECORDS_BEGIN` and `RECORDS_END` replaced by `table`."""
+    if RECORDS_BEGIN not in document or RECORDS_END not in document:
+        raise ValueError(f"the document has no generated records section; add the lines {RECORDS_BEGIN!r} and "
+                         f"{RECORDS_END!r} where it belongs")
+    before, rest = document.split(RECORDS_BEGIN, 1)
+    return before + RECORDS_BEGIN + "\n\n" + table + "\n\n" + RECORDS_END + rest.split(RECORDS_END, 1)[1]
+
+
+def read_records(folder: Path) -> dict[str, dict[str, Any]]:
+    """Every bench record among the JSON files of `folder`, by file name."""
+    records = {path.name: json.loads(path.read_text()) for path in sorted(Path(folder).glob("*.json"))}
+    return {name: record for name, record in records.items() if is_bench_record(record)}

@@ -4,8 +4,8 @@
   each precision (fp32, and bf16 autocast), for hf-attn with every position scheme x backend and every
   variant, and for each anchor (transformers' BERT, RoFormer, ModernBERT) built with the identical shape;
   the median over interleaved repeats is reported, with tokens/s, model-FLOPs utilisation against the
-  measured matmul peak of the precision (`flops`), each model's speed-up against every anchor and
-  hf-attn's against the fastest of its peers (`settings.PEERS`), the issue's yardstick.
+  matmul throughput measured interleaved with the models in the same case (`flops`), each model's speed-up
+  against every anchor and hf-attn's against the fastest of its peers (`settings.PEERS`), the issue's yardstick.
 * `scaling`: inference time and memory of hf-attn, eager vs SDPA, as the sequence grows: eager
   materialises the (batch, heads, T, T) score matrix, SDPA's fused kernels need not.
 * `profile`: the top operators by self CPU time over a few training steps of hf-attn and of one anchor."""
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
-from .flops import linear_weights, matmul_peak, step_flops
+from .flops import gemm_flops, gemm_operands, linear_weights, matmul_peak, step_flops
 from .models import (
     ANCHOR_BUILDERS,
     Candidate,
@@ -42,10 +42,14 @@ from .timing import (
     train_step,
 )
 
+MATMUL_STEP = "matmul (interleaved peak)"
+"""The step of each timed case that multiplies `flops.gemm_shapes` once each, beside the models' steps."""
+
 
 def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
     """Training and inference at fixed shapes for every candidate in every precision, with each row's model
-    FLOPs and MFU against the matmul peak of its precision; plus parameter counts, the peaks and the goals."""
+    FLOPs and MFU against the matmul throughput measured interleaved with the models in the same case (see
+    `flops`); plus parameter counts, the peaks (before the models, and per case) and the goals."""
     candidates = build_candidates(settings, max(settings.seq_lengths), device)
     generator = torch.Generator().manual_seed(settings.seed)
     models = []
@@ -58,7 +62,7 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
             "encoder_layer_params": count_parameters(layers), "encoder_matmul_weights": linear_weights(layers),
         })
     peaks = {precision: matmul_peak(settings, precision, device) for precision in settings.precision}
-    rows = []
+    rows, interleaved_peaks = [], []
     cases = {"train": (settings.train_batch, train_step), "infer": (settings.infer_batch, infer_step)}
     for mode in settings.modes:
         batch_size, step_fn = cases[mode]
@@ -67,7 +71,14 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
             prepare = {c.name: (lambda c=c: c.prepare(mode == "train")) for c in candidates}
             for precision in settings.precision:  # innermost: both precisions of a case are neighbours in time
                 steps = {c.name: (lambda c=c: step_fn(c, batch, precision)) for c in candidates}
-                times = interleaved_times(steps, prepare, settings.warmup, settings.repeats, device)
+                operands = gemm_operands(settings, precision, device)
+                steps[MATMUL_STEP] = lambda operands=operands: [torch.mm(left, right) for left, right in operands]
+                times = interleaved_times(steps, prepare | {MATMUL_STEP: lambda: None}, settings.warmup,
+                                          settings.repeats, device)
+                matmul = summarize(times[MATMUL_STEP])
+                matmul_gflops = gemm_flops(settings) / (matmul["median_ms"] / 1e3) / 1e9
+                interleaved_peaks.append({"mode": mode, "seq": seq, "precision": precision,
+                                          "gflops": matmul_gflops, **matmul})
                 case = []
                 for candidate in candidates:
                     candidate.prepare(mode == "train")
@@ -77,13 +88,15 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
                     seconds, tokens = row["median_ms"] / 1e3, batch_size * seq
                     flops = step_flops(candidate.model, encoder_layers(candidate.model), mode, batch_size, seq)
                     row.update(sequences_per_s=batch_size / seconds, tokens_per_s=tokens / seconds,
-                               flops_per_token=flops / tokens, mfu=flops / seconds / (peaks[precision]["gflops"] * 1e9))
+                               flops_per_token=flops / tokens, matmul_gflops=matmul_gflops,
+                               mfu=flops / seconds / (matmul_gflops * 1e9))
                     if settings.peak_memory:
                         row["peak_mib"] = peak_memory_bytes(steps[candidate.name], device) / MIB
                     case.append(row)
                 add_speedups(case)
                 rows += case
-    return {"models": models, "matmul_peak": peaks, "rows": rows, "goals": goal_summary(rows)}
+    return {"models": models, "matmul_peak": peaks, "matmul_interleaved": interleaved_peaks, "rows": rows,
+            "goals": goal_summary(rows)}
 
 
 def peer_families(scheme: str) -> tuple[str, ...]:

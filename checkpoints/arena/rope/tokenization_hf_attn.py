@@ -36,7 +36,7 @@ END_OF_WORD_TOKEN = "Ġ"
 """Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
 
 
-CHARACTERS_PER_WORD = 8
+CHARACTERS_PER_WORD = 6
 """Characters searched per word wanted before the whole text is (about 5 a word in English reviews)."""
 
 WORDS_PER_CHUNK = 2048
@@ -51,8 +51,9 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 def check_encodable(text: str, where: str) -> None:
     """A ValueError naming ``where`` when ``text`` holds a lone surrogate, which the Rust tokenizer cannot encode
     (a TypeError deep inside it otherwise). Python makes one of each byte that is not UTF-8 on the command
-    line or in a file read with ``errors="surrogateescape"`` (U+DC80-U+DCFF: that byte plus 0xDC00)."""
-    found = LONE_SURROGATE.search(text)
+    line or in a file read with ``errors="surrogateescape"`` (U+DC80-U+DCFF: that byte plus 0xDC00).
+    An ASCII text (most reviews) is known clean without a regex search."""
+    found = None if text.isascii() else LONE_SURROGATE.search(text)
     if found is None:
         return
     code, before = ord(found.group()), text[: found.start()][-20:]
@@ -95,6 +96,38 @@ def ragged_take(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     """``values[starts[i]:starts[i] + lengths[i]]`` for every ``i``, laid end to end, without a Python loop."""
     offsets = np.cumsum(lengths) - lengths
     return values[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
+
+
+def padded_width(
+    lengths: np.ndarray, strategy: PaddingStrategy, max_length: int | None, multiple: int | None
+) -> int | None:
+    """The row length ``pad`` gives rows of ``lengths``, or None when they stay ragged (no padding, or a
+    row longer than ``max_length``)."""
+    longest = int(lengths.max(initial=0))
+    if strategy == PaddingStrategy.LONGEST:
+        width = longest
+    elif strategy == PaddingStrategy.MAX_LENGTH and max_length is not None:
+        width = max_length
+    else:
+        return None
+    if multiple is not None and width % multiple:
+        width = (width // multiple + 1) * multiple
+    return width if longest <= width else None
+
+
+def padded_rows(
+    values: np.ndarray, lengths: np.ndarray, width: int, pad_id: int, left: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``lengths`` laid end to end in ``values`` as a ``[rows, width]`` matrix padded with ``pad_id``
+    (on the left when ``left``), and the mask of the values: what ``pad`` makes of lists, without one."""
+    row_starts = np.cumsum(lengths) - lengths
+    columns = np.arange(len(values)) - np.repeat(row_starts - (width - lengths if left else 0), lengths)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    ids = np.full((len(lengths), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(lengths), width), dtype=np.int64)
+    ids[rows, columns] = values
+    mask[rows, columns] = 1
+    return ids, mask
 
 
 WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
@@ -190,7 +223,8 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         """The ids without the lone ``</w>``, then truncated and padded as transformers does.
 
         The lone ``</w>`` must go before truncation counts tokens, and transformers has no public step
-        between the Rust encoding and truncation; everything else is the parent's (``pad``, tensors).
+        between the Rust encoding and truncation. Rows padded to one length are laid out by numpy
+        (``padded_rows``, what ``pad`` makes of them); ragged rows and per-token outputs go through ``pad``.
         Texts asked only for ids take the word route (``_word_level_ids``); offsets, pre-split words and
         the other per-token outputs come from the parent's Rust encodings.
         """
@@ -227,6 +261,18 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             flat_ids, lengths = self._word_level_ids(texts, limit, keep_end)
             extras = {}
         kept, kept_lengths = kept_positions(lengths, flat_ids == self.end_of_word_id, limit, keep_end=keep_end)
+        width = padded_width(kept_lengths, padding_strategy, max_length, pad_to_multiple_of)
+        if width is not None and not extras and self.pad_token_id is not None:  # every row as long: numpy pads
+            left = (padding_side or self.padding_side) == "left"
+            ids, mask = padded_rows(flat_ids[kept], kept_lengths, width, self.pad_token_id, left)
+            data = {"input_ids": ids}
+            if return_attention_mask or (return_attention_mask is None and "attention_mask" in self.model_input_names):
+                data["attention_mask"] = mask
+            if return_length:
+                data["length"] = np.full(len(texts), width, dtype=np.int64)
+            if return_tensors is None:
+                data = {name: values.tolist() if batched else values[0].tolist() for name, values in data.items()}
+            return BatchEncoding(data, tensor_type=return_tensors)
         row_ends = np.cumsum(kept_lengths)[:-1]
         data = {name: [row.tolist() for row in np.split(flat[kept], row_ends)] if texts else [] for name, flat in
                 {"input_ids": flat_ids, **extras}.items()}
@@ -256,30 +302,50 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
 
     def _word_level_ids(self, texts: list[str], limit: int | None, keep_end: bool) -> tuple[np.ndarray, np.ndarray]:
         """The texts' Rust ids (lone ``</w>`` included) laid end to end and each text's count, every distinct
-        word encoded once.
+        piece of text encoded once.
 
         A word's ids never depend on its neighbours (no merge crosses a ``</w>``), so a text's ids are
         its words' ids in order. The Rust tokenizer given a whole text merges it as one sequence, every
-        word anew; a batch of reviews repeats most of its words. Truncating to ``limit`` tokens needs at
-        most ``limit`` words (each word keeps at least one token), so only those are encoded.
+        word anew; a batch of reviews repeats most of its words. With ``WORD_PATTERN`` (whose ``\\s`` is
+        ``str.isspace``) the pieces are ``str.split``'s, whole words with the punctuation beside them, found
+        in C; otherwise the pattern's words. Truncating to ``limit`` tokens needs at most ``limit`` pieces
+        (each word keeps at least one token), so only those are encoded.
         """
         find_words = self.word_pattern.findall
+        by_spaces = self.word_pattern is WORD_PATTERN
         if limit is None:
-            words_of_texts = [find_words(text) for text in texts]
+            pieces_of_texts = [text.split() if by_spaces else find_words(text) for text in texts]
         elif keep_end:
-            words_of_texts = [find_words(text)[-limit:] if limit else [] for text in texts]
+            pieces_of_texts = [(text.rsplit(maxsplit=limit) if by_spaces else find_words(text))[-limit:]
+                               if limit else [] for text in texts]
+        elif by_spaces:
+            pieces_of_texts = [text.split(maxsplit=limit)[:limit] for text in texts]
         else:
-            words_of_texts = [first_words(find_words, text, limit) for text in texts]
-        words = list(itertools.chain.from_iterable(words_of_texts))
-        word_index = {word: index for index, word in enumerate(dict.fromkeys(words))}
-        table = self._distinct_word_ids(list(word_index))
+            pieces_of_texts = [first_words(find_words, text, limit) for text in texts]
+        pieces = list(itertools.chain.from_iterable(pieces_of_texts))
+        first_seen: dict[str, int] = {}  # one dict pass: each piece's first position among ``pieces``
+        firsts = np.fromiter(map(first_seen.setdefault, pieces, itertools.count()), dtype=np.int64, count=len(pieces))
+        distinct_index = np.zeros(len(pieces), dtype=np.int64)
+        distinct_index[np.fromiter(first_seen.values(), dtype=np.int64, count=len(first_seen))] = np.arange(
+            len(first_seen)
+        )
+        codes = distinct_index[firsts]
+        # A piece goes to Rust as its words, so that "[PAD]" in a text stays three words, as in the document.
+        # No list per piece is kept: many live lists make Python's garbage collector walk the caller's heap.
+        if by_spaces:
+            words = list(itertools.chain.from_iterable(map(find_words, first_seen)))
+            words_per_piece = np.fromiter(map(len, map(find_words, first_seen)), dtype=np.int64, count=len(first_seen))
+        else:
+            words, words_per_piece = list(first_seen), np.ones(len(first_seen), dtype=np.int64)
+        table = self._distinct_word_ids(words)
         word_lengths = np.diff(np.flatnonzero(self._ends_word(table)) + 1, prepend=0)
-        codes = np.fromiter(map(word_index.__getitem__, words), dtype=np.int64, count=len(words))
-        lengths = word_lengths[codes]
-        ids = ragged_take(table, (np.cumsum(word_lengths) - word_lengths)[codes], lengths)
-        words_per_text = np.fromiter(map(len, words_of_texts), dtype=np.int64, count=len(texts))
-        text_of_word = np.repeat(np.arange(len(texts)), words_per_text)
-        return ids, np.bincount(text_of_word, weights=lengths, minlength=len(texts)).astype(np.int64)
+        piece_lengths = np.add.reduceat(word_lengths, np.cumsum(words_per_piece) - words_per_piece) if len(
+            first_seen) else word_lengths
+        lengths = piece_lengths[codes]
+        ids = ragged_take(table, (np.cumsum(piece_lengths) - piece_lengths)[codes], lengths)
+        pieces_per_text = np.fromiter(map(len, pieces_of_texts), dtype=np.int64, count=len(texts))
+        text_of_piece = np.repeat(np.arange(len(texts)), pieces_per_text)
+        return ids, np.bincount(text_of_piece, weights=lengths, minlength=len(texts)).astype(np.int64)
 
     def _distinct_word_ids(self, words: list[str]) -> np.ndarray:
         """The Rust ids of ``words`` laid end to end, a few thousand words to a string: one Rust encoding per
