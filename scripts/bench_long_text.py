@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from transformers import AutoTokenizer, pipeline
 from transformers.utils import logging
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
+from hf_attn.bench.runner import this_cpu
 from hf_attn.experiments.data import SAMPLE_PATH
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,13 +31,6 @@ SIZES = (10_000, 100_000, 1_000_000)
 POLICIES = {"windows past 8192 (default)": {}, "read_length=8192": {"read_length": 8192},
             "one pass (max_direct_length=None)": {"max_direct_length": None}}
 ONE_PASS_LIMIT = 100_000  # characters: a quadratic pass over 1 MB takes longer than this script should
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:
@@ -64,7 +57,7 @@ def main() -> None:
                 rows.append({"policy": policy, "characters": size, "tokens": tokens,
                              "seconds": round(time.perf_counter() - start, 2)})
                 print(rows[-1], flush=True)
-    record = {"command": "python scripts/bench_long_text.py --out " + str(args.out), "cpu": cpu_model(),
+    record = {"command": "python scripts/bench_long_text.py --out " + str(args.out), "cpu": this_cpu(),
               "threads": torch.get_num_threads(), "torch": torch.__version__, "precision": "fp32",
               "cpu_count": os.cpu_count(), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import tempfile
 import time
 import warnings
@@ -22,17 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hf_attn.bench.runner import this_cpu
 from hf_attn.experiments.data import load_imdb
 from hf_attn.saved import load_saved_classifier
 from hf_attn.serving import OnnxClassifier, export_classifier
 from hf_attn.serving.onnx import ONNX_FILES
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:
@@ -91,7 +84,7 @@ def main() -> None:
             for name in variants}
     record = {"command": "python scripts/bench_serving.py " + " ".join(
                   f"--{key.replace('_', '-')} {value}" for key, value in vars(args).items() if value is not None),
-              "cpu": cpu_model(), "threads": threads, "load_average": os.getloadavg(), "reviews": len(texts),
+              "cpu": this_cpu(), "threads": threads, "load_average": os.getloadavg(), "reviews": len(texts),
               "read": "whole (the model's own reading policy)", "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
