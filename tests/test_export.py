@@ -59,7 +59,10 @@ def shapes(scheme: str) -> tuple[tuple[int, int, bool], ...]:
     return OTHERS if scheme == "learned" else (*OTHERS, LONG)
 
 
-@pytest.mark.parametrize("scheme", ["rope", "alibi", "t5", "fire"])
+# The default suite captures RoPE and ALiBi (rotations, a fixed bias); the learned biases of t5 and fire in the slow
+# one, beside their compiled and ONNX runs.
+@pytest.mark.parametrize("scheme", ["rope", "alibi", pytest.param("t5", marks=pytest.mark.slow),
+                                    pytest.param("fire", marks=pytest.mark.slow)])
 def test_the_forward_pass_captures_as_one_graph_that_serves_other_shapes(scheme: str) -> None:
     """The graph-capture rule without inductor's code generation: dynamo traces the whole forward pass
     (`fullgraph=True`, no host sync) and the traced graph, run by the `eager` backend, serves other shapes."""
