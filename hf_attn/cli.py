@@ -460,8 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, help_text in (
         ("train", _train, "train a classifier from a YAML experiment file (a decoder when its dataset is a sequence "
          "task: docs/length-tasks.md)"),
-        ("pretrain", _pretrain, "pretrain on IMDb train + unlabelled text: an encoder for init_from (masked LM or "
-         "replaced-token detection) or a causal LM"),
+        ("pretrain", _pretrain, "pretrain on the dataset's training texts (IMDb: with its unlabelled reviews): an "
+         "encoder for init_from (masked LM or replaced-token detection) or a causal LM"),
         ("seq2seq", _seq2seq, "train an encoder-decoder to write dates of many locales and formats as YYYY-MM-DD "
          "(generated pairs; --dataset is not read)"),
     ):
@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="train the BPE on the first N training reviews")
     prepare.set_defaults(func=_prepare)
 
-    evaluate = commands.add_parser("evaluate", help="accuracy/F1 of a saved model on a split")
+    evaluate = commands.add_parser("evaluate", help="accuracy and F1 of a saved classifier on a split of a dataset")
     evaluate.add_argument("--model", required=True, type=model_with_tokenizer)
     evaluate.add_argument("--dataset", default="stanfordnlp/imdb", help=DATASET_HELP)
     add_column_arguments(evaluate)
