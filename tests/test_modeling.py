@@ -816,3 +816,24 @@ def test_the_token_classifier_scores_every_token_with_one_linear_layer_and_ignor
         expected = F.cross_entropy(output.logits[kept], labels[kept])
     torch.testing.assert_close(output.loss, expected)
     assert AutoModelForTokenClassification.from_config(model.config).__class__ is HfAttnForTokenClassification
+
+
+@pytest.mark.parametrize("scheme", ["t5", "fire"])
+def test_reentrant_gradient_checkpointing_gives_a_learned_bias_the_gradients_of_plain_backward(scheme: str) -> None:
+    """The bias of t5 and fire is computed once and learned: with reentrant checkpointing (which carries the
+    gradients of tensor arguments only) every parameter gets the gradient of a backward without checkpointing."""
+    model = build(HfAttnForSequenceClassification, position_embedding_type=scheme, attn="sdpa").train()
+    input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    labels = torch.tensor([0, 1, 0])
+
+    def gradients() -> dict[str, torch.Tensor]:
+        model.zero_grad()
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        return {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+    plain = gradients()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    checkpointed = gradients()
+    assert any("positions" in name for name in plain)
+    for name, gradient in plain.items():
+        torch.testing.assert_close(checkpointed[name], gradient, msg=name)

@@ -280,6 +280,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
         positions: AttentionPositions,
+        position_bias: torch.Tensor | None = None,
         empty_query_rows: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
@@ -287,6 +288,9 @@ class HfAttnLayer(GradientCheckpointingLayer):
         cache: Cache | None = None,
         causal_only: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        # The scheme's bias comes as a tensor argument of its own: reentrant gradient checkpointing carries the
+        # gradients of tensor arguments only, and a learned bias (t5, fire) needs its gradient.
+        positions = AttentionPositions(rotary=positions.rotary, bias=position_bias)
         is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
         update, self_weights = self.self_attn(
             self._sublayer_input(hidden_states, self.self_attn_norm),
@@ -583,6 +587,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 hidden_states,
                 masks[layer.attention_type],
                 positions,
+                positions.bias,
                 empty_query_rows[layer.attention_type],
                 encoder_hidden_states,
                 cross_mask,
