@@ -364,8 +364,8 @@ def _baseline(args: argparse.Namespace) -> None:
 def _prepare(args: argparse.Namespace) -> None:
     from .week3.prepare import prepare_week3
 
-    report = prepare_week3(args.output, dataset=args.dataset, vocab_size=args.vocab_size, min_freq=args.min_freq,
-                           max_seq=args.max_seq, tokenizer_train_size=args.tokenizer_train_size)
+    report = prepare_week3(args.output, dataset=dataset_argument(args), vocab_size=args.vocab_size,
+                           min_freq=args.min_freq, max_seq=args.max_seq, tokenizer_train_size=args.tokenizer_train_size)
     print(json.dumps(report, indent=2))
 
 
@@ -507,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = commands.add_parser("prepare", help="make a complete Week 3 folder (BPE, splits, DAN) from IMDb")
     prepare.add_argument("--output", required=True, type=output_folder,
                          help="folder to create (datasets/ and models/ inside)")
-    prepare.add_argument("--dataset", default="stanfordnlp/imdb", help="Hub id, parquet folder, aclImdb/, or 'sample'")
+    prepare.add_argument("--dataset", default="stanfordnlp/imdb", help=DATASET_HELP + " (two labels)")
+    add_column_arguments(prepare)
     prepare.add_argument("--vocab-size", type=positive_int, default=500, help="256 bytes + merges (the tutorial: 500)")
     prepare.add_argument("--min-freq", type=positive_int, default=5, help="stop merging below this pair count")
     prepare.add_argument("--max-seq", type=positive_int, default=128, help="ids per review in the .pt splits")

@@ -179,3 +179,16 @@ def test_generated_length_tasks_and_scan_are_registered_sequence_tasks_a_classif
     with pytest.raises(ExperimentConfigError, match="dataset kind .length.: unknown length task .unknown."):
         load_experiment(SMOKE, ['dataset={"kind": "length", "name": "unknown", "max_train_length": 4}'])
     assert DATASETS["scan"].task == "pairs"
+
+
+def test_prepare_reads_any_two_label_dataset_and_refuses_more_labels_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Week 3 files hold one float label and the DAN classifies two: a five-label CSV is refused by name."""
+    write_reviews(tmp_path / "reviews.csv")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["prepare", "--dataset", str(tmp_path / "reviews.csv"), "--text-column", "review", "--label-column",
+                  "stars", "--output", str(tmp_path / "week3")])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and "reviews.csv has 5 labels (1, 2, 3, 4, 5)" in error
+    assert not (tmp_path / "week3" / "datasets").exists()

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-from ..experiments.data import load_imdb
+from ..tasks import load_classification
 from .bpe import save_week3, train_week3_tokenizer
 from .dan import train_dan
 from .tensors import save_week3_split
@@ -34,7 +34,7 @@ def encode_week3(tokenizer: Any, texts: list[str], labels: list[int], max_seq: i
 
 def prepare_week3(
     output_dir: str | os.PathLike[str],
-    dataset: str = "stanfordnlp/imdb",
+    dataset: str | dict[str, Any] = "stanfordnlp/imdb",
     vocab_size: int = 500,
     min_freq: int = 5,
     max_seq: int = 128,
@@ -42,7 +42,8 @@ def prepare_week3(
     embedding_dim: int = 384,
     seed: int = 42,
 ) -> dict[str, Any]:
-    """Write `output_dir/{datasets,models}/` and return a report (also saved as `prepare_report.json`).
+    """Write `output_dir/{datasets,models}/` from a registered dataset of two labels (`hf_attn.tasks`; IMDb's seed
+    split by default) and return a report (also saved as `prepare_report.json`).
 
     `tokenizer_train_size` limits BPE training to the first N training reviews (the sample files used
     5,000); `None` uses all 40,000. Validation and test reviews never reach the tokenizer or the DAN's
@@ -50,7 +51,11 @@ def prepare_week3(
     """
     started = time.time()
     output_dir = Path(output_dir)
-    splits = load_imdb(dataset)
+    data = load_classification(dataset)
+    if len(data.label_names) != 2:
+        raise ValueError(f"{data.name} has {len(data.label_names)} labels ({', '.join(data.label_names)}); the Week 3 "
+                         "files hold one float label and the DAN classifies two: prepare a dataset of two labels")
+    splits = data.splits
     bpe_texts = list(splits["train"]["text"][:tokenizer_train_size])
     tokenizer = train_week3_tokenizer(bpe_texts, vocab_size=vocab_size, min_freq=min_freq, max_seq=max_seq)
     save_week3(tokenizer, output_dir)
@@ -68,7 +73,7 @@ def prepare_week3(
     torch.save({"weight": result.model.embedding.weight.detach().clone()}, models / "imdb_embedding_layer.pt")
 
     report = {
-        "dataset": str(dataset),
+        "dataset": dataset if isinstance(dataset, dict) else str(dataset),
         "vocab_size": len(tokenizer),
         "num_merges": len(tokenizer) - 257,
         "min_freq": min_freq,
