@@ -51,6 +51,7 @@ from .positions import AttentionPositions, PositionScheme, apply_rotary, build_p
 
 logger = logging.get_logger(__name__)
 
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -728,10 +729,10 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         direct_limit = self.config.max_direct_length
         if stride is None and direct_limit is not None and text is not None and not is_tracing(text) \
                 and text.shape[1] > direct_limit:
-            logger.warning_once(
-                f"An input of {text.shape[1]} tokens is longer than max_direct_length={direct_limit}: it is read as "
-                f"windows of {positions} tokens (linear cost). Set config.window_stride to choose the windows, "
-                "config.read_length to read only the start, or config.max_direct_length=None to read it in one pass."
+            logger.warning_once(  # the same words for every long input, so that a batch of them warns once
+                f"An input is longer than max_direct_length={direct_limit}: it is read as windows of {positions} "
+                "tokens (linear cost). Set config.window_stride to choose the windows, config.read_length to read "
+                "only the start, or config.max_direct_length=None to read it in one pass."
             )
             stride = positions
         # A captured graph always reads windows: a branch on the example's length would serve it alone (a
