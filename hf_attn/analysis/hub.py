@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from .. import configuration_hf_attn, masking, modeling_hf_attn, positions, tokenization_hf_attn
+from ..evaluation import f1_key
 from ..experiments.data import IMDB_HUB_ID
 
 # The package's modules a saved model's `auto_map` loads: the config, the model (and the two modules it imports)
@@ -88,7 +89,7 @@ def build_model_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: s
     sizes = f"{metrics['n_train']:,}/{metrics['n_validation']:,}/{metrics['n_test']:,}"
     data = metrics.get("dataset") or imdb_record(metrics.get("experiment", {}).get("dataset"))
     is_imdb = data["hub_id"] == IMDB_HUB_ID
-    f1 = "f1" if len(data["label_names"]) == 2 else "macro_f1"
+    f1 = f1_key(len(data["label_names"]))
     split_name = f"{data['name']} ({sizes})"
     dataset = dict(dataset_type=data["hub_id"] or data["name"], dataset_name=split_name)
     eval_results = [

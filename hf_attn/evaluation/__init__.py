@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 CLASSIFICATION_METRICS = str(Path(__file__).parent / "classification_metrics")
 
 
+def f1_key(num_labels: int) -> str:
+    """The name of the F1 the metric module reports for a classifier of `num_labels` labels."""
+    return "f1" if num_labels == 2 else "macro_f1"
+
+
 def classification_metric(num_labels: int) -> evaluate.EvaluationModule:
     """hf-attn's classification metrics (accuracy, and `f1` for two labels or `macro_f1` beyond) for a classifier
     of `num_labels` labels, loaded by path and kept in memory (no cache files, so every process of a distributed

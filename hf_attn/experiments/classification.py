@@ -8,7 +8,6 @@ test with accuracy and F1: the positive class's (label 1) for two labels, the me
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from transformers import (
 )
 
 from ..configuration_hf_attn import HfAttnConfig
-from ..evaluation import classification_metric
+from ..evaluation import classification_metric, f1_key
 from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier
 from ..tasks import load_classification
@@ -39,11 +38,6 @@ def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
     hold has F1 0."""
     metric = classification_metric(num_labels=prediction.predictions.shape[-1])
     return metric.compute(predictions=np.argmax(prediction.predictions, axis=-1), references=prediction.label_ids)
-
-
-def f1_key(label_names: Sequence[str]) -> str:
-    """The F1 `compute_metrics` reports for a classifier of these labels."""
-    return "f1" if len(label_names) == 2 else "macro_f1"
 
 
 def classification_task(experiment: Experiment) -> Task:
@@ -65,7 +59,7 @@ def classification_task(experiment: Experiment) -> Task:
     def score(trainer: Trainer) -> dict[str, Any]:
         validation = trainer.evaluate(splits["validation"], metric_key_prefix="val")
         test = trainer.evaluate(splits["test"], metric_key_prefix="test")
-        keys = ("accuracy", f1_key(data.label_names), "loss")
+        keys = ("accuracy", f1_key(len(data.label_names)), "loss")
         return {
             **{f"test_{key}": test[f"test_{key}"] for key in keys},
             **{f"val_{key}": validation[f"val_{key}"] for key in keys},
