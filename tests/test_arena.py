@@ -256,7 +256,8 @@ def test_the_accuracy_plot_draws_each_reading_with_its_standard_error(
 
     record = {"reading": {"rope/direct/128": reading(0.82, 128), "rope/direct/256": reading(0.85, 256),
                           "rope/windows/256": reading(None, 256)},
-              "mlm": {"rope/128": {"value": 4.1}, "rope/256": {"value": 4.6}}, "speed": {}}
+              "mlm": {"rope/128": {"value": 4.1}, "rope/256": {"value": 4.6}}, "speed": {},
+              "settings": {"classifier": "positions/sinusoidal.yaml"}}
     arena_module.report.arena_plots(record, tmp_path)
     xs, ys, errors = drawn["accuracy.png"]["rope/direct"]
     assert (xs, ys) == ([128, 256], [0.82, 0.85]) and "rope/windows" not in drawn["accuracy.png"]  # blank: no point

@@ -301,13 +301,15 @@ VALUE_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 
 def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = (),
-                    changes: dict[str, Any] | None = None) -> Experiment:
+                    changes: dict[str, Any] | None = None, replacing: dict[str, Any] | None = None) -> Experiment:
     """Read a YAML experiment and its bases, merge in `changes` (a mapping of experiment keys, as a file would
-    state them: what a program such as the arena sets), apply `key=value` overrides, and validate every section."""
+    state them: what a program such as the arena sets), set the keys of `replacing` whole (a section that must not
+    mix with the file's, such as a dataset of another kind), apply `key=value` overrides, and validate every
+    section."""
     path = Path(path)
     raw = read_experiment_file(path)
     raw.setdefault("name", path.stem)
-    raw = merge_sections(raw, changes or {})
+    raw = merge_sections(raw, changes or {}) | (replacing or {})
     _apply_overrides(raw, overrides)
     _check_keys(raw, path)
     experiment = Experiment(**{**raw, "pretraining": PretrainingSettings(**raw.get("pretraining", {})),

@@ -36,9 +36,15 @@ class Model(NamedTuple):
 def settings_of(arena: Arena, names: tuple[str, ...]) -> dict[str, Any]:
     """The arena's values of `names` (`budget.KEY` for a budget key), as JSON reads them back."""
     settings = arena.settings()
-    values = {name: settings["budget"][name.removeprefix("budget.")] if name.startswith("budget.") else settings[name]
-              for name in names}
+    values = {name: _setting(settings, name) for name in names}
     return json.loads(json.dumps(values, default=str))
+
+
+def _setting(settings: dict[str, Any], name: str) -> Any:
+    """One setting by its dotted name (`budget.fine_tune`, `tasks.reverse`)."""
+    for part in name.split("."):
+        settings = settings[part]
+    return settings
 
 
 def encoder_group(arena: Arena, scheme: str) -> tuple[int, ...]:
@@ -68,6 +74,11 @@ class Cell:
     version: ClassVar[int] = 2  # raised when a change to this kind's measuring makes its earlier cells incomparable
     replaced_when_stale: ClassVar[bool] = False  # a cell of other settings is measured again, not refused
     task: str = DEFAULT_TASK
+
+    @classmethod
+    def tasks(cls, arena: Arena) -> list[str]:
+        """The tasks of `arena` this kind has cells for: IMDb's (`DEFAULT_TASK`) where it names a classifier."""
+        return [DEFAULT_TASK] if arena.classifier else []
 
     @classmethod
     def of(cls, arena: Arena, task: str) -> list[Cell]:
@@ -335,21 +346,74 @@ class SpeedCell(Cell):
         record["speed"][f"{self.length}/{self.batch}"] = cell
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SequenceCell(Cell):
+    """A decoder trained on one of the arena's sequence `tasks` (one scheme and seed) and scored by exact match by
+    length bucket, in distribution (validation) and past the training length (test); the cell's time is the
+    training's and the scoring's. Seed by seed, task by task, so that a stage lands every scheme of a task
+    together."""
+
+    kind: ClassVar[str] = "sequence"
+    scheme: str
+    seed: int
+
+    @classmethod
+    def tasks(cls, arena: Arena) -> list[str]:
+        return list(arena.tasks)
+
+    @classmethod
+    def of(cls, arena: Arena, task: str) -> list[Cell]:
+        return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+
+    def group(self, arena: Arena) -> tuple[int, ...]:
+        return (3, arena.budget.seeds.index(self.seed), list(arena.tasks).index(self.task),
+                arena.schemes.index(self.scheme))
+
+    def parts(self) -> tuple[str, ...]:
+        return self.scheme, f"seed{self.seed}"
+
+    @property
+    def timing_class(self) -> str:
+        return f"{self.kind}:{self.task}"  # a task's runs take about as long as each other, whatever the seed
+
+    def depends_on(self, arena: Arena) -> tuple[str, ...]:
+        return ("sequence", "budget.sequence", "overrides", f"tasks.{self.task}")
+
+    def measure(self, run: ArenaRun) -> dict[str, Any]:
+        return sequence_summary(run.sequence_metrics(self.task, self.scheme, self.seed))
+
+    def report(self, record: dict[str, Any], cell: dict[str, Any]) -> None:
+        record["sequence"].setdefault(self.task, {}).setdefault(self.scheme, {})[str(self.seed)] = cell_summary(cell)
+
+
 CELL_KINDS: dict[str, type[Cell]] = {kind.kind: kind for kind in (
-    PretrainingCell, MaskedLMCell, ClassifierCell, WholeLengthCell, ReadingCell, SpeedCell)}
+    PretrainingCell, MaskedLMCell, ClassifierCell, WholeLengthCell, ReadingCell, SpeedCell, SequenceCell)}
 
 
-def plan(arena: Arena, task: str = DEFAULT_TASK) -> list[Cell]:
+def plan(arena: Arena) -> list[Cell]:
     """Every cell of `arena` in the order a stage measures them: each scheme's pretraining and masked-LM losses,
     each classifier (its training timed as its cell; the longest reviews' lengths after the first) with its
-    readings, then speed."""
-    cells = [cell for kind in CELL_KINDS.values() for cell in kind.of(arena, task)]
+    readings, then speed; then the sequence tasks' decoders, seed by seed and task by task."""
+    cells = [cell for kind in CELL_KINDS.values() for task in kind.tasks(arena) for cell in kind.of(arena, task)]
     return sorted(cells, key=lambda cell: cell.group(arena))  # stable: within a group, the registry's order
 
 
 def cell_summary(cell: dict[str, Any]) -> dict[str, Any]:
     """A run summary kept as a cell, without what the cell adds (its time and command)."""
     return {key: value for key, value in cell.items() if key not in ("seconds", "command")}
+
+
+SEQUENCE_ERRORS_KEPT = 5  # wrong test answers a sequence cell keeps, to show what the failures look like
+
+
+def sequence_summary(metrics: dict[str, Any]) -> dict[str, Any]:
+    """What the table shows of a sequence-task run's metrics.json: exact match by length bucket on validation (in
+    distribution) and test (past the training length), the validation loss, and the first wrong test answers."""
+    keys = ("val_exact_match_by_length", "test_exact_match_by_length", "val_loss", "optimizer_steps",
+            "train_runtime_s", "n_train", "hardware", "command")
+    summary = {key: metrics[key] for key in keys if key in metrics}
+    summary["test_errors"] = metrics.get("test_errors", [])[:SEQUENCE_ERRORS_KEPT]
+    return summary
 
 
 def run_summary(metrics: dict[str, Any]) -> dict[str, Any]:

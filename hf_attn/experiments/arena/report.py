@@ -50,11 +50,106 @@ def ranking(record: dict[str, Any], reading: str, read: int | str) -> str:
     return " ".join(words)
 
 
+LEARNED = 0.95  # exact match in distribution a scheme must reach before its task is read past the training length
+
+
+def _mean_and_error(values: list[float], single_error: float) -> tuple[float, float]:
+    """The mean of the seeds' values and its standard error: the seeds' (sample standard deviation / sqrt(n)) for
+    two seeds or more, else `single_error` (the one seed's binomial error on its examples)."""
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, single_error
+    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    return mean, math.sqrt(variance / len(values))
+
+
+def summarize_sequences(record: dict[str, Any]) -> None:
+    """Each sequence task's schemes in one row: per length bucket (in distribution on validation, past the
+    training length on test) the seeds' mean exact match ± its standard error; then the mean reciprocal rank of
+    each scheme across the tasks every scheme has a cell of and learned (`LEARNED` in distribution: a task one scheme
+    did not learn ranks nothing, it needs a longer schedule for all), ranked on the first bucket past the training
+    length (L+1..2L), as Kazemnejad et al. (2023) rank schemes."""
+    from ...tasks.length import mean_reciprocal_rank  # the sequence tasks' scoring: only where there are some
+
+    summaries: dict[str, dict[str, Any]] = {}
+    for task, by_scheme in record["sequence"].items():
+        for scheme, by_seed in by_scheme.items():
+            buckets = []
+            for split in ("val", "test"):
+                rows = [cell[f"{split}_exact_match_by_length"] for cell in by_seed.values()]
+                for index, bucket in enumerate(rows[0]):
+                    values = [seed_rows[index]["accuracy"] for seed_rows in rows]
+                    mean, error = _mean_and_error(values, bucket["standard_error"])
+                    buckets.append({"split": split, "low": bucket["low"], "high": bucket["high"], "value": mean,
+                                    "se": error, "seeds": len(values), "count": bucket["count"]})
+            summaries.setdefault(task, {})[scheme] = buckets
+    record["sequence_summary"] = summaries
+    schemes = record["settings"]["schemes"]
+    complete = {task: by_scheme for task, by_scheme in summaries.items() if set(by_scheme) == set(schemes)}
+    unlearned = {task: sorted(scheme for scheme, buckets in by_scheme.items() if buckets[0]["value"] < LEARNED)
+                 for task, by_scheme in complete.items()}
+    ranked = {task: {scheme: by_scheme[scheme][1]["value"] for scheme in schemes}
+              for task, by_scheme in complete.items() if not unlearned[task]}
+    record["mean_reciprocal_rank"] = {
+        "bucket": "L+1..2L (test)", "tasks": sorted(ranked),
+        "not_learned": {task: names for task, names in unlearned.items() if names},
+        "by_scheme": mean_reciprocal_rank(ranked) if ranked else {}}
+
+
+def _sequence_lines(record: dict[str, Any]) -> list[str]:
+    """The sequence tasks' tables (exact match by length bucket, each scheme) and the mean reciprocal rank."""
+    seeds = record["seeds"]
+    lines = ["", f"## Exact match by length (seeds {', '.join(map(str, seeds))}; mean ± standard error: of the "
+             "seeds where two or more are in, else the binomial one of a seed's examples)", "",
+             "`1..L`: validation, the training lengths; `L+1..2L` and `4L`: test, past them. A task is ranked past "
+             f"the training length only where every scheme reaches {LEARNED} in distribution (`*`: below it)."]
+    for task, by_scheme in record.get("sequence_summary", {}).items():
+        first = next(iter(by_scheme.values()))
+        header = [f"{bucket['low']}..{bucket['high']}" if bucket["low"] != bucket["high"] else str(bucket["low"])
+                  for bucket in first]
+        lines += ["", f"### {task}", "", "| scheme | seeds | " + " | ".join(header) + " |",
+                  "|---|---|" + "---|" * len(header)]
+        for scheme in record["settings"]["schemes"]:
+            if scheme in by_scheme:
+                buckets = by_scheme[scheme]
+                row = [f"{bucket['value']:.3f} ± {bucket['se']:.3f}" for bucket in buckets]
+                row[0] += "" if buckets[0]["value"] >= LEARNED else " *"
+                lines.append(f"| {scheme} | {buckets[0]['seeds']} | " + " | ".join(row) + " |")
+    rank = record.get("mean_reciprocal_rank", {})
+    if rank.get("by_scheme"):
+        order = sorted(rank["by_scheme"].items(), key=lambda item: -item[1])
+        lines += ["", f"Mean reciprocal rank on {rank['bucket']} across {', '.join(rank['tasks'])}: "
+                  + ", ".join(f"{scheme} {value:.2f}" for scheme, value in order) + "."]
+    for task, names in rank.get("not_learned", {}).items():
+        lines += ["", f"Not ranked: {task} ({', '.join(names)} below {LEARNED} in distribution)."]
+    return lines
+
+
 def markdown_report(record: dict[str, Any]) -> str:
     """The arena table in markdown: accuracy by read length with standard errors and a ranking, masked-LM loss
-    by length, speed and memory."""
+    by length, speed and memory; exact match by length on the sequence tasks."""
     settings = record["settings"]
     notes = _Notes()
+    lines = [
+        f"# Position-scheme arena, budget `{record['budget']}`",
+        "",
+        f"Every scheme on the same data, budget and seeds ({', '.join(map(str, record['seeds']))}); arena file "
+        f"`{settings['path']}`; command: `{record['command']}`. Each cell is a JSON file in `cells/` with the "
+        "command that measured it.",
+    ]
+    if record.get("stopped"):
+        lines += ["", f"**Stage stopped by --max-time** ({record['stopped']}): the table holds what is measured "
+                  "so far (a blank cell is not measured yet); the same command continues."]
+    if settings["classifier"]:
+        lines += _classifier_lines(record, notes)
+    if settings["sequence"]:
+        lines += _sequence_lines(record)
+    return "\n".join(lines + notes.lines()) + "\n"
+
+
+def _classifier_lines(record: dict[str, Any], notes: _Notes) -> list[str]:
+    """The IMDb arena's tables: accuracy by read length with a ranking, masked-LM loss by length, speed."""
+    settings = record["settings"]
     reads = settings["read_lengths"]
     longest = next((entry["tokens"]["test"] for key, entry in record["reading"].items()
                     if key.endswith(f"/{WHOLE}") and "test" in entry["tokens"]), None)
@@ -68,16 +163,6 @@ def markdown_report(record: dict[str, Any]) -> str:
 
     eval_limit = settings["budget"]["eval_limit"] or "all"
     lines = [
-        f"# Position-scheme arena, budget `{record['budget']}`",
-        "",
-        f"Every scheme on the same data, budget and seeds ({', '.join(map(str, seeds))}); arena file "
-        f"`{settings['path']}`; command: `{record['command']}`. Each cell is a JSON file in `cells/` with the "
-        "command that measured it.",
-    ]
-    if record.get("stopped"):
-        lines += ["", f"**Stage stopped by --max-time** ({record['stopped']}): the table holds what is measured "
-                  "so far (a blank cell is not measured yet); the same command continues."]
-    lines += [
         "",
         f"## Test accuracy by read length (trained at {record['training_length']} tokens; {eval_limit} test "
         f"reviews; mean of {len(seeds)} seed(s) ± one standard error)",
@@ -108,8 +193,7 @@ def markdown_report(record: dict[str, Any]) -> str:
         row = [notes.cell(record["mlm"].get(f"{scheme}/{length}"), lambda cell: f"{cell['value']:.3f}")
                for length in lengths]
         lines.append(f"| {scheme} | " + " | ".join(row) + f" | {run.get('optimizer_steps', '')} |")
-    lines += _speed_lines(record, notes)
-    return "\n".join(lines + notes.lines()) + "\n"
+    return lines + _speed_lines(record, notes)
 
 
 def _speed_lines(record: dict[str, Any], notes: _Notes) -> list[str]:
@@ -156,6 +240,8 @@ def arena_plots(record: dict[str, Any], results_dir: Path) -> list[Path]:
                     errors[0].append(error_of(cell))
         return lines
 
+    if not record["settings"]["classifier"]:
+        return [sequence_plot(record, results_dir)] if record.get("sequence_summary") else []
     accuracy = series(record["reading"], lambda key: key.rsplit("/", 1)[0],
                       lambda key, cell: cell["tokens"].get("test", cell["tokens"].get("validation")),
                       lambda cell: cell["value"], error_of=lambda cell: cell["se"])
@@ -173,6 +259,19 @@ def arena_plots(record: dict[str, Any], results_dir: Path) -> list[Path]:
         plot_line_panels([("Median forward time", "ms", time_ms), ("Peak memory", "MiB", peak_mib)],
                          results_dir / "speed.png", "tokens per review", log_x=True),
     ]
+
+
+def sequence_plot(record: dict[str, Any], results_dir: Path) -> Path:
+    """exact_match.png: a panel per sequence task, each scheme's exact match by length bucket (the bucket's longest
+    length on a log-2 axis) with its standard error."""
+    from ...analysis.plots import plot_line_panels  # matplotlib: only when plots are drawn
+
+    panels = []
+    for task, by_scheme in record["sequence_summary"].items():
+        lines = {scheme: ([bucket["high"] for bucket in buckets], [bucket["value"] for bucket in buckets],
+                          [bucket["se"] for bucket in buckets]) for scheme, buckets in by_scheme.items()}
+        panels.append((task, "exact match", lines))
+    return plot_line_panels(panels, results_dir / "exact_match.png", "length (a bucket's longest)", log_x=True)
 
 
 def write_report(record: dict[str, Any], results_dir: Path) -> None:

@@ -11,14 +11,14 @@ from typing import Any
 
 from transformers.trainer import TRAINER_STATE_NAME
 
-from .. import classification, pretraining
+from .. import classification, pretraining, sequence
 from ..config import Experiment
 from ..records import cli_command
 from ..stages import STAGE_RECORD
 from .cells import Cells, StageClock, StageStopped
 from .kinds import SPLITS, ClassifierCell, Model, ReadingCell, WholeLengthCell, plan
 from .measure import na
-from .report import standard_error, write_report
+from .report import standard_error, summarize_sequences, write_report
 from .schema import WHOLE, Arena, experiment_for
 
 
@@ -108,7 +108,7 @@ class ArenaRun:
         self.cells = Cells(results / "cells", arena, cli_command(), self.clock)
         self._experiments: dict[tuple[str, str, int | None], Experiment] = {}
         self._encoders: dict[str, tuple[Path, dict[str, Any]]] = {}
-        self.training_length = self.experiment("classifier", arena.schemes[0]).max_length
+        self.training_length = self.experiment("classifier", arena.schemes[0]).max_length if arena.classifier else None
         self.plan = plan(arena)
         self.pending = [cell for cell in self.cells.pending(self.plan) if cell.wanted(self)]
         needed = {model for cell in self.pending for model in (*cell.needs(arena), cell.trains()) if model}
@@ -122,7 +122,8 @@ class ArenaRun:
         record: dict[str, Any] = {"budget": self.arena.budget_name, "settings": self.arena.settings(),
                                   "command": cli_command(), "training_length": self.training_length,
                                   "seeds": self.arena.budget.seeds, "classifiers": {}, "pretraining": {},
-                                  "whole_length": {}, "reading": {}, "mlm": {}, "speed": {}, "stopped": None}
+                                  "whole_length": {}, "reading": {}, "mlm": {}, "speed": {}, "sequence": {},
+                                  "stopped": None}
         try:
             for cell in self.pending:
                 if cell.wanted(self):
@@ -137,6 +138,7 @@ class ArenaRun:
                 cell.report(record, {key: value for key, value in self.cells.done[cell].items() if key != "stamp"})
         record["measured_now"] = self.cells.measured
         summarize_readings(record)
+        summarize_sequences(record)
         write_report(record, self.results)
         return record
 
@@ -204,6 +206,14 @@ class ArenaRun:
         init_from = self.encoder(scheme) if self.arena.budget.fine_tune and not self._finished_here(model) else None
         experiment = experiment_for(self.arena, "classifier", scheme, seed, init_from)
         return trained(run_dir, classification.train, experiment, self.clock)
+
+
+    def sequence_metrics(self, task: str, scheme: str, seed: int) -> dict[str, Any]:
+        """The metrics of `scheme`'s decoder of `seed` on `task`: trained here (or resumed) within the stage's time.
+        Only its cell is committed: the run folder is this machine's."""
+        experiment = experiment_for(self.arena, "sequence", scheme, seed, task=task)
+        return trained(self.runs / "sequence" / task / f"{scheme}-seed{seed}", sequence.train_sequence, experiment,
+                       self.clock)
 
 
 def summarize_readings(record: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from ..config import (
     load_experiment,
     load_yaml,
     merge_sections,
+    read_experiment_file,
 )
 
 WHOLE = "whole"  # a read length: each test review whole (read at the longest test review's length)
@@ -40,7 +41,7 @@ class Budget:
     """One entry of an arena file's `budgets`: overrides of the two experiments and the evaluation limits.
 
     Attributes:
-        classifier / pretraining: experiment keys (sections as mappings) set over the two base files.
+        classifier / pretraining / sequence: experiment keys (sections as mappings) set over the base files.
         fine_tune: each scheme's classifier is fine-tuned from its pretrained encoder (`init_from`), not
             trained from scratch.
         seeds: the classifier of each scheme is trained once per seed; accuracies are the seeds' mean.
@@ -52,6 +53,7 @@ class Budget:
 
     classifier: dict[str, Any] = dataclasses.field(default_factory=dict)
     pretraining: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sequence: dict[str, Any] = dataclasses.field(default_factory=dict)
     fine_tune: bool = False
     seeds: list[int] = dataclasses.field(default_factory=lambda: [42])
     eval_limit: int | None = None
@@ -62,21 +64,28 @@ class Budget:
 
 @dataclasses.dataclass(frozen=True)
 class Arena:
-    """A validated arena file with one budget chosen (see `load_arena`)."""
+    """A validated arena file with one budget chosen (see `load_arena`).
+
+    An arena of IMDb classifiers names `classifier` and `pretraining` (and what to read them at); an arena of
+    sequence tasks names a `sequence` experiment and its `tasks`: each task's experiment keys (its `dataset`,
+    replacing the experiment's when it is of another kind, and e.g. `max_length`). An arena may name both.
+    """
 
     path: Path
     budget_name: str
     budget: Budget
-    classifier: str
-    pretraining: str
     schemes: list[str]
-    rope_scalings: list[str]
-    read_lengths: list[int | str]
-    mlm_lengths: list[int]
-    speed_lengths: list[int]
-    speed_batch_sizes: list[int]
-    sliding_window: int
-    window_stride: int
+    classifier: str | None = None
+    pretraining: str | None = None
+    rope_scalings: list[str] = dataclasses.field(default_factory=list)
+    read_lengths: list[int | str] = dataclasses.field(default_factory=list)
+    mlm_lengths: list[int] = dataclasses.field(default_factory=list)
+    speed_lengths: list[int] = dataclasses.field(default_factory=list)
+    speed_batch_sizes: list[int] = dataclasses.field(default_factory=list)
+    sliding_window: int | None = None
+    window_stride: int | None = None
+    sequence: str | None = None
+    tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     overrides: tuple[str, ...] = ()
 
     def settings(self) -> dict[str, Any]:
@@ -112,11 +121,20 @@ ARENA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "speed_batch_sizes": (_counts, "a non-empty list of positive integers"),
     "sliding_window": (is_count, "a positive integer (keys each side a sliding-attention token sees)"),
     "window_stride": (is_count, "a positive integer, at most the training length"),
+    "sequence": (lambda value: isinstance(value, str), "a sequence-task experiment file, relative to the arena file"),
+    "tasks": (lambda value: isinstance(value, dict) and bool(value)
+              and all(isinstance(keys, dict) for keys in value.values()),
+              "a mapping of task names to experiment keys (a `dataset` mapping, `max_length`, ...)"),
     "budgets": (lambda value: isinstance(value, dict) and bool(value), "a mapping of budget names to budgets"),
 }
+# The keys an arena needs for each experiment it names.
+CLASSIFIER_KEYS = ("classifier", "pretraining", "rope_scalings", "read_lengths", "mlm_lengths", "speed_lengths",
+                   "speed_batch_sizes", "sliding_window", "window_stride")
+SEQUENCE_KEYS = ("sequence", "tasks")
 BUDGET_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "classifier": (lambda value: isinstance(value, dict), "a mapping of classifier experiment keys"),
     "pretraining": (lambda value: isinstance(value, dict), "a mapping of pretraining experiment keys"),
+    "sequence": (lambda value: isinstance(value, dict), "a mapping of sequence-task experiment keys"),
     "fine_tune": (lambda value: isinstance(value, bool), "true or false"),
     "seeds": (lambda value: isinstance(value, list) and bool(value) and len(set(value)) == len(value)
               and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value),
@@ -156,33 +174,60 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
         raw = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ArenaConfigError(f"{path} is not valid YAML: {error}") from error
-    _check_mapping(raw, ARENA_RULES, str(path), required=tuple(ARENA_RULES))
+    _check_mapping(raw, ARENA_RULES, str(path), required=("schemes", "budgets"))
+    if not {"classifier", "sequence"} & set(raw):
+        raise ArenaConfigError(f"{path}: name a `classifier` (with `pretraining`: an IMDb arena) or a `sequence` "
+                               "experiment (with `tasks`), or both.")
+    for first, keys in (("classifier", CLASSIFIER_KEYS), ("sequence", SEQUENCE_KEYS)):
+        missing = sorted(set(keys) - set(raw)) if first in raw or set(keys[1:]) & set(raw) else []
+        if missing:
+            raise ArenaConfigError(f"{path}: missing key(s) {missing} (an arena of `{first}` experiments needs "
+                                   f"{list(keys)}).")
     if budget not in raw["budgets"]:
         raise ArenaConfigError(f"{path}: no budget {budget!r}; choose one of {sorted(raw['budgets'])}.")
     budget_raw = raw.pop("budgets")[budget] or {}
     _check_mapping(budget_raw, BUDGET_RULES, f"{path} [budgets.{budget}]", required=())
+    files = {kind: str(path.parent / raw[kind]) for kind in ("classifier", "pretraining", "sequence") if kind in raw}
     arena = Arena(path=path, budget_name=budget, budget=Budget(**budget_raw), overrides=tuple(overrides),
-                  **{**raw, "classifier": str(path.parent / raw["classifier"]),
-                     "pretraining": str(path.parent / raw["pretraining"])})
+                  **{**raw, **files})
     for scheme in arena.schemes:
-        for kind in ("classifier", "pretraining"):
+        for kind in ("classifier", "pretraining") if arena.classifier else ():
             experiment = experiment_for(arena, kind, scheme)
             if arena.window_stride > experiment.max_length:
                 raise ArenaConfigError(f"{path}: `window_stride` {arena.window_stride} is longer than the training "
                                        f"length {experiment.max_length}; windows would skip tokens.")
+        for task in arena.tasks:
+            experiment_for(arena, "sequence", scheme, task=task)
     return arena
 
 
+def task_keys(arena: Arena, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The experiment keys of one of the arena's `tasks`: those merged into the sequence experiment (and the
+    budget's), and those that replace its own. A task's `dataset` of the experiment's kind (or naming none) merges
+    into the experiment's, so a task states only what differs (`{dataset: {name: copy}}`); one of another kind
+    (SCAN beside generated tasks) replaces it whole, since the two kinds' settings do not mix."""
+    keys = dict(arena.tasks[task])
+    dataset = keys.get("dataset")
+    base = read_experiment_file(arena.sequence).get("dataset")
+    other_kind = isinstance(dataset, dict) and isinstance(base, dict) and dataset.get("kind", base.get("kind")) != \
+        base.get("kind")
+    if other_kind:
+        return {key: value for key, value in keys.items() if key != "dataset"}, {"dataset": dataset}
+    return keys, {}
+
+
 def experiment_for(arena: Arena, kind: str, scheme: str, seed: int | None = None,
-                   init_from: Path | None = None) -> Experiment:
-    """The `classifier` or `pretraining` experiment of `scheme`: the base file, the budget's keys, the scheme
-    (and the classifier's `seed` and pretrained encoder `init_from`), then the command line's overrides; a
-    bad key is an `ExperimentConfigError` naming the arena file."""
-    name = f"arena-{kind}-{scheme}" if seed is None else f"arena-{kind}-{scheme}-seed{seed}"
-    changes = merge_sections(getattr(arena.budget, kind), {
+                   init_from: Path | None = None, task: str | None = None) -> Experiment:
+    """The `classifier`, `pretraining` or `sequence` experiment of `scheme`: the base file, the budget's keys, the
+    `task`'s keys (a sequence experiment), the scheme (and the `seed`, and a classifier's pretrained encoder
+    `init_from`), then the command line's overrides; a bad key is an `ExperimentConfigError` naming the arena
+    file."""
+    name = "-".join(["arena", kind, *([task] if task else []), scheme, *([f"seed{seed}"] if seed is not None else [])])
+    task_changes, dataset = task_keys(arena, task) if task is not None else ({}, {})
+    changes = merge_sections(merge_sections(getattr(arena.budget, kind), task_changes), {
         "name": name, "model": {"position_embedding_type": scheme}, **({} if seed is None else {"seed": seed})})
     try:
-        experiment = load_experiment(getattr(arena, kind), arena.overrides, changes=changes)
+        experiment = load_experiment(getattr(arena, kind), arena.overrides, changes=changes, replacing=dataset)
         if init_from is None:
             return experiment
         # The encoder's architecture stands: of the model section only the fine-tuning settings remain.
@@ -191,5 +236,6 @@ def experiment_for(arena: Arena, kind: str, scheme: str, seed: int | None = None
         check_init_from(experiment)
         return experiment
     except ExperimentConfigError as error:
-        raise ArenaConfigError(f"{arena.path} [{kind} of budget {arena.budget_name}, scheme {scheme}]: "
+        where = f"{kind} of budget {arena.budget_name}, " + (f"task {task}, " if task else "")
+        raise ArenaConfigError(f"{arena.path} [{where}scheme {scheme}]: "
                                f"{error}") from error

@@ -1,0 +1,144 @@
+"""The length study through the arena: sequence tasks as arena cells, seed by seed and task by task, their table
+(exact match by length bucket over seeds) and the mean reciprocal rank across the tasks every scheme learned."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import REPO
+
+from hf_attn.experiments import sequence
+from hf_attn.experiments.arena import ArenaConfigError, experiment_for, load_arena, run_arena
+from hf_attn.experiments.arena import report as arena_report
+
+LENGTH_ARENA = REPO / "configs" / "length" / "arena.yaml"
+SCAN_FOLDER = REPO.parent / "shared" / "data" / "scan"
+
+
+def write_length_arena(folder: Path, **changes: Any) -> Path:
+    """The repository's length arena file with `changes`, its experiment path made absolute, written to `folder`."""
+    raw = yaml.safe_load(LENGTH_ARENA.read_text())
+    raw["sequence"] = str((LENGTH_ARENA.parent / raw["sequence"]).resolve())
+    raw.update(changes)
+    path = folder / "arena.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("budget", ["tiny", "study"])
+def test_the_shipped_length_arena_loads_every_budget(budget: str) -> None:
+    arena = load_arena(LENGTH_ARENA, budget)
+    assert arena.schemes == ["none", "sinusoidal", "learned", "rope", "alibi", "t5", "fire"]
+    base = yaml.safe_load((LENGTH_ARENA.parent / "base.yaml").read_text())["dataset"]
+    experiment = experiment_for(arena, "sequence", "fire", seed=1, task="copy")
+    # The task states only its name: the rest of the dataset is base.yaml's (or the tiny budget's sizes).
+    expected = {**base, "name": "copy", **(arena.budget.sequence.get("dataset", {}))}
+    assert experiment.dataset == expected
+    assert (experiment.seed, experiment.model["position_embedding_type"]) == (1, "fire")
+    assert experiment_for(arena, "sequence", "rope", seed=0, task="reverse").dataset["name"] == "reverse"
+
+
+def test_a_task_of_another_kind_replaces_the_dataset_whole(tmp_path: Path) -> None:
+    scan = {"kind": "scan", "folder": str(SCAN_FOLDER), "n_validation": 10}
+    arena = load_arena(write_length_arena(tmp_path, tasks={"scan": {"dataset": scan, "max_length": 80}}), "study")
+    experiment = experiment_for(arena, "sequence", "none", seed=0, task="scan")
+    assert experiment.dataset == scan
+    assert experiment.max_length == 80
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"sequence": None, "tasks": None}, r"name a `classifier` .* or a `sequence` experiment"),
+    ({"tasks": None}, r"missing key\(s\) \['tasks'\]"),
+    ({"tasks": {"copy": {"dataset": {"name": "copi"}}}}, r"task copy, scheme none\]: .*unknown length task 'copi'"),
+    ({"tasks": {"copy": {"max_lenght": 9}}}, r"task copy, scheme none\]: .*unknown key\(s\) \['max_lenght'\]"),
+])
+def test_bad_length_arenas_name_the_problem(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
+    path = write_length_arena(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw.update(changes)
+    path.write_text(yaml.safe_dump({key: value for key, value in raw.items() if value is not None}))
+    with pytest.raises(ArenaConfigError, match=message):
+        load_arena(path, "tiny")
+
+
+# Exact match a fake training reports: (val 1..8, test 9..16, test 32) by task and scheme, plus 0.01 per seed.
+ACCURACIES = {"copy": {"none": (1.0, 0.6, 0.1), "rope": (1.0, 0.2, 0.0), "alibi": (0.99, 0.4, 0.0)},
+              "sort": {"none": (1.0, 0.5, 0.2), "rope": (1.0, 0.7, 0.3), "alibi": (0.90, 0.9, 0.9)}}
+COUNTS = (500, 800, 100)
+
+
+def bucket_rows(values: tuple[float, ...], buckets: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    return [{"low": low, "high": high, "correct": round(value * count), "count": count, "accuracy": value,
+             "standard_error": math.sqrt(value * (1 - value) / count)}
+            for value, (low, high), count in zip(values, buckets, COUNTS)]
+
+
+@pytest.fixture(scope="module")
+def fake_sequence_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The length arena with three schemes, two tasks and two seeds, its trainings replaced by one that records
+    (task, scheme, seed) and reports `ACCURACIES`; run twice into one folder."""
+    calls: list[tuple[str, str, int]] = []
+
+    def train(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
+        task, scheme = experiment.dataset["name"], experiment.model["position_embedding_type"]
+        calls.append((task, scheme, experiment.seed))
+        values = tuple(min(1.0, value + 0.01 * experiment.seed) for value in ACCURACIES[task][scheme])
+        metrics = {"val_exact_match_by_length": bucket_rows(values[:1], [(1, 8)]),
+                   "test_exact_match_by_length": bucket_rows(values[1:], [(9, 16), (32, 32)])[:2],
+                   "val_loss": 0.1, "optimizer_steps": 2000, "test_errors": [{"input": "a"}] * 9}
+        metrics["test_exact_match_by_length"][1]["count"] = COUNTS[2]
+        run_dir.mkdir(parents=True)
+        (run_dir / "metrics.json").write_text(json.dumps(metrics))
+        return metrics
+
+    tmp_path = tmp_path_factory.mktemp("length-arena")
+    path = write_length_arena(tmp_path, schemes=["none", "rope", "alibi"],
+                              tasks={"copy": {"dataset": {"name": "copy"}}, "sort": {"dataset": {"name": "sort"}}})
+    arena = load_arena(path, "tiny")
+    arena = dataclasses.replace(arena, budget=dataclasses.replace(arena.budget, seeds=[0, 1]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sequence, "train_sequence", train)
+        patch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+        first = run_arena(arena, tmp_path / "out", tmp_path / "results")
+        first_calls = list(calls)
+        second = run_arena(arena, tmp_path / "out", tmp_path / "results")
+    return {"first": first, "second": second, "first_calls": first_calls, "calls": calls,
+            "results": tmp_path / "results"}
+
+
+def test_sequence_cells_come_seed_by_seed_then_task_by_task_and_are_kept(fake_sequence_runs: dict[str, Any]) -> None:
+    expected = [(task, scheme, seed) for seed in (0, 1) for task in ("copy", "sort")
+                for scheme in ("none", "rope", "alibi")]
+    assert fake_sequence_runs["first_calls"] == expected
+    assert fake_sequence_runs["calls"] == expected  # the second run trains nothing: every cell is committed
+    cell = json.loads((fake_sequence_runs["results"] / "cells/tasks/sort/sequence/rope/seed1.json").read_text())
+    assert cell["test_exact_match_by_length"][0]["accuracy"] == pytest.approx(0.71)
+    assert len(cell["test_errors"]) == 5
+
+
+def test_the_table_is_the_mean_of_the_seeds_with_their_standard_error(fake_sequence_runs: dict[str, Any]) -> None:
+    buckets = fake_sequence_runs["second"]["sequence_summary"]["copy"]["alibi"]
+    for bucket, base in zip(buckets, ACCURACIES["copy"]["alibi"]):
+        seeds = [base, min(1.0, base + 0.01)]
+        assert bucket["value"] == pytest.approx(statistics.mean(seeds))
+        assert bucket["se"] == pytest.approx(statistics.stdev(seeds) / math.sqrt(2))
+        assert bucket["seeds"] == 2
+    table = (fake_sequence_runs["results"] / "arena.md").read_text()
+    assert "| alibi | 2 | 0.995 ± 0.005 | 0.405 ± 0.005 | 0.005 ± 0.005 |" in table
+
+
+def test_the_mean_reciprocal_rank_counts_only_tasks_every_scheme_learned(fake_sequence_runs: dict[str, Any]) -> None:
+    rank = fake_sequence_runs["second"]["mean_reciprocal_rank"]
+    # sort: alibi reaches 0.905 in distribution (below 0.95), so sort ranks nothing; copy ranks none > alibi > rope.
+    assert rank["not_learned"] == {"sort": ["alibi"]}
+    assert rank["tasks"] == ["copy"]
+    assert rank["by_scheme"] == {"none": 1.0, "alibi": 0.5, "rope": pytest.approx(1 / 3)}
+    table = (fake_sequence_runs["results"] / "arena.md").read_text()
+    assert "Not ranked: sort (alibi below 0.95 in distribution)." in table
