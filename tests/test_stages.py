@@ -119,12 +119,12 @@ def test_continue_from_needs_a_committed_stage(tmp_path: Path) -> None:
 
 def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = torch.device("cpu")
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(precision, "this_cpu", lambda: {"model": None, "matmul_flags": ["avx2", "fma"]})
     assert resolve_precision("auto", cpu) == "fp32"
     assert resolve_precision("fp32", cpu) == "fp32"
     with pytest.raises(PrecisionError, match=r"this CPU \(no amx_bf16 or avx512_bf16 in its flags\) has no bfloat16"):
         resolve_precision("bf16", cpu)
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "amx_bf16"}))
+    monkeypatch.setattr(precision, "this_cpu", lambda: {"model": None, "matmul_flags": ["avx2", "amx_bf16"]})
     assert resolve_precision("auto", cpu) == resolve_precision("bf16", cpu) == "bf16"
     with pytest.raises(PrecisionError, match="one of auto, bf16, fp32"):
         resolve_precision("fp16", cpu)
@@ -132,7 +132,7 @@ def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch: pyte
 
 def test_bf16_asked_of_a_cpu_without_it_fails_before_any_data_is_read(monkeypatch: pytest.MonkeyPatch,
                                                                       tmp_path: Path) -> None:
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset())
+    monkeypatch.setattr(precision, "this_cpu", lambda: {"model": None, "matmul_flags": []})
     experiment = load_experiment(SMOKE, [*STAGED, "precision=bf16", "dataset=/no/such/folder"])
     with pytest.raises(PrecisionError, match="has no bfloat16 units"):
         train(experiment, tmp_path / "run")
@@ -149,7 +149,7 @@ def test_precision_is_one_setting() -> None:
 def test_a_run_computes_in_its_precision_and_records_it(chosen: str, monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
     """bf16 autocast makes the linear layers' outputs bfloat16 while the parameters stay float32."""
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.setattr(precision, "this_cpu", lambda: {"model": None, "matmul_flags": ["avx512_bf16"]})
     experiment = load_experiment(SMOKE, [*STAGED, f"precision={chosen}", "training.max_steps=2"])
     dtypes = AutocastDtypes()
     metrics = train(experiment, tmp_path / "run", callbacks=[dtypes])

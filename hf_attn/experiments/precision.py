@@ -13,7 +13,7 @@ import contextlib
 import functools
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where it is used: the command line reads PRECISIONS while building its parser
     import torch
@@ -27,16 +27,29 @@ class PrecisionError(ValueError):
     """A precision that is not one of `PRECISIONS`, or bfloat16 asked of hardware without it."""
 
 
+# The CPU flags that decide how fast a matrix product runs: vector width (AVX2 + FMA, AVX-512) and the
+# bfloat16 / int8 units (AVX-512 BF16 and VNNI, AMX tiles); on an AVX2-only CPU bf16 is emulated.
+MATMUL_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+                    "amx_int8")
+
+
+def cpu_description(cpuinfo: str) -> dict[str, Any]:
+    """The CPU of a `/proc/cpuinfo` text: its model name, and which of `MATMUL_CPU_FLAGS` it has (in that
+    order). Fields missing from the text (another OS, an emulator) are None."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():  # the first processor's block is enough: the cores of one CPU agree
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    flags = fields.get("flags")
+    return {"model": fields.get("model name"),
+            "matmul_flags": None if flags is None else [flag for flag in MATMUL_CPU_FLAGS if flag in flags.split()]}
+
+
 @functools.cache
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux lists them (empty where /proc/cpuinfo is not there)."""
+def this_cpu() -> dict[str, Any]:
+    """`cpu_description` of this machine (model and flags None where there is no `/proc/cpuinfo`)."""
     cpuinfo = Path("/proc/cpuinfo")
-    if not cpuinfo.is_file():
-        return frozenset()
-    for line in cpuinfo.read_text().splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
+    return cpu_description(cpuinfo.read_text() if cpuinfo.is_file() else "")
 
 
 def bf16_units(device: torch.device) -> str | None:
@@ -46,7 +59,7 @@ def bf16_units(device: torch.device) -> str | None:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device) if torch.cuda.is_bf16_supported() else None
     if device.type == "cpu":
-        found = sorted(BF16_CPU_FLAGS & cpu_flags())
+        found = sorted(BF16_CPU_FLAGS & set(this_cpu()["matmul_flags"] or ()))
         return f"CPU with {', '.join(found)}" if found else None
     return None
 

@@ -16,6 +16,7 @@ from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, Trai
 from transformers.trainer_callback import ExportableState
 
 from .config import Experiment
+from .precision import this_cpu
 
 
 class TrainingClock(TrainerCallback, ExportableState):
@@ -94,7 +95,10 @@ def hardware_name(device: torch.device) -> str:
     """What a run trained on, for its card: the same run takes seconds on a GPU and hours on a few CPU cores."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"CPU, {torch.get_num_threads()} threads"
+    cpu = this_cpu()
+    threads = torch.get_num_threads()
+    flags = f" ({', '.join(cpu['matmul_flags'])})" if cpu["matmul_flags"] else ""
+    return f"{cpu['model'] or 'CPU'}{flags}, {threads} thread{'s' if threads > 1 else ''}"
 
 
 def init_from_metrics(experiment: Experiment) -> dict[str, Any] | None:
