@@ -360,7 +360,9 @@ def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
 
 
 def write_model_code(folder: str | os.PathLike[str]) -> list[Path]:
-    """Write the installed package's model code into `folder` (replacing any copy there); returns the files."""
+    """Write the installed package's model code into `folder` (made if missing, any copy there replaced); returns
+    the files. Also for a Trainer that pushes its output folder at every checkpoint (docs/ecosystem.md)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
     written = []
     for module in MODEL_CODE_MODULES:
         source = Path(module.__file__)
