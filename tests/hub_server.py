@@ -7,7 +7,7 @@ not a Hub: one user, model repos, one branch (`main`), no pull requests, no Xet 
 through Xet whenever `hf_xet` is installed, so clients set `HF_HUB_DISABLE_XET=1` and use the git-LFS path).
 
 Endpoints (huggingface_hub 2.x; the module each request comes from in brackets):
-- `GET /api/whoami-v2` [hf_api.whoami]: the one fake user.
+- `GET /api/whoami-v2` [hf_api.whoami]: the one fake user. It and every write need a token (`Bearer hf_...`).
 - `POST /api/repos/create` [hf_api.create_repo]: a repo with an initial commit of `.gitattributes`, as the Hub makes;
   409 when it exists (`exist_ok=True` accepts that).
 - `POST /api/validate-yaml` [create_commit, before a README.md is committed]: accepts; the tests parse the card.
@@ -115,9 +115,8 @@ class LocalHub:
         self._servers = [ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, storage=storage))
                          for storage in (False, True)]
         self.url, self.storage_url = (f"http://127.0.0.1:{server.server_address[1]}" for server in self._servers)
-        self._threads = [threading.Thread(target=server.serve_forever, daemon=True) for server in self._servers]
-        for thread in self._threads:
-            thread.start()
+        for server in self._servers:  # polling every 50 ms: close() returns at once
+            threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
 
     def __enter__(self) -> LocalHub:
         return self
@@ -314,6 +313,8 @@ def _handler(hub: LocalHub, storage: bool) -> type[BaseHTTPRequestHandler]:
         # -- the API server -------------------------------------------------------------------------------------
 
         def _api(self, path: str, query: dict[str, list[str]], body: bytes, head: bool) -> None:
+            if (self.command == "POST" and path != "/api/validate-yaml") or path == "/api/whoami-v2":
+                self._authenticate()
             if path == "/api/whoami-v2":
                 self._json({"type": "user", "name": USER, "orgs": [],
                             "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": "write"}}})
@@ -334,6 +335,11 @@ def _handler(hub: LocalHub, storage: bool) -> type[BaseHTTPRequestHandler]:
                 self._resolve(match["repo"], match["revision"], match["path"], head)
             else:
                 raise HubError(404, f"this test Hub does not serve {self.command} {path}")
+
+        def _authenticate(self) -> None:
+            """Writes and whoami need a token, as on the Hub (any `Bearer hf_...` here: one fake user)."""
+            if not self.headers.get("Authorization", "").startswith("Bearer hf_"):
+                raise HubError(401, "Invalid credentials in Authorization header")
 
         def _repo_api(self, repo_id: str, action: str | None, rest: str, query: dict[str, list[str]],
                       body: bytes) -> None:
@@ -363,9 +369,13 @@ def _handler(hub: LocalHub, storage: bool) -> type[BaseHTTPRequestHandler]:
                 self._json(_tree(hub, commit, folder.strip("/"), recursive))
             elif action == "paths-info":
                 commit = hub.commit_at(repo_id, rest)
-                form = parse_qs(body.decode())
-                paths = form.get("paths", [])
-                self._json([hub.entry(commit.files[path], path) for path in paths if path in commit.files])
+                entries = []
+                for path in parse_qs(body.decode()).get("paths", []):
+                    if path in commit.files:
+                        entries.append(hub.entry(commit.files[path], path))
+                    elif any(name.startswith(f"{path}/") for name in commit.files):
+                        entries.append(_folder(path))
+                self._json(entries)
             elif action == "commits":
                 head = hub.commit_at(repo_id, rest)
                 history = hub.commits(repo_id)
@@ -423,6 +433,9 @@ def _tree(hub: LocalHub, commit: Commit, folder: str, recursive: bool) -> list[d
             folders.add(prefix + "/".join(parts[:depth]))
         if recursive or len(parts) == 1:
             files.append(hub.entry(stored, path))
-    directories = [{"type": "directory", "path": path, "oid": hashlib.sha1(quote(path).encode()).hexdigest()}
-                   for path in sorted(folders)]
-    return directories + files
+    return [_folder(path) for path in sorted(folders)] + files
+
+
+def _folder(path: str) -> dict[str, str]:
+    """A folder's entry (its oid stands for a git tree's; nothing reads it)."""
+    return {"type": "directory", "path": path, "oid": hashlib.sha1(quote(path).encode()).hexdigest()}

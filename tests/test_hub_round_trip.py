@@ -8,6 +8,7 @@ model that was pushed, computed in this process.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -25,12 +26,16 @@ import torch
 import transformers
 from datasets import Dataset
 from hub_server import USER, LocalHub
-from huggingface_hub import ModelCard, constants
+from huggingface_hub import HfApi, ModelCard, RepoFolder, constants, hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments
 
 from hf_attn import HfAttnForSequenceClassification, cli
 from hf_attn.analysis.hub import MODEL_CODE_FILES, write_model_code
+
+# huggingface_hub's LFS upload hands httpx a file as `data=` (httpx2 0.x deprecates it for `content=`): not ours.
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")
 
 REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 # What a run folder holds that must never reach the Hub (tests/conftest.py's run_dir has each of them).
@@ -77,6 +82,42 @@ def assert_no_run_artefacts(hub: LocalHub, repo_id: str) -> None:
     paths = stored_names(hub, repo_id)
     leaked = {path for path in paths if path.split("/")[-1] in RUN_ARTEFACTS or path.startswith("checkpoint-")}
     assert not leaked, f"{repo_id} received training state: {sorted(leaked)}"
+
+
+def test_the_hub_double_answers_huggingface_hub_as_its_record_says(hub: LocalHub, tmp_path: Path) -> None:
+    """The double itself, through huggingface_hub's public API: a folder with a subfolder, a text file and a binary
+    one (LFS) goes up; listing, paths-info, history and downloads agree with the server's own record; a deletion
+    commits; a repo or file that is not there raises the error huggingface_hub names for it."""
+    repo_id = f"{USER}/protocol"
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "notes.txt").write_text("plain text\n")
+    (folder / "sub" / "weights.bin").write_bytes(bytes(range(256)) * 8)
+    api = HfApi()
+    assert api.whoami()["name"] == USER
+    api.create_repo(repo_id)
+    api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="files")
+    stored = hub.repos[repo_id].commits[-1].files
+    assert stored["sub/weights.bin"].lfs and not stored["notes.txt"].lfs
+
+    assert sorted(api.list_repo_files(repo_id)) == sorted(hub.files(repo_id))
+    top = {entry.path: entry for entry in api.list_repo_tree(repo_id)}
+    assert isinstance(top["sub"], RepoFolder) and top["notes.txt"].size == len(b"plain text\n")
+    (weights,) = api.get_paths_info(repo_id, ["sub/weights.bin"])
+    assert weights.lfs.sha256 == hashlib.sha256((folder / "sub" / "weights.bin").read_bytes()).hexdigest()
+    for name in ("notes.txt", "sub/weights.bin"):
+        assert Path(hf_hub_download(repo_id, name)).read_bytes() == (folder / name).read_bytes()
+
+    api.delete_file("notes.txt", repo_id, commit_message="Delete notes.txt")
+    assert set(hub.files(repo_id)) == {".gitattributes", "sub/weights.bin"}
+    assert [commit.title for commit in api.list_repo_commits(repo_id)] == [
+        commit.title for commit in reversed(hub.commits(repo_id))] == ["Delete notes.txt", "files", "initial commit"]
+    with pytest.raises(RemoteEntryNotFoundError):
+        hf_hub_download(repo_id, "notes.txt")
+    with pytest.raises(RepositoryNotFoundError):
+        api.repo_info(f"{USER}/absent")
+    with pytest.raises(HfHubHTTPError, match="401"):
+        HfApi(token=False).create_repo(f"{USER}/anonymous")
 
 
 def test_hf_attn_push_commits_the_dry_run_folder_once(hub: LocalHub, run_dir: Path, tmp_path: Path) -> None:
