@@ -439,3 +439,21 @@ def _tree(hub: LocalHub, commit: Commit, folder: str, recursive: bool) -> list[d
 def _folder(path: str) -> dict[str, str]:
     """A folder's entry (its oid stands for a git tree's; nothing reads it)."""
     return {"type": "directory", "path": path, "oid": hashlib.sha1(quote(path).encode()).hexdigest()}
+
+
+def main() -> None:
+    """`python tests/hub_server.py [FOLDER]`: serve a Hub double from FOLDER (a temporary one by default) until
+    interrupted, and print the environment that points huggingface_hub at it."""
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch, LocalHub(Path(sys.argv[1] if len(sys.argv) > 1 else scratch)) as hub:
+        print(f"export HF_ENDPOINT={hub.url} HF_TOKEN=hf_local HF_HUB_DISABLE_XET=1; unset HF_HUB_OFFLINE", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

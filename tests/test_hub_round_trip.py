@@ -17,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 import venv
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import huggingface_hub
@@ -25,7 +25,7 @@ import pytest
 import torch
 import transformers
 from datasets import Dataset
-from hub_server import USER, LocalHub
+from hub_server import GITATTRIBUTES, USER, LocalHub
 from huggingface_hub import HfApi, ModelCard, RepoFolder, constants, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
 from huggingface_hub.repocard_data import model_index_to_eval_results
@@ -74,14 +74,9 @@ def logits(model: torch.nn.Module, tokenizer: transformers.PreTrainedTokenizerBa
         return model.eval()(**tokenizer(REVIEWS, padding=True, return_tensors="pt")).logits
 
 
-def stored_names(hub: LocalHub, repo_id: str) -> set[str]:
-    return set(hub.files(repo_id))
-
-
-def assert_no_run_artefacts(hub: LocalHub, repo_id: str) -> None:
-    paths = stored_names(hub, repo_id)
-    leaked = {path for path in paths if path.split("/")[-1] in RUN_ARTEFACTS or path.startswith("checkpoint-")}
-    assert not leaked, f"{repo_id} received training state: {sorted(leaked)}"
+def run_artefacts(paths: Iterable[str]) -> set[str]:
+    """The paths of training state among a repo's files."""
+    return {path for path in paths if path.split("/")[-1] in RUN_ARTEFACTS or path.startswith("checkpoint-")}
 
 
 def test_the_hub_double_answers_huggingface_hub_as_its_record_says(hub: LocalHub, tmp_path: Path) -> None:
@@ -127,11 +122,11 @@ def test_hf_attn_push_commits_the_dry_run_folder_once(hub: LocalHub, run_dir: Pa
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id, "--dry-run", str(tmp_path / "dry")])
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id])
     dry_run = {path.name: path.read_bytes() for path in (tmp_path / "dry").iterdir()}
-    after_first = hub.commits(repo_id)
-    assert hub.files(repo_id) == {**dry_run, ".gitattributes": hub.files(repo_id, after_first[0].sha)[".gitattributes"]}
+    assert hub.files(repo_id) == {**dry_run, ".gitattributes": GITATTRIBUTES}
     assert hub.repos[repo_id].commits[-1].files["model.safetensors"].lfs
-    assert_no_run_artefacts(hub, repo_id)
+    assert run_artefacts(hub.files(repo_id)) == set()
 
+    after_first = hub.commits(repo_id)
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id])
     assert hub.commits(repo_id) == after_first
     assert [commit.title for commit in after_first] == ["initial commit", "Upload hf-attn classifier"]
@@ -168,7 +163,7 @@ def test_model_and_tokenizer_push_to_hub_and_back(hub: LocalHub, run_dir: Path) 
     assert {name: files.get(name) for name in MODEL_CODE_FILES} == {
         name: (package / name).read_bytes() for name in MODEL_CODE_FILES}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "README.md"} <= set(files)
-    assert_no_run_artefacts(hub, repo_id)
+    assert run_artefacts(hub.files(repo_id)) == set()
 
     history = hub.commits(repo_id)
     model.push_to_hub(repo_id)
@@ -209,9 +204,10 @@ def missing_remote_code(files: dict[str, bytes]) -> set[str]:
     relatively (what transformers fetches for `trust_remote_code`), that the repo lacks."""
     needed: set[str] = set()
     for name in ("config.json", "tokenizer_config.json"):
-        for value in json.loads(files.get(name, b"{}")).get("auto_map", {}).values():
-            needed.update(f"{reference.split('.')[0]}.py" for reference in (value if isinstance(value, list)
-                                                                             else [value]) if reference)
+        for references in json.loads(files.get(name, b"{}")).get("auto_map", {}).values():
+            for reference in references if isinstance(references, list) else [references]:
+                if reference:  # a tokenizer's entry is [slow class, fast class], the slow one may be None
+                    needed.add(reference.split(".")[0] + ".py")
     pending = set(needed)
     while pending:
         module = files.get(pending.pop(), b"").decode()
@@ -235,8 +231,7 @@ def test_trainer_push_to_hub_uploads_loadable_commits_without_optimizer_state(hu
     for commit in history[1:]:
         files = hub.files(repo_id, commit.sha)
         assert missing_remote_code(files) == set(), commit.title
-        leaked = {path for path in files if path.split("/")[-1] in RUN_ARTEFACTS or path.startswith("checkpoint-")}
-        assert leaked == {"training_args.bin"}, commit.title
+        assert run_artefacts(files) == {"training_args.bin"}, commit.title
     files = hub.files(repo_id)
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md", *MODEL_CODE_FILES} <= set(files)
     assert files["model.safetensors"] == (tmp_path / "trainer" / "model.safetensors").read_bytes()
@@ -300,7 +295,7 @@ def test_a_fresh_process_without_hf_attn_loads_each_pushed_repo(hub: LocalHub, r
 
     empty = tmp_path / "elsewhere"
     empty.mkdir()
-    environment = {**os.environ, "HF_HOME": str(tmp_path / "fresh_hf_home"), "PYTHONPATH": ""}
+    environment = {**os.environ, "HF_HOME": str(tmp_path / "fresh_hf_home")}  # -I: PYTHONPATH and co are ignored
     result = subprocess.run([python_without_hf_attn(tmp_path / "venv"), "-I", "-c", LOAD_FROM_THE_HUB,
                              json.dumps(REVIEWS), *expected], capture_output=True, text=True, cwd=empty,
                             env=environment, timeout=600)
