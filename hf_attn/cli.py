@@ -381,8 +381,8 @@ def _card(args: argparse.Namespace) -> None:
 def _push(args: argparse.Namespace) -> None:
     from .analysis.hub import push
 
-    folder = push(args.model, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
-    print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+    names = push(args.model, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
+    print(f"{f'wrote {args.dry_run}' if args.dry_run else f'uploaded to {args.repo_id}'}: {', '.join(names)}")
 
 
 def _checkpoint(args: argparse.Namespace) -> None:

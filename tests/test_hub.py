@@ -27,8 +27,8 @@ REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not
 
 
 def test_card_metadata_carries_the_measured_metrics(run_dir: Path, tmp_path: Path) -> None:
-    folder = push(run_dir, "someone/hf-attn-alibi", dry_run_dir=tmp_path / "upload")
-    card = ModelCard.load(folder / "README.md")
+    push(run_dir, "someone/hf-attn-alibi", dry_run_dir=tmp_path / "upload")
+    card = ModelCard.load(tmp_path / "upload" / "README.md")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     results = {(r.dataset_split, r.metric_type): r.metric_value for r in card.data.eval_results}
     assert results == {("test", "accuracy"): metrics["test_accuracy"], ("test", "f1"): metrics["test_f1"],

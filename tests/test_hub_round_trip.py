@@ -117,10 +117,13 @@ def test_the_hub_double_answers_huggingface_hub_as_its_record_says(hub: LocalHub
 
 def test_hf_attn_push_commits_the_dry_run_folder_once(hub: LocalHub, run_dir: Path, tmp_path: Path) -> None:
     """`hf-attn push` commits exactly the files its dry run writes, byte for byte (weights through LFS), and no
-    training state; pushing the same run again makes no commit."""
+    training state, and leaves the run folder as it was (a committed checkpoint's folder, or a read-only one);
+    pushing the same run again makes no commit."""
     repo_id = f"{USER}/hf-attn-push"
+    run_files = sorted(run_dir.rglob("*"))
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id, "--dry-run", str(tmp_path / "dry")])
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id])
+    assert sorted(run_dir.rglob("*")) == run_files
     dry_run = {path.name: path.read_bytes() for path in (tmp_path / "dry").iterdir()}
     assert hub.files(repo_id) == {**dry_run, ".gitattributes": GITATTRIBUTES}
     assert hub.repos[repo_id].commits[-1].files["model.safetensors"].lfs

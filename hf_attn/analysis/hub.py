@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -391,15 +392,15 @@ def assemble_upload(model_dir: str | os.PathLike[str], folder: str | os.PathLike
 
 
 def push(model_dir: str | os.PathLike[str], repo_id: str, private: bool = False,
-         dry_run_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Upload a run to the Hub; with `dry_run_dir`, only write the folder that would be uploaded."""
-    if dry_run_dir is not None:
-        return assemble_upload(model_dir, dry_run_dir, repo_id)
-    staging = Path(model_dir) / "hub_upload"
-    if staging.exists():
-        shutil.rmtree(staging)
-    assemble_upload(model_dir, staging, repo_id)
-    api = HfApi()
-    api.create_repo(repo_id, private=private, exist_ok=True)
-    api.upload_folder(folder_path=str(staging), repo_id=repo_id, commit_message="Upload hf-attn classifier")
-    return staging
+         dry_run_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Upload a run to the Hub, or with `dry_run_dir` only write the folder that would be uploaded there; returns the
+    names of the files. The upload is assembled in a temporary folder: the run folder is only read (it may be a
+    committed checkpoint, or read-only)."""
+    with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as scratch:
+        folder = assemble_upload(model_dir, dry_run_dir if dry_run_dir is not None else scratch, repo_id)
+        names = sorted(path.name for path in folder.iterdir())
+        if dry_run_dir is None:
+            api = HfApi()
+            api.create_repo(repo_id, private=private, exist_ok=True)
+            api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="Upload hf-attn classifier")
+    return names
