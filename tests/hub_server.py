@@ -110,7 +110,7 @@ class LocalHub:
         self.objects = Path(root) / "objects"
         self.objects.mkdir(parents=True, exist_ok=True)
         self.repos: dict[str, Repo] = {}
-        self.requests: list[str] = []  # "METHOD path" of every request, for a test to read
+        self.requests: list[str] = []  # "METHOD path" of every request ("METHOD storage:path" on the storage server)
         self._lock = threading.Lock()
         self._servers = [ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, storage=storage))
                          for storage in (False, True)]

@@ -118,7 +118,7 @@ def test_the_hub_double_answers_huggingface_hub_as_its_record_says(hub: LocalHub
 def test_hf_attn_push_commits_the_dry_run_folder_once(hub: LocalHub, run_dir: Path, tmp_path: Path) -> None:
     """`hf-attn push` commits exactly the files its dry run writes, byte for byte (weights through LFS), and no
     training state, and leaves the run folder as it was (a committed checkpoint's folder, or a read-only one);
-    pushing the same run again makes no commit."""
+    pushing the same run again uploads nothing and makes no commit."""
     repo_id = f"{USER}/hf-attn-push"
     run_files = sorted(run_dir.rglob("*"))
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id, "--dry-run", str(tmp_path / "dry")])
@@ -129,9 +129,10 @@ def test_hf_attn_push_commits_the_dry_run_folder_once(hub: LocalHub, run_dir: Pa
     assert hub.repos[repo_id].commits[-1].files["model.safetensors"].lfs
     assert run_artefacts(hub.files(repo_id)) == set()
 
-    after_first = hub.commits(repo_id)
+    after_first, requests = hub.commits(repo_id), len(hub.requests)
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id])
     assert hub.commits(repo_id) == after_first
+    assert not [request for request in hub.requests[requests:] if request.startswith("PUT")]  # nor an upload
     assert [commit.title for commit in after_first] == ["initial commit", "Upload hf-attn classifier"]
 
 
