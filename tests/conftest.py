@@ -20,10 +20,11 @@ def sample_dir() -> Path:
     return require(SHARED / "week3-sample")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder shaped like a finished `hf-attn train` run: a tiny ALiBi classifier, its tokenizer and code,
-    metrics.json, and training's leftovers that must never reach the Hub (training_args.bin, a checkpoint)."""
+    metrics.json, and training's leftovers that must never reach the Hub (training_args.bin, a checkpoint).
+    Shared by every test that reads a run: a test that changes a run works on a copy."""
     import torch
 
     from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
