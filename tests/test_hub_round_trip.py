@@ -25,6 +25,7 @@ import pytest
 import torch
 import transformers
 from datasets import Dataset
+from helpers import REPO
 from hub_server import GITATTRIBUTES, USER, LocalHub
 from huggingface_hub import HfApi, ModelCard, RepoFolder, constants, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
@@ -150,6 +151,24 @@ def test_the_pushed_card_metadata_is_valid(hub: LocalHub, run_dir: Path) -> None
         ("validation", "accuracy"): metrics["val_accuracy"], ("validation", "f1"): metrics["val_f1"]}
     assert {result.task_type for result in results} == {"text-classification"}
     assert metadata["library_name"] == "transformers" and "custom_code" in metadata["tags"]
+
+
+def test_hf_attn_push_of_a_pretrained_encoder_describes_it(hub: LocalHub) -> None:
+    """A masked-LM encoder (the committed `checkpoints/rope-mlm`, whose metrics.json records pretraining, not
+    classification scores) goes up with the card that says what it is and how it was pretrained, metadata without
+    a model-index; the committed folder is left as it was."""
+    encoder = REPO / "checkpoints" / "rope-mlm"
+    committed = {path: path.read_bytes() for path in encoder.rglob("*") if path.is_file()}
+    repo_id = f"{USER}/hf-attn-mlm"
+    cli.main(["push", "--model", str(encoder), "--repo-id", repo_id])
+    files = hub.files(repo_id)
+    assert files["model.safetensors"] == committed[encoder / "model.safetensors"]
+    assert run_artefacts(files) == set()
+    card = ModelCard(files["README.md"].decode())
+    assert card.text.lstrip().startswith("# hf-attn masked-LM encoder (rope positions)")
+    assert f'AutoModelForMaskedLM.from_pretrained("{repo_id}", trust_remote_code=True)' in card.text
+    assert "model-index" not in card.data.to_dict() and "position-rope" in card.data.tags
+    assert {path: path.read_bytes() for path in encoder.rglob("*") if path.is_file()} == committed
 
 
 def test_model_and_tokenizer_push_to_hub_and_back(hub: LocalHub, run_dir: Path) -> None:

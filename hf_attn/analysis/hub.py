@@ -348,16 +348,20 @@ def build_description_card(metrics: dict[str, Any] | None, config: dict[str, Any
 
 
 def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
-    """The card of a trained run folder (its `metrics.json` and `config.json`)."""
+    """The card of a finished run folder (its `metrics.json` and `config.json`): the classifier card where the run
+    scored a classifier, else the card that says what the model is and how it was pretrained."""
     model_dir = Path(model_dir)
     for name in ("metrics.json", "config.json"):
         if not (model_dir / name).is_file():
             raise FileNotFoundError(
-                f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train`."
+                f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train` or "
+                "`hf-attn pretrain`."
             )
     metrics = json.loads((model_dir / "metrics.json").read_text())
     config = json.loads((model_dir / "config.json").read_text())
-    return build_model_card(metrics, config, repo_id)
+    if "test_accuracy" in metrics:
+        return build_model_card(metrics, config, repo_id)
+    return build_description_card(metrics, config, repo_id)
 
 
 def write_model_code(folder: str | os.PathLike[str]) -> list[Path]:
