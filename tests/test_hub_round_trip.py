@@ -134,7 +134,7 @@ def test_hf_attn_push_commits_the_dry_run_folder_once(hub: LocalHub, run_dir: Pa
     cli.main(["push", "--model", str(run_dir), "--repo-id", repo_id])
     assert hub.commits(repo_id) == after_first
     assert not [request for request in hub.requests[requests:] if request.startswith("PUT")]  # nor an upload
-    assert [commit.title for commit in after_first] == ["initial commit", "Upload hf-attn classifier"]
+    assert [commit.title for commit in after_first] == ["initial commit", "Upload hf-attn model"]
 
 
 def test_the_pushed_card_metadata_is_valid(hub: LocalHub, run_dir: Path) -> None:

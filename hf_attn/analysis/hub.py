@@ -406,5 +406,5 @@ def push(model_dir: str | os.PathLike[str], repo_id: str, private: bool = False,
         if dry_run_dir is None:
             api = HfApi()
             api.create_repo(repo_id, private=private, exist_ok=True)
-            api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="Upload hf-attn classifier")
+            api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="Upload hf-attn model")
     return names
