@@ -381,8 +381,8 @@ def _card(args: argparse.Namespace) -> None:
 def _push(args: argparse.Namespace) -> None:
     from .analysis.hub import push
 
-    folder = push(args.model, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
-    print(f"{'wrote' if args.dry_run else 'uploaded'} {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+    names = push(args.model, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
+    print(f"{f'wrote {args.dry_run}' if args.dry_run else f'uploaded to {args.repo_id}'}: {', '.join(names)}")
 
 
 def _checkpoint(args: argparse.Namespace) -> None:
@@ -605,13 +605,15 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.set_defaults(func=_baseline)
 
     card = commands.add_parser("card", help="write the model card of a trained run (from its metrics.json)")
-    card.add_argument("--model", required=True, type=model_folder, help="a finished `hf-attn train` --output-dir")
+    card.add_argument("--model", required=True, type=model_folder,
+                      help="a finished `hf-attn train` or `hf-attn pretrain` --output-dir")
     card.add_argument("--repo-id", required=True, help="the Hub repo the card's loading example names")
     card.add_argument("--output", required=True, type=output_file, help="e.g. model_cards/rope.md")
     card.set_defaults(func=_card)
 
     push = commands.add_parser("push", help="upload model, tokenizer, code and model card to the Hub")
-    push.add_argument("--model", required=True, type=model_folder, help="a finished `hf-attn train` --output-dir")
+    push.add_argument("--model", required=True, type=model_folder,
+                      help="a finished `hf-attn train` or `hf-attn pretrain` --output-dir, or a checkpoint")
     push.add_argument("--repo-id", required=True, help="e.g. your-name/hf-attn-imdb-rope")
     push.add_argument("--private", action="store_true")
     push.add_argument("--dry-run", metavar="DIR", type=output_folder,

@@ -20,37 +20,15 @@ from transformers import AutoTokenizer
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, cli
 from hf_attn.analysis.hub import MODEL_CODE_FILES, build_model_card, push
 from hf_attn.experiments.data import load_sample
-from hf_attn.week3 import train_week3_tokenizer
 
 transfer = load_tool("transfer")
 
 REVIEWS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder shaped like a finished `hf-attn train` run: model, tokenizer, code, metrics.json."""
-    folder = tmp_path_factory.mktemp("run")
-    tokenizer = train_week3_tokenizer(load_sample()["train"]["text"][:300], vocab_size=300, max_seq=64)
-    torch.manual_seed(0)
-    config = HfAttnConfig(**tiny_config_kwargs(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                               position_embedding_type="alibi", max_position_embeddings=64))
-    model = HfAttnForSequenceClassification(config)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    (folder / "training_args.bin").write_bytes(b"pickle that must never be uploaded")
-    metrics = {"test_accuracy": 0.8123, "test_f1": 0.8011, "test_loss": 0.41, "val_accuracy": 0.8234,
-               "n_validation": 5000, "n_test": 5000,
-               "val_f1": 0.8199, "val_loss": 0.4, "epochs": 2.0, "n_train": 40000, "optimizer_steps": 2500,
-               "train_runtime_s": 3600.0, "world_size": 1, "max_length": 64, "command": "hf-attn train ...",
-               "experiment": {"week3": "runs/week3", "training": {"learning_rate": 5e-4}, "evals_per_epoch": 4}}
-    (folder / "metrics.json").write_text(json.dumps(metrics))
-    return folder
-
-
 def test_card_metadata_carries_the_measured_metrics(run_dir: Path, tmp_path: Path) -> None:
-    folder = push(run_dir, "someone/hf-attn-alibi", dry_run_dir=tmp_path / "upload")
-    card = ModelCard.load(folder / "README.md")
+    push(run_dir, "someone/hf-attn-alibi", dry_run_dir=tmp_path / "upload")
+    card = ModelCard.load(tmp_path / "upload" / "README.md")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     results = {(r.dataset_split, r.metric_type): r.metric_value for r in card.data.eval_results}
     assert results == {("test", "accuracy"): metrics["test_accuracy"], ("test", "f1"): metrics["test_f1"],

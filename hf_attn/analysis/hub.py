@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -347,20 +348,26 @@ def build_description_card(metrics: dict[str, Any] | None, config: dict[str, Any
 
 
 def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
-    """The card of a trained run folder (its `metrics.json` and `config.json`)."""
+    """The card of a finished run folder (its `metrics.json` and `config.json`): the classifier card where the run
+    scored a classifier, else the card that says what the model is and how it was pretrained."""
     model_dir = Path(model_dir)
     for name in ("metrics.json", "config.json"):
         if not (model_dir / name).is_file():
             raise FileNotFoundError(
-                f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train`."
+                f"{model_dir / name} is missing: pass the --output-dir of a finished `hf-attn train` or "
+                "`hf-attn pretrain`."
             )
     metrics = json.loads((model_dir / "metrics.json").read_text())
     config = json.loads((model_dir / "config.json").read_text())
-    return build_model_card(metrics, config, repo_id)
+    if "test_accuracy" in metrics:
+        return build_model_card(metrics, config, repo_id)
+    return build_description_card(metrics, config, repo_id)
 
 
 def write_model_code(folder: str | os.PathLike[str]) -> list[Path]:
-    """Write the installed package's model code into `folder` (replacing any copy there); returns the files."""
+    """Write the installed package's model code into `folder` (made if missing, any copy there replaced); returns
+    the files. Also for a Trainer that pushes its output folder at every checkpoint (docs/ecosystem.md)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
     written = []
     for module in MODEL_CODE_MODULES:
         source = Path(module.__file__)
@@ -389,15 +396,15 @@ def assemble_upload(model_dir: str | os.PathLike[str], folder: str | os.PathLike
 
 
 def push(model_dir: str | os.PathLike[str], repo_id: str, private: bool = False,
-         dry_run_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Upload a run to the Hub; with `dry_run_dir`, only write the folder that would be uploaded."""
-    if dry_run_dir is not None:
-        return assemble_upload(model_dir, dry_run_dir, repo_id)
-    staging = Path(model_dir) / "hub_upload"
-    if staging.exists():
-        shutil.rmtree(staging)
-    assemble_upload(model_dir, staging, repo_id)
-    api = HfApi()
-    api.create_repo(repo_id, private=private, exist_ok=True)
-    api.upload_folder(folder_path=str(staging), repo_id=repo_id, commit_message="Upload hf-attn classifier")
-    return staging
+         dry_run_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Upload a run to the Hub, or with `dry_run_dir` only write the folder that would be uploaded there; returns the
+    names of the files. The upload is assembled in a temporary folder: the run folder is only read (it may be a
+    committed checkpoint, or read-only)."""
+    with tempfile.TemporaryDirectory(prefix="hf-attn-push-") as scratch:
+        folder = assemble_upload(model_dir, dry_run_dir if dry_run_dir is not None else scratch, repo_id)
+        names = sorted(path.name for path in folder.iterdir())
+        if dry_run_dir is None:
+            api = HfApi()
+            api.create_repo(repo_id, private=private, exist_ok=True)
+            api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="Upload hf-attn model")
+    return names
