@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import pytest
 import torch
-from helpers import tiny_config_kwargs
+from helpers import REPO, tiny_config_kwargs
 
 from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnModel
 from hf_attn.positions import POSITION_SCHEMES, PositionScheme
@@ -161,3 +162,18 @@ def test_bad_scoring_values_are_refused_in_one_line(field: str, value: object, m
 def test_additive_scores_refuse_to_be_unscaled() -> None:
     with pytest.raises(ValueError, match="invalid `scale_attn_weights`=False; attention_scoring='additive' is never"):
         HfAttnConfig(position_embedding_type="alibi", attention_scoring="additive", scale_attn_weights=False)
+
+
+def test_the_saturation_script_measures_the_variances_and_entropies_of_its_closed_form() -> None:
+    """scripts/attention_saturation.py: scores of unit-variance q, k have variance d_k (1 scaled), and the entropy of
+    softmax over many Gaussian logits of small variance s^2 is log n - s^2 / 2."""
+    spec = importlib.util.spec_from_file_location("attention_saturation", REPO / "scripts" / "attention_saturation.py")
+    saturation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(saturation)
+    generator = torch.Generator().manual_seed(0)
+    for scaled, variance in ((False, 32.0), (True, 1.0)):
+        measured = saturation.measure(32, keys=16, queries=400, scaled=scaled, generator=generator)
+        assert measured["score_variance"] == pytest.approx(variance, rel=0.1)
+    for variance in (0.1, 0.5):
+        expected = math.log(4096) - variance / 2
+        assert saturation.gaussian_logit_entropy(variance, 4096, 200, generator) == pytest.approx(expected, abs=0.01)
