@@ -177,3 +177,14 @@ def test_the_saturation_script_measures_the_variances_and_entropies_of_its_close
     for variance in (0.1, 0.5):
         expected = math.log(4096) - variance / 2
         assert saturation.gaussian_logit_entropy(variance, 4096, 200, generator) == pytest.approx(expected, abs=0.01)
+
+
+@pytest.mark.parametrize(("scoring", "scheme"), [("general", "rope"), ("additive", "alibi")])
+def test_a_saved_scoring_loads_with_its_learned_parameters(scoring: str, scheme: str, tmp_path) -> None:  # noqa: ANN001
+    """save_pretrained and from_pretrained carry the scorings' parameters: the loaded model computes the same logits."""
+    model = decoder(scoring, True, scheme)
+    model.save_pretrained(tmp_path)
+    loaded = HfAttnForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    input_ids, encoder_states = torch.randint(1, 64, (1, 5)), torch.randn(1, 3, 32)
+    torch.testing.assert_close(loaded(input_ids, encoder_hidden_states=encoder_states).logits,
+                               model(input_ids, encoder_hidden_states=encoder_states).logits)
