@@ -18,6 +18,7 @@ from transformers import PreTrainedConfig
 from .positions import POSITION_SCHEMES, ROPE_TYPES, PositionScheme
 
 LayerType = Literal["full_attention", "sliding_attention"]
+AttentionScoring = Literal["dot", "general", "additive"]
 LAST_ID = -1
 """`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
 
@@ -117,6 +118,16 @@ class HfAttnConfig(PreTrainedConfig):
             most this many positions away (on each side; only backwards when causal).
         layer_types: per-layer `full_attention` / `sliding_attention`; defaults to all sliding when
             `sliding_window` is set (list some as `full_attention` to keep them global).
+        attention_scoring: how a query and a key make a score (docs/attention-notes.md): `dot`, q . k (Vaswani et
+            al.); `general`, Luong et al.'s bilinear q^T W k with a learned W per head (head_dim x head_dim,
+            starting at the identity), computed as (q W) . k, so SDPA still applies; `additive`, Bahdanau et al.'s
+            v^T tanh(W1 q + W2 k) per head, which builds a (batch, heads, query, key, head_dim) tensor and runs
+            eagerly only (an `sdpa` model computes it eagerly, with a one-time warning). RoPE needs the dot
+            product of rotated queries and keys, so it refuses `additive`; a bias (alibi, t5, fire) adds to any.
+        scale_attn_weights: `dot` and `general`: divide the scores by sqrt(head_dim), which keeps their variance
+            at about 1 whatever the head width; `False` is the unscaled product, a teaching option whose softmax
+            saturates as head_dim grows. `additive` scores are not a product of two head_dim vectors and are
+            never scaled, so it must stay `True` there.
         attention_dropout: dropout on attention weights.
         hidden_dropout: dropout on embeddings and on every residual branch.
         classifier_dropout: dropout before the classification layer; `None` means `hidden_dropout`.
@@ -189,6 +200,8 @@ class HfAttnConfig(PreTrainedConfig):
     relative_attention_max_distance: int = count(128)
     sliding_window: int | None = count(None, "no window")
     layer_types: list[LayerType] | None = None
+    attention_scoring: AttentionScoring = "dot"
+    scale_attn_weights: bool = True
     attention_dropout: float = probability(0.1)
     hidden_dropout: float = probability(0.1)
     classifier_dropout: float | None = probability(None, "hidden_dropout")
@@ -304,6 +317,8 @@ class HfAttnConfig(PreTrainedConfig):
                 f"{self.max_position_embeddings} tokens; read at most that many, or set window_stride to read "
                 "longer texts as windows",
             )
+        if self.attention_scoring == "additive":
+            self._validate_additive_scoring()
         for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, field)
             ids = value if isinstance(value, list) and field == "eos_token_id" else [value]
@@ -312,6 +327,23 @@ class HfAttnConfig(PreTrainedConfig):
             ):
                 raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
         self.position_scheme.check_config(self)
+
+    def _validate_additive_scoring(self) -> None:
+        if not self.scale_attn_weights:
+            raise _invalid(
+                "scale_attn_weights", False,
+                "attention_scoring='additive' is never scaled (1/sqrt(head_dim) divides a dot product of two head_dim "
+                "vectors, which additive scores are not); leave it True, or use 'dot' or 'general'",
+            )
+        if self.position_scheme.rotates_queries_and_keys:
+            schemes = ", ".join(name for name, scheme in POSITION_SCHEMES.items()
+                                if not scheme.rotates_queries_and_keys)
+            raise _invalid(
+                "attention_scoring", "additive",
+                f"position_embedding_type={self.position_embedding_type!r} rotates queries and keys so that their dot "
+                f"product depends on the offset alone, and additive scores take no dot product: use 'dot' or "
+                f"'general', or a scheme that does not rotate them ({schemes})",
+            )
 
     def _validate_rope_parameters(self) -> None:
         rope_type = self.rope_parameters.get("rope_type", "default")

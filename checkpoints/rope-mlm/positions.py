@@ -52,6 +52,9 @@ class PositionScheme(nn.Module):
     """Whether the config's `rope_parameters` (transformers' RoPE dict) configure the scheme."""
     context_scalings: ClassVar[tuple[str, ...]] = ()
     """Ways to stretch the scheme past its training length (RoPE's `rope_type`s), each a reading the arena offers."""
+    rotates_queries_and_keys: ClassVar[bool] = False
+    """Whether the scheme rotates queries and keys so that their dot product depends on the offset alone (RoPE):
+    it then needs a scoring that takes that dot product (`attention_scoring` `dot` or `general`)."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
@@ -191,6 +194,7 @@ class RotaryPositions(PositionScheme):
     """
 
     takes_rope_parameters = True
+    rotates_queries_and_keys = True
     context_scalings = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")
 
     def __init__(self, config: HfAttnConfig) -> None:

@@ -63,7 +63,10 @@ def eager_attention_forward(
     position_bias: torch.Tensor | None = None,
     **kwargs: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference attention: softmax(q k^T / sqrt(d) + bias) v, returning the weights too.
+    """The reference attention: softmax(score(q, k) x scaling + bias) v, returning the weights too.
+
+    The scores are `module.scoring`'s: q k^T for `dot` and `general` (whose W the query already carries), Bahdanau's
+    v^T tanh(W1 q + W2 k) for `additive`; `scaling` is 1/sqrt(head_dim) for the scaled products, else 1.
 
     Masked scores are filled with the dtype's minimum before the softmax (not -inf, which turns a fully
     masked row into NaN) and zeroed again after it, so a fully masked row has weights exactly 0.
@@ -72,7 +75,7 @@ def eager_attention_forward(
     """
     key = repeat_kv(key, module.num_key_value_groups)
     value = repeat_kv(value, module.num_key_value_groups)
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, Q, K)
+    scores = module.scoring(query, key) * scaling  # (B, H, Q, K)
     if position_bias is not None:
         scores = scores + position_bias
     if attention_mask is not None:
@@ -85,12 +88,99 @@ def eager_attention_forward(
     return output, weights
 
 
+class DotProductScoring(nn.Module):
+    """`dot`: the score of query q and key k is q . k (Vaswani et al., 2017), scaled by the attention layer.
+
+    A scoring is asked twice: `project_query` maps the projected queries (batch, seq, heads x head_dim) before
+    RoPE rotates them, and the eager attention calls it with (batch, heads, query, head_dim) queries and keys for
+    the (batch, heads, query, key) scores. `is_dot_product`: the scores are q' . k for the projected q', so SDPA
+    computes them and `scale_attn_weights` applies. `projects_query`: `project_query` is not the identity.
+    """
+
+    is_dot_product: bool = True
+    projects_query: bool = False
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+
+    def project_query(self, query: torch.Tensor) -> torch.Tensor:
+        return query
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(query, key.transpose(2, 3))
+
+    def init_parameters(self) -> None:
+        """Initialise the scoring's own parameters (called by `_init_weights`; a loaded one is left as it is)."""
+
+
+class BilinearScoring(DotProductScoring):
+    """`general`: q^T W k with a learned head_dim x head_dim W per head (Luong et al., 2015).
+
+    Computed as (q W) . k: W is applied to the query before RoPE rotates it, so the scores stay a dot product (SDPA
+    applies) and, with RoPE, still depend on the offset alone. W starts at the identity, the dot product. After a
+    learned query projection, W is a reparametrisation (W_q W is one linear map): it changes how training moves the
+    scores, not which scores a layer can make.
+    """
+
+    projects_query = True
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
+
+    def project_query(self, query: torch.Tensor) -> torch.Tensor:
+        heads = query.unflatten(-1, (self.num_heads, self.head_dim))
+        return torch.einsum("bthd,hde->bthe", heads, self.weight).flatten(-2)
+
+    def init_parameters(self) -> None:
+        identity = torch.eye(self.head_dim, device=self.weight.device, dtype=self.weight.dtype)
+        init.copy_(self.weight, identity.expand_as(self.weight))
+
+
+class AdditiveScoring(DotProductScoring):
+    """`additive`: v^T tanh(W1 q + W2 k) per head (Bahdanau et al., 2015), W1 and W2 head_dim x head_dim, v of
+    head_dim.
+
+    Every query-key pair goes through the tanh, so the scores need a (batch, heads, query, key, head_dim)
+    intermediate: eager only, and memory grows with query x key x head_dim. W1, W2 and v start as N(0, 1/head_dim),
+    which keeps W q at q's scale.
+    """
+
+    is_dot_product = False
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.query_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
+        self.key_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
+        self.vector = nn.Parameter(torch.empty(self.num_heads, self.head_dim))
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        query = torch.einsum("bhqd,hde->bhqe", query, self.query_weight)
+        key = torch.einsum("bhkd,hde->bhke", key, self.key_weight)
+        hidden = torch.tanh(query[:, :, :, None, :] + key[:, :, None, :, :])  # (B, H, Q, K, D)
+        return torch.einsum("bhqke,he->bhqk", hidden, self.vector)
+
+    def init_parameters(self) -> None:
+        for parameter in (self.query_weight, self.key_weight, self.vector):
+            init.normal_(parameter, std=self.head_dim**-0.5)
+
+
+ATTENTION_SCORINGS: dict[str, type[DotProductScoring]] = {
+    "dot": DotProductScoring,
+    "general": BilinearScoring,
+    "additive": AdditiveScoring,
+}
+
+
 class HfAttnAttention(nn.Module):
     """Multi-head / grouped-query attention, as self-attention or as cross-attention.
 
     Self-attention projects Q, K and V with one fused matmul; cross-attention projects Q from this
     sequence and K/V (one fused matmul) from the context. Positions (RoPE, ALiBi) apply to
     self-attention only: in cross-attention, query and key positions index different sequences.
+    How a query and a key make a score is `scoring`'s (`attention_scoring`: dot, general, additive).
 
     With a cache (decoding), self-attention appends its keys and values, RoPE applied, to the cache's layer
     `layer_idx` and attends over all of them; cross-attention projects the encoder's keys and values once
@@ -105,7 +195,8 @@ class HfAttnAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.num_key_value_heads = config.num_key_value_heads
         self.num_key_value_groups = config.num_key_value_groups
-        self.scaling = self.head_dim**-0.5
+        self.scoring = ATTENTION_SCORINGS[config.attention_scoring](config)
+        self.scaling = self.head_dim**-0.5 if config.scale_attn_weights and self.scoring.is_dot_product else 1.0
         self.rope_layout = config.rope_layout
         self.attention_dropout = config.attention_dropout
         self.is_cross_attention = is_cross_attention
@@ -131,9 +222,12 @@ class HfAttnAttention(nn.Module):
         batch, query_length, _ = hidden_states.shape
         if context is not None:
             key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
-            query = self.q_proj(hidden_states)
+            query = self.scoring.project_query(self.q_proj(hidden_states))
             return self._heads(batch, query_length, query, key, value)
         projected = self.qkv_proj(hidden_states)
+        if self.scoring.projects_query:  # W joins the fused projection's query part, before RoPE rotates it
+            query, key_and_value = projected.split([self.split_sizes[0], sum(self.split_sizes[1:])], dim=-1)
+            projected = torch.cat((self.scoring.project_query(query), key_and_value), dim=-1)
         if positions is None or positions.rotary is None:
             query, key, value = projected.split(self.split_sizes, dim=-1)
         else:
@@ -177,7 +271,8 @@ class HfAttnAttention(nn.Module):
         `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`)."""
         batch, query_length, _ = hidden_states.shape
         if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
-            query = self.q_proj(hidden_states).view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
+            query = self.scoring.project_query(self.q_proj(hidden_states))
+            query = query.view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
             cached = cache.cross_attention_cache.layers[self.layer_idx]
             key, value = cached.keys, cached.values
         else:
@@ -192,9 +287,15 @@ class HfAttnAttention(nn.Module):
 
         attention_function: Callable = eager_attention_forward
         is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
+        if not self.scoring.is_dot_product and self.config._attn_implementation != "eager":
+            logger.warning_once(
+                f"attention_scoring={self.config.attention_scoring!r} has no {self.config._attn_implementation} "
+                "kernel (its scores are not a product q k^T): attention runs eagerly."
+            )
         eager = (
             output_attentions
             or self.config._attn_implementation == "eager"
+            or not self.scoring.is_dot_product
             or query_length == 0  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
         )
         if not eager:
@@ -354,6 +455,8 @@ class HfAttnPreTrainedModel(PreTrainedModel):
             init.normal_(projection.weight, mean=0.0, std=std)
         elif isinstance(module, PositionScheme):
             module.reset_buffers()
+            module.init_parameters()
+        elif isinstance(module, DotProductScoring):
             module.init_parameters()
 
 
