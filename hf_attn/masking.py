@@ -105,7 +105,8 @@ class BandBlocks:
 
     `query_slots` (blocks, block) and `key_slots` (blocks, span) are the slots each block reads; `mask` is the
     (batch x blocks, 1, block, span) mask of the keys each query may see (window, causality, padding); `sees_a_key`
-    (batch|1, length, 1, 1) flags the queries that see at least one key.
+    (batch, length, 1, 1) flags the queries that see at least one key, None when all do (no padding: each query
+    sees itself).
     """
 
     batch: int
@@ -113,15 +114,21 @@ class BandBlocks:
     query_slots: torch.Tensor
     key_slots: torch.Tensor
     mask: torch.Tensor
-    sees_a_key: torch.Tensor
+    sees_a_key: torch.Tensor | None
 
     def queries(self, states: torch.Tensor) -> torch.Tensor:
         """(batch, heads, length, head_dim) -> (batch x blocks, heads, block, head_dim)."""
-        return fold_blocks(states[:, :, self.query_slots], self.batch)
+        return self._gather(states, self.query_slots)
 
     def keys(self, states: torch.Tensor) -> torch.Tensor:
         """(batch, heads, length, head_dim) -> (batch x blocks, heads, span, head_dim)."""
-        return fold_blocks(states[:, :, self.key_slots], self.batch)
+        return self._gather(states, self.key_slots)
+
+    @staticmethod
+    def _gather(states: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        # Gathered along the sequence of (batch, length, heads, head_dim), the layout of the projections: one copy,
+        # and the blocks then merge with the batch as a view.
+        return states.transpose(1, 2)[:, slots].transpose(2, 3).flatten(0, 1)
 
     def scores(self, scores: torch.Tensor) -> torch.Tensor:
         """(1|batch, heads, length, length) -> (batch x blocks, heads, block, span): e.g. a position bias."""
@@ -149,7 +156,8 @@ def band_blocks(
     visible = (offset <= 0) & (offset >= -window) if causal else offset.abs() <= window
     visible = (visible & ((key_slots >= 0) & (key_slots < length))[:, None, :])[None]  # (1, blocks, block, span)
     query_slots, key_slots = query_slots.clamp(max=length - 1), key_slots.clamp(0, length - 1)
+    sees_a_key = None
     if padding is not None:
         visible = visible & padding[:, 0, 0, key_slots][:, :, None, :]  # (batch, blocks, block, span)
-    sees_a_key = visible.any(dim=-1).reshape(visible.shape[0], -1)[:, :length, None, None]
+        sees_a_key = visible.any(dim=-1).reshape(batch, -1)[:, :length, None, None]
     return BandBlocks(batch, length, query_slots, key_slots, fold_blocks(visible[:, None], batch), sees_a_key)

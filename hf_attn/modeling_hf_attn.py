@@ -120,7 +120,9 @@ def local_attention_forward(
         is_causal=False,
     )  # (batch x blocks, block, heads, head_dim)
     output = output.reshape(blocks.batch, -1, *output.shape[2:])[:, : blocks.length]
-    return output.masked_fill(~blocks.sees_a_key, 0.0), None
+    if blocks.sees_a_key is not None:
+        output = output.masked_fill(~blocks.sees_a_key, 0.0)
+    return output, None
 
 
 class HfAttnAttention(nn.Module):
