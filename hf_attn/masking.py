@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 from transformers.utils import is_tracing
 
 
@@ -100,10 +101,11 @@ class BandBlocks:
     The `length` queries are cut into blocks of `block` positions. With a window w, block b's queries (slots
     b x block on) can see only the `span` keys from slot b x block - w on: block + 2w of them, or block + w when
     causal. Attention then runs as (batch x blocks) small attentions of (block, span) scores each, about
-    block + 2w scores per query instead of `length`. Slots before the first or past the last position are read as
-    the nearest real one and masked out.
+    block + 2w scores per query instead of `length`. Slots before the first or past the last position are masked
+    out.
 
-    `query_slots` (blocks, block) and `key_slots` (blocks, span) are the slots each block reads; `mask` is the
+    `query_slots` (blocks, block) and `key_slots` (blocks, span) are the slots each block reads (those outside the
+    sequence clamped to the nearest position, for indexing); `mask` is the
     (batch x blocks, 1, block, span) mask of the keys each query may see (window, causality, padding); `sees_a_key`
     (batch, length, 1, 1) flags the queries that see at least one key, None when all do (no padding: each query
     sees itself).
@@ -111,6 +113,8 @@ class BandBlocks:
 
     batch: int
     length: int
+    block: int
+    window: int
     query_slots: torch.Tensor
     key_slots: torch.Tensor
     mask: torch.Tensor
@@ -118,17 +122,20 @@ class BandBlocks:
 
     def queries(self, states: torch.Tensor) -> torch.Tensor:
         """(batch, heads, length, head_dim) -> (batch x blocks, heads, block, head_dim)."""
-        return self._gather(states, self.query_slots)
+        return self._windows(states, 0, self.block)
 
     def keys(self, states: torch.Tensor) -> torch.Tensor:
         """(batch, heads, length, head_dim) -> (batch x blocks, heads, span, head_dim)."""
-        return self._gather(states, self.key_slots)
+        return self._windows(states, self.window, self.key_slots.shape[-1])
 
-    @staticmethod
-    def _gather(states: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        # Gathered along the sequence of (batch, length, heads, head_dim), the layout of the projections: one copy,
-        # and the blocks then merge with the batch as a view.
-        return states.transpose(1, 2)[:, slots].transpose(2, 3).flatten(0, 1)
+    def _windows(self, states: torch.Tensor, before: int, size: int) -> torch.Tensor:
+        """Windows of `size` slots every `block` slots, the first starting `before` slots ahead of the sequence; slots
+        outside it hold zeros. One copy (the padding) in the projections' (batch, length, heads, head_dim) layout,
+        then views: neighbouring key windows overlap in memory instead of being copied."""
+        blocks = self.query_slots.shape[0]
+        after = (blocks - 1) * self.block + size - before - self.length
+        padded = nn.functional.pad(states.transpose(1, 2), (0, 0, 0, 0, before, after))
+        return padded.unfold(1, size, self.block).transpose(-1, -2).flatten(0, 1)  # (batch x blocks, heads, size, d)
 
     def scores(self, scores: torch.Tensor) -> torch.Tensor:
         """(1|batch, heads, length, length) -> (batch x blocks, heads, block, span): e.g. a position bias."""
@@ -160,4 +167,5 @@ def band_blocks(
     if padding is not None:
         visible = visible & padding[:, 0, 0, key_slots][:, :, None, :]  # (batch, blocks, block, span)
         sees_a_key = visible.any(dim=-1).reshape(batch, -1)[:, :length, None, None]
-    return BandBlocks(batch, length, query_slots, key_slots, fold_blocks(visible[:, None], batch), sees_a_key)
+    mask = fold_blocks(visible[:, None], batch)
+    return BandBlocks(batch, length, block, window, query_slots, key_slots, mask, sees_a_key)
