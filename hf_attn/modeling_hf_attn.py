@@ -232,6 +232,10 @@ class HfAttnAttention(nn.Module):
             elif cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
         position_bias = positions.bias if positions is not None else None
+        if cache is not None and not self.is_cross_attention:
+            # A sliding-window cache layer returns only the last keys, where the mask and the bias cover all of them.
+            attention_mask = attention_mask[..., -key.shape[-2] :] if attention_mask is not None else None
+            position_bias = position_bias[..., -key.shape[-2] :] if position_bias is not None else None
 
         attention_function: Callable = eager_attention_forward
         is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
@@ -504,14 +508,20 @@ class GrowingCacheLayer(DynamicLayer):
         return buffer
 
 
-def decoding_cache(cache: Cache | None, cross_attention: bool) -> Cache:
-    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
-    decoder reads an encoder), else `cache`. Its layers not yet filled become `GrowingCacheLayer`s for
-    self-attention and full `DynamicLayer`s for cross-attention, which needs every encoder key.
+def self_attention_cache_layer(config: HfAttnConfig, layer_idx: int) -> DynamicLayer:
+    """The cache layer of a decoder's self-attention layer: a `GrowingCacheLayer` of every key, or for a sliding
+    layer transformers' `DynamicSlidingWindowLayer`, which keeps only the keys the window still sees: its window
+    counts the query itself, hf_attn's is `sliding_window` keys besides the query, so it is built one longer."""
+    if config.layer_types[layer_idx] == "sliding_attention":
+        return DynamicSlidingWindowLayer(sliding_window=config.sliding_window + 1)
+    return GrowingCacheLayer()
 
-    transformers' sliding-window layers, which `generate()` builds from `layer_types`, keep `sliding_window - 1`
-    past keys: their window counts the query itself. hf_attn's window is `sliding_window` keys besides the
-    query; keeping all keys and letting the mask restrict them is exact. Static caches pad their keys to a
+
+def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnConfig) -> Cache:
+    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
+    decoder reads an encoder), else `cache`. Its self-attention layers not yet filled become
+    `self_attention_cache_layer`s (the layers `generate()` builds from `layer_types` keep one key too few), and its
+    cross-attention layers full `DynamicLayer`s, which keep every encoder key. Static caches pad their keys to a
     fixed length, which these masks do not model.
     """
     if cache is None:
@@ -524,12 +534,13 @@ def decoding_cache(cache: Cache | None, cross_attention: bool) -> Cache:
                 f"hf_attn decodes with dynamic caches only, got {type(part).__name__}; drop cache_implementation "
                 "(or pass a DynamicCache)."
             )
-        layer_class = GrowingCacheLayer if part is parts[0] else DynamicLayer
-        if part.layer_class_to_replicate is DynamicLayer:
-            part.layer_class_to_replicate = layer_class
+        is_self_attention = part is parts[0]
+        if is_self_attention and part.layer_class_to_replicate is not None and not part.layers:
+            # made now rather than one by one as used: each layer's kind decides its class
+            part.layers = [self_attention_cache_layer(config, index) for index in range(len(config.layer_types))]
         for index, layer in enumerate(part.layers):
             if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) and not layer.is_initialized:
-                part.layers[index] = layer_class()
+                part.layers[index] = self_attention_cache_layer(config, index) if is_self_attention else DynamicLayer()
     return cache
 
 
@@ -632,7 +643,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                     "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
                     "token sees the later ones, so earlier keys change as text is added."
                 )
-            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None)
+            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
         past_length = cache.get_seq_length() if cache is not None else 0
         if attention_mask is not None and attention_mask.shape != (batch, past_length + length):
             raise ValueError(

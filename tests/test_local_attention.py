@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 from helpers import tiny_config_kwargs
+from transformers import DynamicCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnModel
@@ -157,3 +158,23 @@ def test_generation_after_a_prompt_read_by_blocks_gives_the_same_tokens(monkeypa
         monkeypatch, lambda: decoder.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=0))
     assert by_blocks.shape == (2, LENGTH + 6)
     assert torch.equal(by_blocks, dense)
+
+
+def test_a_sliding_layers_cache_keeps_only_its_window() -> None:
+    """Decoding one token at a time after a prompt, from a cache built lazily (`DynamicCache()`): the sliding layer
+    keeps the last `sliding_window` keys, the full layer all of them, and every step's logits equal those of the
+    whole sequence run at once without a cache."""
+    torch.manual_seed(0)
+    config = HfAttnConfig(**tiny_config_kwargs(
+        is_decoder=True, position_embedding_type="alibi", sliding_window=WINDOW,
+        layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=False, initializer_range=0.2))
+    decoder = HfAttnForCausalLM(config).eval()
+    input_ids = torch.randint(1, 64, (1, 14), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = decoder(input_ids).logits
+        cache = DynamicCache()
+        for start, end in [(0, 10), (10, 11), (11, 12), (12, 14)]:
+            output = decoder(input_ids[:, start:end], cache=cache, use_cache=True)
+            cache = output.cache
+            torch.testing.assert_close(output.logits, expected[:, start:end], atol=1e-5, rtol=1e-5)
+    assert [layer.keys.shape[-2] for layer in cache.layers] == [WINDOW, 14]
