@@ -666,7 +666,8 @@ class HfAttnModel(HfAttnPreTrainedModel):
         positions = self.positions.attention_positions(position_ids, past_length + length)
         padding = key_padding_mask(attention_mask)
         band = self._band_blocks(padding, batch, length, past_length, output_attentions, hidden_states.device)
-        masks = self._self_attention_masks(padding, length, hidden_states.device, past_length + length, bool(band))
+        by_blocks = band is not None
+        masks = self._self_attention_masks(padding, length, hidden_states.device, past_length + length, by_blocks)
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
         biases = {"full_attention": positions.bias, "sliding_attention": positions.bias}
         if band is not None and positions.bias is not None:
