@@ -8,7 +8,10 @@ each distinct mask once per forward pass and hands it to every layer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+from torch import nn
 from transformers.utils import is_tracing
 
 
@@ -83,3 +86,86 @@ def self_attention_mask(
         padding,
         distance_mask(query_length, key_length, causal=causal, sliding_window=sliding_window, device=device),
     )
+
+
+def fold_blocks(states: torch.Tensor, batch: int) -> torch.Tensor:
+    """(1|batch, heads, blocks, ...) -> (batch x blocks, heads, ...): each block of each row becomes a row."""
+    states = states.transpose(1, 2)
+    return states.expand(batch, *states.shape[1:]).reshape(-1, *states.shape[2:])
+
+
+@dataclass
+class BandBlocks:
+    """The layout of sliding-window attention that computes only the scores inside the window.
+
+    The `length` queries are cut into blocks of `block` positions. With a window w, block b's queries (slots
+    b x block on) can see only the `span` keys from slot b x block - w on: block + 2w of them, or block + w when
+    causal. Attention then runs as (batch x blocks) small attentions of (block, span) scores each, about
+    block + 2w scores per query instead of `length`. Slots before the first or past the last position are masked
+    out.
+
+    `query_slots` (blocks, block) and `key_slots` (blocks, span) are the slots each block reads (those outside the
+    sequence clamped to the nearest position, for indexing); `mask` is the
+    (batch x blocks, 1, block, span) mask of the keys each query may see (window, causality, padding); `sees_a_key`
+    (batch, length, 1, 1) flags the queries that see at least one key, None when all do (no padding: each query
+    sees itself).
+    """
+
+    batch: int
+    length: int
+    block: int
+    window: int
+    query_slots: torch.Tensor
+    key_slots: torch.Tensor
+    mask: torch.Tensor
+    sees_a_key: torch.Tensor | None
+
+    def queries(self, states: torch.Tensor) -> torch.Tensor:
+        """(batch, heads, length, head_dim) -> (batch x blocks, heads, block, head_dim)."""
+        return self._windows(states, 0, self.block)
+
+    def keys(self, states: torch.Tensor) -> torch.Tensor:
+        """(batch, heads, length, head_dim) -> (batch x blocks, heads, span, head_dim)."""
+        return self._windows(states, self.window, self.key_slots.shape[-1])
+
+    def _windows(self, states: torch.Tensor, before: int, size: int) -> torch.Tensor:
+        """Windows of `size` slots every `block` slots, the first starting `before` slots ahead of the sequence; slots
+        outside it hold zeros. One copy (the padding) in the projections' (batch, length, heads, head_dim) layout,
+        then views: neighbouring key windows overlap in memory instead of being copied."""
+        blocks = self.query_slots.shape[0]
+        after = (blocks - 1) * self.block + size - before - self.length
+        padded = nn.functional.pad(states.transpose(1, 2), (0, 0, 0, 0, before, after))
+        return padded.unfold(1, size, self.block).transpose(-1, -2).flatten(0, 1)  # (batch x blocks, heads, size, d)
+
+    def scores(self, scores: torch.Tensor) -> torch.Tensor:
+        """(1|batch, heads, length, length) -> (batch x blocks, heads, block, span): e.g. a position bias."""
+        return fold_blocks(scores[:, :, self.query_slots[:, :, None], self.key_slots[:, None, :]], self.batch)
+
+
+def band_blocks(
+    padding: torch.Tensor | None,
+    batch: int,
+    length: int,
+    *,
+    causal: bool,
+    sliding_window: int,
+    block: int,
+    device: torch.device,
+) -> BandBlocks:
+    """`BandBlocks` for `length` queries over the same `length` keys: `distance_mask`'s window (and causality) AND
+    `padding` (`key_padding_mask`'s (batch, 1, 1, length), or None), cut into blocks of `block` queries."""
+    window = sliding_window
+    blocks = -(-length // block)
+    span = block + window + (0 if causal else window)
+    query_slots = torch.arange(blocks * block, device=device).view(blocks, block)
+    key_slots = query_slots[:, :1] - window + torch.arange(span, device=device)
+    offset = key_slots[:, None, :] - query_slots[:, :, None]  # key - query, (blocks, block, span)
+    visible = (offset <= 0) & (offset >= -window) if causal else offset.abs() <= window
+    visible = (visible & ((key_slots >= 0) & (key_slots < length))[:, None, :])[None]  # (1, blocks, block, span)
+    query_slots, key_slots = query_slots.clamp(max=length - 1), key_slots.clamp(0, length - 1)
+    sees_a_key = None
+    if padding is not None:
+        visible = visible & padding[:, 0, 0, key_slots][:, :, None, :]  # (batch, blocks, block, span)
+        sees_a_key = visible.any(dim=-1).reshape(batch, -1)[:, :length, None, None]
+    mask = fold_blocks(visible[:, None], batch)
+    return BandBlocks(batch, length, block, window, query_slots, key_slots, mask, sees_a_key)

@@ -46,10 +46,14 @@ from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_hf_attn import HfAttnConfig
-from .masking import key_padding_mask, self_attention_mask
+from .masking import BandBlocks, band_blocks, key_padding_mask, self_attention_mask
 from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
 
 logger = logging.get_logger(__name__)
+
+# The fewest queries in a block of `local_attention_forward`: with a narrow window, tiny blocks would make many
+# small attentions that cost more in overhead than the scores they skip.
+LOCAL_MIN_BLOCK = 32
 
 
 def eager_attention_forward(
@@ -173,6 +177,41 @@ ATTENTION_SCORINGS: dict[str, type[DotProductScoring]] = {
     "additive": AdditiveScoring,
 }
 
+def local_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    blocks: BandBlocks,
+    attention_function: Callable,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, None]:
+    """Sliding-window self-attention over the scores inside the window only: `attention_function` (any backend)
+    runs on the small blocks of `blocks` (masking.py `BandBlocks`) instead of the whole (length, length) square,
+    so cost and memory grow linearly with the length.
+
+    Inputs as the attention functions take them, (batch, heads, length, head_dim), the queries and keys being the
+    same slots (no cache before them); `position_bias` is already cut to the blocks (`BandBlocks.scores`). Returns
+    (batch, length, heads, head_dim), zeros for a query that sees no key (as the dense path), and no weights.
+    """
+    output, _ = attention_function(
+        module,
+        blocks.queries(query),
+        blocks.keys(key),
+        blocks.keys(value),
+        blocks.mask,
+        scaling=scaling,
+        dropout=dropout,
+        position_bias=position_bias,
+        is_causal=False,
+    )  # (batch x blocks, block, heads, head_dim)
+    output = output.reshape(blocks.batch, -1, *output.shape[2:])[:, : blocks.length]
+    if blocks.sees_a_key is not None:
+        output = output.masked_fill(~blocks.sees_a_key, 0.0)
+    return output, None
+
 
 class HfAttnAttention(nn.Module):
     """Multi-head / grouped-query attention, as self-attention or as cross-attention.
@@ -266,9 +305,12 @@ class HfAttnAttention(nn.Module):
         output_attentions: bool = False,
         cache: Cache | None = None,
         causal_only: bool = False,
+        band: BandBlocks | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None).
-        `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`)."""
+        `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`).
+        `band`: compute only the scores within the sliding window, block by block (`local_attention_forward`);
+        `attention_mask` is then None and `positions.bias` already cut to the blocks."""
         batch, query_length, _ = hidden_states.shape
         if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
             query = self.scoring.project_query(self.q_proj(hidden_states))
@@ -284,6 +326,10 @@ class HfAttnAttention(nn.Module):
             elif cache is not None:
                 key, value = cache.update(key, value, self.layer_idx)
         position_bias = positions.bias if positions is not None else None
+        if cache is not None and not self.is_cross_attention:
+            # A sliding-window cache layer returns only the last keys, where the mask and the bias cover all of them.
+            attention_mask = attention_mask[..., -key.shape[-2] :] if attention_mask is not None else None
+            position_bias = position_bias[..., -key.shape[-2] :] if position_bias is not None else None
 
         attention_function: Callable = eager_attention_forward
         is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
@@ -306,17 +352,31 @@ class HfAttnAttention(nn.Module):
                 # ...unless it is the causal mask alone: as `is_causal`, SDPA's kernels skip the masked half
                 # of the scores instead of reading a mask (prefill and uncached generation are faster).
                 attention_mask, is_causal = None, True
-        output, weights = attention_function(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            scaling=self.scaling,
-            dropout=self.attention_dropout if self.training else 0.0,
-            position_bias=position_bias,
-            is_causal=is_causal,
-        )
+        dropout = self.attention_dropout if self.training else 0.0
+        if band is not None:
+            output, weights = local_attention_forward(
+                self,
+                query,
+                key,
+                value,
+                band,
+                attention_function,
+                scaling=self.scaling,
+                dropout=dropout,
+                position_bias=position_bias,
+            )
+        else:
+            output, weights = attention_function(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                scaling=self.scaling,
+                dropout=dropout,
+                position_bias=position_bias,
+                is_causal=is_causal,
+            )
         if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
             output = output.masked_fill(empty_query_rows, 0.0)
         output = self.o_proj(output.reshape(batch, query_length, self.num_heads * self.head_dim))
@@ -389,6 +449,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
         output_attentions: bool = False,
         cache: Cache | None = None,
         causal_only: bool = False,
+        band: BandBlocks | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         # The scheme's bias comes as a tensor argument of its own: reentrant gradient checkpointing carries the
         # gradients of tensor arguments only, and a learned bias (t5, fire) needs its gradient.
@@ -402,6 +463,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
             output_attentions=output_attentions,
             cache=cache.self_attention_cache if is_encoder_decoder_cache else cache,
             causal_only=causal_only,
+            band=band,
         )
         hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
         cross_weights = None
@@ -548,14 +610,20 @@ class GrowingCacheLayer(DynamicLayer):
         return buffer
 
 
-def decoding_cache(cache: Cache | None, cross_attention: bool) -> Cache:
-    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
-    decoder reads an encoder), else `cache`. Its layers not yet filled become `GrowingCacheLayer`s for
-    self-attention and full `DynamicLayer`s for cross-attention, which needs every encoder key.
+def self_attention_cache_layer(config: HfAttnConfig, layer_idx: int) -> DynamicLayer:
+    """The cache layer of a decoder's self-attention layer: a `GrowingCacheLayer` of every key, or for a sliding
+    layer transformers' `DynamicSlidingWindowLayer`, which keeps only the keys the window still sees: its window
+    counts the query itself, hf_attn's is `sliding_window` keys besides the query, so it is built one longer."""
+    if config.layer_types[layer_idx] == "sliding_attention":
+        return DynamicSlidingWindowLayer(sliding_window=config.sliding_window + 1)
+    return GrowingCacheLayer()
 
-    transformers' sliding-window layers, which `generate()` builds from `layer_types`, keep `sliding_window - 1`
-    past keys: their window counts the query itself. hf_attn's window is `sliding_window` keys besides the
-    query; keeping all keys and letting the mask restrict them is exact. Static caches pad their keys to a
+
+def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnConfig) -> Cache:
+    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
+    decoder reads an encoder), else `cache`. Its self-attention layers not yet filled become
+    `self_attention_cache_layer`s (the layers `generate()` builds from `layer_types` keep one key too few), and its
+    cross-attention layers full `DynamicLayer`s, which keep every encoder key. Static caches pad their keys to a
     fixed length, which these masks do not model.
     """
     if cache is None:
@@ -568,12 +636,13 @@ def decoding_cache(cache: Cache | None, cross_attention: bool) -> Cache:
                 f"hf_attn decodes with dynamic caches only, got {type(part).__name__}; drop cache_implementation "
                 "(or pass a DynamicCache)."
             )
-        layer_class = GrowingCacheLayer if part is parts[0] else DynamicLayer
-        if part.layer_class_to_replicate is DynamicLayer:
-            part.layer_class_to_replicate = layer_class
+        is_self_attention = part is parts[0]
+        if is_self_attention and part.layer_class_to_replicate is not None and not part.layers:
+            # made now rather than one by one as used: each layer's kind decides its class
+            part.layers = [self_attention_cache_layer(config, index) for index in range(len(config.layer_types))]
         for index, layer in enumerate(part.layers):
             if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) and not layer.is_initialized:
-                part.layers[index] = layer_class()
+                part.layers[index] = self_attention_cache_layer(config, index) if is_self_attention else DynamicLayer()
     return cache
 
 
@@ -603,12 +672,31 @@ class HfAttnModel(HfAttnPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embed_tokens = value
 
+    def _band_blocks(
+        self, padding: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
+        device: torch.device,
+    ) -> BandBlocks | None:
+        """How sliding layers compute only the scores inside their window (`local_attention_forward`), or None when
+        they take a dense mask: with cached keys before the queries, for a sequence shorter than twice the keys a
+        block sees (the square is small then), and when the weights are asked for (returned whole, (batch, heads,
+        query, key))."""
+        window = self.config.sliding_window
+        if window is None or past_length or output_attentions:
+            return None
+        block = max(window, LOCAL_MIN_BLOCK)
+        if length < 2 * (block + 2 * window):
+            return None
+        return band_blocks(
+            padding, batch, length, causal=self.config.is_decoder, sliding_window=window, block=block, device=device
+        )
+
     def _self_attention_masks(
-        self, padding: torch.Tensor | None, length: int, device: torch.device, key_length: int
+        self, padding: torch.Tensor | None, length: int, device: torch.device, key_length: int, by_blocks: bool
     ) -> dict:
-        """One mask per layer type present (full / sliding), built once for all layers."""
+        """One mask per layer type present (full / sliding), built once for all layers; none for sliding layers
+        that attend `by_blocks` (`_band_blocks`)."""
         return {
-            kind: self_attention_mask(
+            kind: None if by_blocks and kind == "sliding_attention" else self_attention_mask(
                 padding,
                 length,
                 causal=self.config.is_decoder,
@@ -657,7 +745,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                     "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
                     "token sees the later ones, so earlier keys change as text is added."
                 )
-            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None)
+            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
         past_length = cache.get_seq_length() if cache is not None else 0
         if attention_mask is not None and attention_mask.shape != (batch, past_length + length):
             raise ValueError(
@@ -679,8 +767,13 @@ class HfAttnModel(HfAttnPreTrainedModel):
         hidden_states = self.dropout(hidden_states)
         positions = self.positions.attention_positions(position_ids, past_length + length)
         padding = key_padding_mask(attention_mask)
-        masks = self._self_attention_masks(padding, length, hidden_states.device, past_length + length)
+        band = self._band_blocks(padding, batch, length, past_length, output_attentions, hidden_states.device)
+        by_blocks = band is not None
+        masks = self._self_attention_masks(padding, length, hidden_states.device, past_length + length, by_blocks)
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
+        biases = {"full_attention": positions.bias, "sliding_attention": positions.bias}
+        if band is not None and positions.bias is not None:
+            biases["sliding_attention"] = band.scores(positions.bias)
         # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
         # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
         causal_only = self.config.is_decoder and (past_length == 0 or length == 1) and padding is None
@@ -691,13 +784,14 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 hidden_states,
                 masks[layer.attention_type],
                 positions,
-                positions.bias,
+                biases[layer.attention_type],
                 empty_query_rows[layer.attention_type],
                 encoder_hidden_states,
                 cross_mask,
                 output_attentions,
                 cache=cache,
                 causal_only=causal_only and layer.attention_type == "full_attention",
+                band=band if layer.attention_type == "sliding_attention" else None,
             )
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=self.norm(hidden_states), cache=cache)
 
