@@ -294,6 +294,51 @@ def test_sampling_is_reproducible_with_a_seed_and_the_same_with_or_without_the_c
     assert not torch.equal(sample(3), model.generate(prompt, max_new_tokens=10, do_sample=False))
 
 
+STATIC_CASES = [
+    ("rope", "sdpa"), ("learned-mqa", "sdpa"), ("rope-gqa2", "eager"),
+    *(pytest.param(setting, attn, marks=pytest.mark.slow) for setting, attn in
+      [("none", "sdpa"), ("learned", "eager"), ("rope-gqa2", "sdpa"), ("rope", "eager")]),
+]
+
+
+@pytest.mark.parametrize(("setting", "attn"), STATIC_CASES)
+def test_a_static_cache_generates_the_tokens_of_recomputing_the_prefix(setting: str, attn: str) -> None:
+    """`cache_implementation="static"` (the cache `torch.compile` decodes with: a fixed number of slots, written
+    in place): greedy tokens equal the manual argmax loop, left padding included, and sampling with a seed
+    draws what generation without a cache draws."""
+    model = decoder(attn=attn, **DECODING_SETTINGS[setting], **VARIED)
+    prompt = token_ids(2, 5)
+    attention_mask = torch.ones_like(prompt)
+    attention_mask[1, :2] = 0
+    greedy = model.generate(prompt, attention_mask=attention_mask, max_new_tokens=8, do_sample=False,
+                            cache_implementation="static", pad_token_id=0)
+    alone = model.generate(prompt[1:, 2:], max_new_tokens=8, do_sample=False, cache_implementation="static")
+    assert torch.equal(greedy[:1], argmax_loop(model, prompt[:1], 8))
+    assert torch.equal(greedy[1:, 5:], argmax_loop(model, prompt[1:, 2:], 8)[:, 3:])
+    assert torch.equal(alone[:, 3:], greedy[1:, 5:])
+    settings = dict(max_new_tokens=10, do_sample=True, temperature=0.8, top_k=20)
+    torch.manual_seed(3)
+    sampled = model.generate(prompt, cache_implementation="static", **settings)
+    torch.manual_seed(3)
+    assert torch.equal(sampled, model.generate(prompt, use_cache=False, **settings))
+
+
+@pytest.mark.slow
+def test_a_compiled_static_cache_generates_the_tokens_of_recomputing_the_prefix() -> None:
+    """`generate()` compiles the decoding step (fullgraph) when the cache is static; on the CPU it does so when the
+    compile config says so."""
+    from transformers import CompileConfig
+
+    model = decoder(position_embedding_type="rope", num_key_value_heads=2, **VARIED)
+    prompt = token_ids(2, 5)
+    compile_config = CompileConfig(fullgraph=True, dynamic=False)
+    compile_config._compile_all_devices = True  # transformers' switch for compiling on devices other than GPUs
+    compiled = model.generate(prompt, max_new_tokens=8, do_sample=False, cache_implementation="static",
+                              compile_config=compile_config)
+    assert hasattr(model, "_compiled_call")  # the steps ran compiled
+    assert torch.equal(compiled, argmax_loop(model, prompt, 8))
+
+
 class Collector(BaseStreamer):
     def __init__(self) -> None:
         self.pushed: list[torch.Tensor] = []
@@ -398,7 +443,15 @@ def test_bad_input_is_a_clear_error() -> None:
         model.generate(token_ids(1, 30), max_new_tokens=5, do_sample=False)
     with pytest.raises(ValueError, match="empty prompt"):
         model.generate(torch.zeros(1, 0, dtype=torch.long), max_new_tokens=3)
-    with pytest.raises(ValueError, match="dynamic caches only"):
+    for overrides in (SLIDING, dict(add_cross_attention=True)):
+        with pytest.raises(ValueError, match="static cache .* full-attention self-attention only"):
+            model = decoder(position_embedding_type="rope", **overrides)
+            cache = StaticCache(config=model.config, max_cache_len=8)
+            if "add_cross_attention" in overrides:
+                cache = EncoderDecoderCache(DynamicCache(), cache)
+            model(input_ids=token_ids(1, 3), cache=cache)
+    with pytest.raises(ValueError, match="alibi.*static cache"):
+        model = decoder(position_embedding_type="alibi")
         model(input_ids=token_ids(1, 3), cache=StaticCache(config=model.config, max_cache_len=8))
     with pytest.raises(ValueError, match="is_decoder=True"):
         HfAttnForCausalLM(HfAttnConfig(**tiny_config_kwargs()))

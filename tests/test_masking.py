@@ -27,6 +27,20 @@ def test_self_attention_mask_matches_brute_force(causal: bool, window: int | Non
         assert torch.equal(mask.expand_as(expected), expected)
 
 
+@pytest.mark.parametrize("query_start", [0, 3, torch.tensor(3)])
+@pytest.mark.parametrize("query_length", [1, 2])
+def test_queries_placed_before_the_last_keys_see_no_later_key(query_start: int | torch.Tensor,
+                                                              query_length: int) -> None:
+    """A static cache's keys run past the queries (slots not yet written): `query_start` places the queries, and
+    causality hides every later slot, one query included (which at the end of the keys needs no mask)."""
+    mask = self_attention_mask(None, query_length, causal=True, sliding_window=None, device=torch.device("cpu"),
+                               key_length=8, query_start=query_start)
+    expected = torch.zeros(1, 1, query_length, 8, dtype=torch.bool)
+    for i, j in itertools.product(range(query_length), range(8)):
+        expected[0, 0, i, j] = j <= int(query_start) + i
+    assert torch.equal(mask, expected)
+
+
 def test_no_mask_when_nothing_is_masked() -> None:
     assert key_padding_mask(torch.ones(2, 5, dtype=torch.long)) is None
     assert self_attention_mask(None, 5, causal=False, sliding_window=None, device=torch.device("cpu")) is None

@@ -39,6 +39,7 @@ from week3_reference import (
 from hf_attn import tokenization_hf_attn
 from hf_attn.tokenization_hf_attn import (
     HfAttnTokenizerFast,
+    append_to_rows,
     first_words,
     kept_positions,
     normalizer_words,
@@ -586,6 +587,33 @@ def test_ragged_take_is_the_slices_laid_end_to_end() -> None:
     starts, lengths = np.array([3, 0, 7, 7, 19]), np.array([2, 0, 4, 1, 1])
     expected = [value for start, length in zip(starts, lengths) for value in values[start:start + length]]
     assert ragged_take(values, starts, lengths).tolist() == expected
+
+
+def test_append_to_rows_appends_each_rows_values_after_its_own() -> None:
+    values, lengths = np.arange(10), np.array([3, 0, 4, 3])
+    more_values, more_lengths, rows = np.arange(100, 105), np.array([2, 3]), np.array([1, 3])
+    starts, more_starts = np.cumsum(lengths) - lengths, np.cumsum(more_lengths) - more_lengths
+    expected = [values[start:start + length].tolist() for start, length in zip(starts, lengths)]
+    for row, start, length in zip(rows, more_starts, more_lengths):
+        expected[row] += more_values[start:start + length].tolist()
+    appended, new_lengths = append_to_rows(values, lengths, more_values, more_lengths, rows)
+    assert appended.tolist() == [value for row in expected for value in row]
+    assert new_lengths.tolist() == [len(row) for row in expected]
+
+
+@pytest.mark.parametrize("max_length", [2, 5, 40])
+def test_truncated_ids_are_the_start_of_every_token_whether_half_the_words_fill_them_or_not(
+    tokenizer: HfAttnTokenizerFast, max_length: int
+) -> None:
+    """Truncating encodes half of ``max_length`` words first, then the next ones for the texts still short: rows
+    of one-token words need both rounds, long words the first only. Every row must be the untruncated ids'
+    first ``max_length``."""
+    texts = ["a " * 60, "extraordinarily unbelievable " * 30, "a b", "", "a " * (max_length // 2) + "zzz!? " * 30,
+             *HARD_CASES.values()]
+    whole = tokenizer(texts, truncation=False)["input_ids"]
+    assert tokenizer(texts, truncation=True, max_length=max_length)["input_ids"] == [
+        ids[:max_length] for ids in whole
+    ]
 
 
 @pytest.mark.parametrize("padding", ["longest", "max_length"])

@@ -623,8 +623,12 @@ def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnCon
     """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
     decoder reads an encoder), else `cache`. Its self-attention layers not yet filled become
     `self_attention_cache_layer`s (the layers `generate()` builds from `layer_types` keep one key too few), and its
-    cross-attention layers full `DynamicLayer`s, which keep every encoder key. Static caches pad their keys to a
-    fixed length, which these masks do not model.
+    cross-attention layers full `DynamicLayer`s, which keep every encoder key.
+
+    A static cache (`StaticCache`, `cache_implementation="static"`, what `torch.compile` decodes with) serves
+    full-attention self-attention: its unwritten slots lie after the queries, where the causal mask hides them
+    (`HfAttnModel.attention_masks`); a static sliding-window layer drops keys that the mask's window does not
+    model, and a static cross-attention half would pad the encoder's keys.
     """
     if cache is None:
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
@@ -632,9 +636,12 @@ def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnCon
     parts = [cache.self_attention_cache, cache.cross_attention_cache] if is_pair else [cache]
     for part in parts:
         if part.is_compileable:
+            if part is parts[0] and not any(getattr(layer, "is_sliding", False) for layer in part.layers):
+                continue
             raise ValueError(
-                f"hf_attn decodes with dynamic caches only, got {type(part).__name__}; drop cache_implementation "
-                "(or pass a DynamicCache)."
+                f"hf_attn decodes with a static cache ({type(part).__name__}) for full-attention self-attention "
+                "only; with sliding-window layers or cross-attention drop cache_implementation (or pass a "
+                "DynamicCache)."
             )
         is_self_attention = part is parts[0]
         if is_self_attention and part.layer_class_to_replicate is not None and not part.layers:
@@ -690,22 +697,38 @@ class HfAttnModel(HfAttnPreTrainedModel):
             padding, batch, length, causal=self.config.is_decoder, sliding_window=window, block=block, device=device
         )
 
-    def _self_attention_masks(
-        self, padding: torch.Tensor | None, length: int, device: torch.device, key_length: int, by_blocks: bool
-    ) -> dict:
-        """One mask per layer type present (full / sliding), built once for all layers; none for sliding layers
-        that attend `by_blocks` (`_band_blocks`)."""
-        return {
+    def attention_masks(
+        self, attention_mask: torch.Tensor | None, query_length: int, cache: Cache | None, device: torch.device,
+        by_blocks: bool = False,
+    ) -> tuple[dict[str, torch.Tensor | None], bool]:
+        """The self-attention mask of each layer type present (full / sliding), built once for all layers, over
+        the cached keys and the `query_length` new ones (none for sliding layers that attend `by_blocks`:
+        `_band_blocks`); and whether nothing is padding.
+
+        A static cache's keys are all its slots, the new tokens written from its length on: the queries sit at
+        that length (a tensor, so one compiled graph serves every step) and the unwritten slots after them are
+        the future, which the causal mask hides.
+        """
+        past_length = cache.get_seq_length() if cache is not None else 0
+        query_start, key_length = None, past_length + query_length
+        if cache is not None and cache.is_compileable:
+            query_start, key_length = past_length, cache.get_mask_sizes(query_length, 0)[0]
+            if attention_mask is not None:  # it covers the written slots only
+                attention_mask = nn.functional.pad(attention_mask, (0, key_length - attention_mask.shape[-1]), value=1)
+        padding = key_padding_mask(attention_mask)
+        masks = {
             kind: None if by_blocks and kind == "sliding_attention" else self_attention_mask(
                 padding,
-                length,
+                query_length,
                 causal=self.config.is_decoder,
                 sliding_window=self.config.sliding_window if kind == "sliding_attention" else None,
                 device=device,
                 key_length=key_length,
+                query_start=query_start,
             )
             for kind in set(self.config.layer_types)
         }
+        return masks, padding is None
 
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
     @capture_outputs
@@ -747,36 +770,52 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 )
             cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
         past_length = cache.get_seq_length() if cache is not None else 0
-        if attention_mask is not None and attention_mask.shape != (batch, past_length + length):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} after "
-                f"{past_length} cached tokens; pass the tokenizer's attention_mask for the same batch (with a "
-                "cache: for the cached and the new tokens)."
-            )
+        static = cache is not None and cache.is_compileable
+        # `create_masks_for_generate` hands a static cache's steps their masks, built before the (compiled) forward.
+        masks_given = isinstance(attention_mask, dict)
+        if attention_mask is not None and not masks_given and not is_tracing(attention_mask):
+            if attention_mask.shape != (batch, past_length + length):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} "
+                    f"after {int(past_length)} cached tokens; pass the tokenizer's attention_mask for the same "
+                    "batch (with a cache: for the cached and the new tokens)."
+                )
         if encoder_hidden_states is not None and not self.config.add_cross_attention:
             raise ValueError(
                 "encoder_hidden_states were given but this model has no cross-attention; build it with "
                 "add_cross_attention=True."
             )
         if position_ids is None:
-            position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None, :]
+            position_ids = (torch.arange(length, device=inputs_embeds.device) + past_length)[None, :]
 
         if self.embedding_scale != 1.0:
             inputs_embeds = inputs_embeds * self.embedding_scale
         hidden_states = self.positions.embed(inputs_embeds, position_ids)
         hidden_states = self.dropout(hidden_states)
-        positions = self.positions.attention_positions(position_ids, past_length + length)
-        padding = key_padding_mask(attention_mask)
-        band = self._band_blocks(padding, batch, length, past_length, output_attentions, hidden_states.device)
-        by_blocks = band is not None
-        masks = self._self_attention_masks(padding, length, hidden_states.device, past_length + length, by_blocks)
+        if masks_given:
+            masks, unpadded, band = attention_mask, False, None
+        else:
+            band = None if static else self._band_blocks(
+                key_padding_mask(attention_mask), batch, length, past_length, output_attentions, hidden_states.device
+            )
+            masks, unpadded = self.attention_masks(
+                attention_mask, length, cache, hidden_states.device, by_blocks=band is not None
+            )
+        key_length = cache.get_mask_sizes(length, 0)[0] if static else past_length + length
+        positions = self.positions.attention_positions(position_ids, key_length)
+        if static and positions.bias is not None:
+            raise ValueError(
+                f"position_embedding_type={self.config.position_embedding_type!r} adds a bias over the keys, which "
+                "a static cache's unwritten slots would shift; decode with a dynamic cache (drop "
+                "cache_implementation)."
+            )
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
         biases = {"full_attention": positions.bias, "sliding_attention": positions.bias}
         if band is not None and positions.bias is not None:
             biases["sliding_attention"] = band.scores(positions.bias)
         # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
         # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
-        causal_only = self.config.is_decoder and (past_length == 0 or length == 1) and padding is None
+        causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
         cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
 
         for layer in self.layers:
@@ -1072,6 +1111,20 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
                 "start from."
             )
         return super().generate(inputs, *args, **kwargs)
+
+    def create_masks_for_generate(
+        self,
+        config: HfAttnConfig,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        cache: Cache | None,
+        **kwargs: Any,
+    ) -> dict[str, torch.Tensor | None] | torch.Tensor | None:
+        """`generate()`'s hook for a static cache: each step's masks (`HfAttnModel.attention_masks`), built
+        before the forward pass, so that a compiled forward sees inputs of one shape at every step."""
+        if cache is None or not cache.is_compileable:
+            return attention_mask
+        return self.model.attention_masks(attention_mask, inputs_embeds.shape[1], cache, inputs_embeds.device)[0]
 
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
     @can_return_tuple

@@ -33,6 +33,7 @@ def distance_mask(
     causal: bool,
     sliding_window: int | None,
     device: torch.device,
+    query_start: int | torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """(1, 1, query, key) mask of which key positions each query position may see.
 
@@ -40,12 +41,18 @@ def distance_mask(
     the window. Queries are aligned to the end of the keys, so a query block shorter than the keys
     (incremental decoding) still lines up with its positions. A single query, the last key, sees every key
     unless the window is shorter than the keys: no mask then (each decoding step of generation).
+
+    `query_start`: the key slot of the first query when the keys run past the queries (a static cache's
+    slots not yet written, which causality hides); a tensor stays on the device, so a compiled graph
+    serves every step.
     """
     if not causal and sliding_window is None:
         return None
-    if query_length == 1 and (sliding_window is None or key_length - 1 <= sliding_window):
-        return None
-    query_pos = torch.arange(key_length - query_length, key_length, device=device)[:, None]
+    if query_start is None:
+        if query_length == 1 and (sliding_window is None or key_length - 1 <= sliding_window):
+            return None
+        query_start = key_length - query_length
+    query_pos = (torch.arange(query_length, device=device) + query_start)[:, None]
     key_pos = torch.arange(key_length, device=device)[None, :]
     allowed = torch.ones(query_length, key_length, dtype=torch.bool, device=device)
     if causal:
@@ -74,17 +81,22 @@ def self_attention_mask(
     sliding_window: int | None,
     device: torch.device,
     key_length: int | None = None,
+    query_start: int | torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """The full self-attention mask: padding (`key_padding_mask`'s, built once for every layer type) AND
     causal AND sliding window.
 
     `key_length` (default: `query_length`) is longer when earlier keys come from a cache; `padding` then
-    covers all the keys, past and current, and the queries are the last `query_length` of them.
+    covers all the keys, past and current, and the queries are the last `query_length` of them unless
+    `query_start` places them (see `distance_mask`).
     """
     key_length = query_length if key_length is None else key_length
     return combine_masks(
         padding,
-        distance_mask(query_length, key_length, causal=causal, sliding_window=sliding_window, device=device),
+        distance_mask(
+            query_length, key_length, causal=causal, sliding_window=sliding_window, device=device,
+            query_start=query_start,
+        ),
     )
 
 

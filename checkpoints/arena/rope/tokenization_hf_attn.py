@@ -98,6 +98,18 @@ def ragged_take(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     return values[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
 
 
+def append_to_rows(
+    values: np.ndarray, lengths: np.ndarray, more_values: np.ndarray, more_lengths: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``lengths`` laid end to end in ``values``, with the rows of ``more_values`` (``more_lengths`` each)
+    appended to the rows ``rows``: the values laid end to end again, and the new lengths."""
+    row_of_value = np.concatenate([np.repeat(np.arange(len(lengths)), lengths), np.repeat(rows, more_lengths)])
+    order = np.argsort(row_of_value, kind="stable")  # a row's first values stay before its appended ones
+    new_lengths = lengths.copy()
+    new_lengths[rows] += more_lengths
+    return np.concatenate([values, more_values])[order], new_lengths
+
+
 def padded_width(
     lengths: np.ndarray, strategy: PaddingStrategy, max_length: int | None, multiple: int | None
 ) -> int | None:
@@ -309,10 +321,24 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         word anew; a batch of reviews repeats most of its words. With ``WORD_PATTERN`` (whose ``\\s`` is
         ``str.isspace``) the pieces are ``str.split``'s, whole words with the punctuation beside them, found
         in C; otherwise the pattern's words. Truncating to ``limit`` tokens needs at most ``limit`` pieces
-        (each word keeps at least one token), so only those are encoded.
+        (each word keeps at least one token), so only those are encoded: split at spaces, the first half of
+        them, then the rest only for the texts whose first half fell short of ``limit`` tokens (a word is
+        usually several tokens, so most texts stop at the first half).
         """
         find_words = self.word_pattern.findall
         by_spaces = self.word_pattern is WORD_PATTERN
+        if by_spaces and limit and limit > 1 and not keep_end:
+            first = limit // 2
+            heads = [text.split(maxsplit=first) for text in texts]
+            ids, lengths = self._ids_of_pieces([head[:first] for head in heads])
+            rows = np.repeat(np.arange(len(texts)), lengths)
+            kept = np.bincount(rows, weights=ids != self.end_of_word_id, minlength=len(texts))
+            has_more = np.fromiter(map(len, heads), dtype=np.int64, count=len(texts)) > first
+            short = np.flatnonzero(has_more & (kept < limit))
+            if not len(short):
+                return ids, lengths
+            tails = [heads[row][first].split(maxsplit=limit - first)[: limit - first] for row in short.tolist()]
+            return append_to_rows(ids, lengths, *self._ids_of_pieces(tails), short)
         if limit is None:
             pieces_of_texts = [text.split() if by_spaces else find_words(text) for text in texts]
         elif keep_end:
@@ -322,6 +348,12 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             pieces_of_texts = [text.split(maxsplit=limit)[:limit] for text in texts]
         else:
             pieces_of_texts = [first_words(find_words, text, limit) for text in texts]
+        return self._ids_of_pieces(pieces_of_texts)
+
+    def _ids_of_pieces(self, pieces_of_texts: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """The Rust ids of each text's pieces, laid end to end, and each text's count (see ``_word_level_ids``)."""
+        find_words = self.word_pattern.findall
+        by_spaces = self.word_pattern is WORD_PATTERN
         pieces = list(itertools.chain.from_iterable(pieces_of_texts))
         first_seen: dict[str, int] = {}  # one dict pass: each piece's first position among ``pieces``
         firsts = np.fromiter(map(first_seen.setdefault, pieces, itertools.count()), dtype=np.int64, count=len(pieces))
@@ -343,9 +375,9 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
             first_seen) else word_lengths
         lengths = piece_lengths[codes]
         ids = ragged_take(table, (np.cumsum(piece_lengths) - piece_lengths)[codes], lengths)
-        pieces_per_text = np.fromiter(map(len, pieces_of_texts), dtype=np.int64, count=len(texts))
-        text_of_piece = np.repeat(np.arange(len(texts)), pieces_per_text)
-        return ids, np.bincount(text_of_piece, weights=lengths, minlength=len(texts)).astype(np.int64)
+        pieces_per_text = np.fromiter(map(len, pieces_of_texts), dtype=np.int64, count=len(pieces_of_texts))
+        text_of_piece = np.repeat(np.arange(len(pieces_of_texts)), pieces_per_text)
+        return ids, np.bincount(text_of_piece, weights=lengths, minlength=len(pieces_of_texts)).astype(np.int64)
 
     def _distinct_word_ids(self, words: list[str]) -> np.ndarray:
         """The Rust ids of ``words`` laid end to end, a few thousand words to a string: one Rust encoding per
