@@ -24,6 +24,7 @@ import torch
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES,
     MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
     MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES,
     MODEL_MAPPING_NAMES,
@@ -41,14 +42,15 @@ from hf_attn import (
     HfAttnConfig,
     HfAttnForCausalLM,
     HfAttnForMaskedLM,
+    HfAttnForMultipleChoice,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
     HfAttnForTokenClassification,
     HfAttnModel,
 )
 
-ENCODER_HEADS = (HfAttnModel, HfAttnForSequenceClassification, HfAttnForTokenClassification, HfAttnForMaskedLM,
-                 HfAttnForReplacedTokenDetection)
+ENCODER_HEADS = (HfAttnModel, HfAttnForSequenceClassification, HfAttnForTokenClassification, HfAttnForMultipleChoice,
+                 HfAttnForMaskedLM, HfAttnForReplacedTokenDetection)
 DECODER_HEADS = (HfAttnForCausalLM,)
 # The Auto name tables the common tests read to know a class's task (which labels it takes, which class is the
 # bare model); transformers' own models are listed there, hf_attn's are registered at run time instead.
@@ -56,6 +58,7 @@ TASK_NAMES = (
     (MODEL_MAPPING_NAMES, HfAttnModel),
     (MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES, HfAttnForSequenceClassification),
     (MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES, HfAttnForTokenClassification),
+    (MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES, HfAttnForMultipleChoice),
     (MODEL_FOR_MASKED_LM_MAPPING_NAMES, HfAttnForMaskedLM),
     (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, HfAttnForCausalLM),
 )
@@ -80,6 +83,7 @@ class HfAttnModelTester:
         intermediate_size: int = 37,
         max_position_embeddings: int = 512,
         num_labels: int = 3,
+        num_choices: int = 4,
     ) -> None:
         self.parent = parent
         self.position_embedding_type = position_embedding_type
@@ -95,6 +99,7 @@ class HfAttnModelTester:
         self.intermediate_size = intermediate_size
         self.max_position_embeddings = max_position_embeddings
         self.num_labels = num_labels
+        self.num_choices = num_choices  # the common tests repeat each text as the choices of a multiple-choice head
 
     def get_config(self) -> HfAttnConfig:
         return HfAttnConfig(

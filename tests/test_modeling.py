@@ -14,13 +14,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import tiny_config_kwargs
-from transformers import AutoModelForTokenClassification
+from transformers import AutoModelForMultipleChoice, AutoModelForTokenClassification
 
 from hf_attn import (
     POSITION_SCHEMES,
     HfAttnConfig,
     HfAttnForCausalLM,
     HfAttnForMaskedLM,
+    HfAttnForMultipleChoice,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
     HfAttnForTokenClassification,
@@ -742,22 +743,26 @@ REMOTE_HEADS = textwrap.dedent("""
     import json, sys
     sys.modules["hf_attn"] = None  # no hf_attn package at all
     import torch
-    from transformers import AutoModel, AutoModelForSequenceClassification, AutoModelForTokenClassification
+    from transformers import (AutoModel, AutoModelForMultipleChoice, AutoModelForSequenceClassification,
+                              AutoModelForTokenClassification)
     encoder = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
     classifier = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=True)
     tagger = AutoModelForTokenClassification.from_pretrained(sys.argv[1], trust_remote_code=True, num_labels=3)
+    chooser = AutoModelForMultipleChoice.from_pretrained(sys.argv[1], trust_remote_code=True)
     ids = torch.tensor(json.load(open(sys.argv[2])))
     with torch.no_grad():
         print(json.dumps({"features": encoder(input_ids=ids).last_hidden_state.tolist(),
                           "same_encoder": all(torch.equal(head.model.embed_tokens.weight, encoder.embed_tokens.weight)
-                                              for head in (classifier, tagger)),
-                          "tags": list(tagger(input_ids=ids).logits.shape)}))
+                                              for head in (classifier, tagger, chooser)),
+                          "tags": list(tagger(input_ids=ids).logits.shape),
+                          "choices": list(chooser(input_ids=ids[None]).logits.shape)}))
 """)
 
 
 def test_a_masked_lm_folder_loads_as_every_head_where_hf_attn_is_absent(tmp_path: Path) -> None:
     """`auto_map` lists every head: a pretrained masked-LM folder loads with AutoModel (features equal to
-    the masked LM's encoder) and as a classifier or a token classifier to fine-tune (the same encoder weights)."""
+    the masked LM's encoder) and as a classifier, a token classifier or a multiple-choice head to fine-tune (the same
+    encoder weights)."""
     model = build(HfAttnForMaskedLM, position_embedding_type="alibi")
     model.save_pretrained(tmp_path / "mlm")
     auto_map = json.loads((tmp_path / "mlm" / "config.json").read_text())["auto_map"]
@@ -771,13 +776,15 @@ def test_a_masked_lm_folder_loads_as_every_head_where_hf_attn_is_absent(tmp_path
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["same_encoder"] and loaded["tags"] == [*input_ids.shape, 3]
+    assert loaded["choices"] == [1, input_ids.shape[0]]  # the batch's texts as the choices of one question
     with torch.no_grad():
         expected = model.model(input_ids=input_ids).last_hidden_state
     torch.testing.assert_close(torch.tensor(loaded["features"]), expected)
 
 
 @pytest.mark.parametrize("model_class", [HfAttnModel, HfAttnForSequenceClassification, HfAttnForTokenClassification,
-                                         HfAttnForMaskedLM, HfAttnForReplacedTokenDetection, HfAttnForCausalLM],
+                                         HfAttnForMultipleChoice, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection,
+                                         HfAttnForCausalLM],
                          ids=lambda model_class: model_class.__name__)
 def test_return_dict_false_in_the_config_gives_every_heads_output_as_a_tuple(model_class: type,
                                                                            tmp_path: Path) -> None:
@@ -786,6 +793,8 @@ def test_return_dict_false_in_the_config_gives_every_heads_output_as_a_tuple(mod
     decoder = {"is_decoder": True} if model_class is HfAttnForCausalLM else {}
     model = build(model_class, position_embedding_type="rope", **decoder)
     input_ids, attention_mask = random_batch(pad_rows={1: 5})
+    if model_class is HfAttnForMultipleChoice:  # the batch's texts as the choices of one question
+        input_ids, attention_mask = input_ids[None], attention_mask[None]
     with torch.no_grad():
         expected = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).to_tuple()
         model.save_pretrained(tmp_path)
@@ -837,3 +846,23 @@ def test_reentrant_gradient_checkpointing_gives_a_learned_bias_the_gradients_of_
     assert any("positions" in name for name in plain)
     for name, gradient in plain.items():
         torch.testing.assert_close(checkpointed[name], gradient, msg=name)
+
+
+def test_the_multiple_choice_head_scores_each_choice_from_its_own_mean_pooled_states() -> None:
+    """Logits: each choice encoded alone, without its padding, its states averaged and dotted with the head's weight
+    by hand; the loss: cross-entropy by hand; `AutoModelForMultipleChoice` builds the head from its config."""
+    model = build(HfAttnForMultipleChoice, position_embedding_type="rope", classifier_pooling="mean")
+    input_ids, attention_mask = random_batch(batch=6, pad_rows={1: 5, 4: 9})
+    input_ids, attention_mask = input_ids.view(2, 3, -1), attention_mask.view(2, 3, -1)  # 2 questions, 3 choices
+    labels = torch.tensor([2, 0])
+    with torch.no_grad():
+        output = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+        expected = torch.empty(2, 3)
+        for question, choice in itertools.product(range(2), range(3)):
+            real = input_ids[question, choice][attention_mask[question, choice].bool()]
+            states = model.model(input_ids=real[None]).last_hidden_state[0]
+            expected[question, choice] = states.mean(dim=0) @ model.classifier.weight[0] + model.classifier.bias[0]
+    torch.testing.assert_close(output.logits, expected)
+    log_probabilities = output.logits - output.logits.exp().sum(dim=-1, keepdim=True).log()
+    torch.testing.assert_close(output.loss, -log_probabilities[torch.arange(2), labels].mean())
+    assert AutoModelForMultipleChoice.from_config(model.config).__class__ is HfAttnForMultipleChoice

@@ -36,6 +36,7 @@ from transformers.modeling_outputs import (
     CausalLMOutputWithCrossAttentions,
     MaskedLMOutput,
     ModelOutput,
+    MultipleChoiceModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
@@ -1309,6 +1310,55 @@ class HfAttnForTokenClassification(HfAttnPreTrainedModel):
         )
 
 
+class HfAttnForMultipleChoice(HfAttnPreTrainedModel):
+    """Encoder + pooling (`classifier_pooling`) + dropout + a linear layer to one score per choice, as BERT's
+    multiple-choice head: the inputs are (batch, choices, seq), each choice (a question and one answer) is encoded
+    on its own, and a question's logits are the scores of its choices, (batch, choices).
+
+    It reads each choice directly, in one pass, as the token classifier does. Labels are the index of the right
+    choice (cross-entropy).
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(probability)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultipleChoiceModelOutput:
+        choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        input_ids, attention_mask, position_ids, inputs_embeds = (  # (batch, choices, ...) -> (batch * choices, ...)
+            None if tensor is None else tensor.flatten(0, 1)
+            for tensor in (input_ids, attention_mask, position_ids, inputs_embeds)
+        )
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
+        logits = self.classifier(self.dropout(pooled)).view(-1, choices)
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
 # transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
 # does not fill: without this, `EncoderDecoderModel(encoder=..., decoder=...)` of two halves loaded as a Hub repo's
 # code fails on "Unrecognized model type". The installed package registers its own classes (`hf_attn/__init__.py`).
@@ -1322,6 +1372,7 @@ AUTO_CLASSES: dict[str, type[HfAttnPreTrainedModel]] = {
     "AutoModel": HfAttnModel,
     "AutoModelForSequenceClassification": HfAttnForSequenceClassification,
     "AutoModelForTokenClassification": HfAttnForTokenClassification,
+    "AutoModelForMultipleChoice": HfAttnForMultipleChoice,
     "AutoModelForMaskedLM": HfAttnForMaskedLM,
     "AutoModelForPreTraining": HfAttnForReplacedTokenDetection,
     "AutoModelForCausalLM": HfAttnForCausalLM,
@@ -1331,6 +1382,7 @@ __all__ = [
     "AUTO_CLASSES",
     "HfAttnForCausalLM",
     "HfAttnForMaskedLM",
+    "HfAttnForMultipleChoice",
     "HfAttnForReplacedTokenDetection",
     "HfAttnForSequenceClassification",
     "HfAttnForTokenClassification",
