@@ -59,10 +59,10 @@ def test_an_experiment_checks_its_scheduled_sampling_section(override: str, mess
         load_experiment(CONFIGS / "length" / "none.yaml", [override])
 
 
-@pytest.mark.parametrize(("name", "floor"), [("linear", 0.5), ("linear-to-own", 0.0)])
+@pytest.mark.parametrize(("name", "floor"), [("scheduled-sampling", 0.5), ("scheduled-sampling-to-own", 0.0)])
 def test_the_study_configs_are_teacher_forcings_config_with_a_linear_schedule(name: str, floor: float) -> None:
     teacher_forcing = load_experiment(CONFIGS / "length" / "none.yaml")
-    scheduled = load_experiment(CONFIGS / "scheduled-sampling" / f"{name}.yaml")
+    scheduled = load_experiment(CONFIGS / "length" / f"{name}.yaml")
     assert teacher_forcing.scheduled_sampling.schedule == "none"
     assert scheduled.scheduled_sampling == ScheduledSamplingSettings(schedule="linear", min_teacher_forcing=floor,
                                                                      sampling_decay_steps=1000)

@@ -416,13 +416,12 @@ def _is_probability(value: Any) -> bool:
 def _check_task_sections(raw: dict[str, Any], where: Path) -> None:
     """The `pretraining`, `seq2seq` and `scheduled_sampling` sections: known keys, allowed values."""
     pretraining, seq2seq = raw.get("pretraining", {}), raw.get("seq2seq", {})
-    moved = [(section, key) for section in ("seq2seq",) for key in raw.get(section, {})
-             if (section, key) in MOVED_BETWEEN_SECTIONS]
+    moved = {f"{section}.{key}": MOVED_BETWEEN_SECTIONS[section, key]
+             for section, key in MOVED_BETWEEN_SECTIONS if key in raw.get(section, {})}
     if moved:
         raise ExperimentConfigError(f"{where}: " + "; ".join(
-            f"`{section}.{key}` is now `{MOVED_BETWEEN_SECTIONS[section, key]}`: write it under `"
-            f"{MOVED_BETWEEN_SECTIONS[section, key].split('.')[0]}:` ({MOVED_BETWEEN_SECTIONS[section, key]}=... on "
-            "the command line)" for section, key in moved) + ".")
+            f"`{old}` is now `{new}`: write it under `{new.split('.')[0]}:` ({new}=... on the command line)"
+            for old, new in moved.items()) + ".")
     _check_section(pretraining, PretrainingSettings, f"{where} [pretraining]")
     _check_section(seq2seq, Seq2SeqSettings, f"{where} [seq2seq]")
     _check_section(raw.get("scheduled_sampling", {}), ScheduledSamplingSettings, f"{where} [scheduled_sampling]")

@@ -6,8 +6,9 @@ starts the decoder (as in BART). The model is transformers' `EncoderDecoderModel
 and an `HfAttnForCausalLM` decoder with cross-attention, both with the experiment's `model` settings (so the
 position scheme is one field); it trains with teacher forcing through `Trainer` (the model shifts the labels
 right itself), keeping the checkpoint with the lowest validation loss. The experiment's `seq2seq` section
-(`seq2seq_training.Seq2SeqSettings`) can give the decoder one pooled vector of the source instead of
-cross-attention over every encoder state, and train with scheduled sampling instead of teacher forcing.
+(`config.Seq2SeqSettings`) can give the decoder one pooled vector of the source instead of cross-attention over
+every encoder state, and its `scheduled_sampling` section train it with scheduled sampling instead of teacher
+forcing.
 
 Scores: exact match of greedy and of beam-search decoding (with the cache) on validation and test, overall, per
 locale and per source and target length in tokens; the saved folder runs in `hf-attn generate`. Cross-attention
