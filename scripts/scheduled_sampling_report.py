@@ -77,14 +77,15 @@ def main() -> None:
     report = {"runs": runs, "by_condition": pooled_by_condition(runs)}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    panels = []
-    for split, title in (("validation", "training lengths (validation)"), ("test", "past the training length (test)")):
-        lines = {label: ([row["low"] for row in rows], [100 * row["accuracy"] for row in rows],
-                         [100 * row["standard_error"] for row in rows])
-                 for label, record in runs.items() for rows in [record[f"{split}_exact_match_by_length"]]}
-        panels.append((title, "greedy exact match (%)", lines))
-    print(plot_line_panels(panels, args.output.with_suffix(".png"), "output length (items)"))
-
+    lines = {}
+    for label, record in runs.items():
+        rows = record["validation_exact_match_by_length"] + record["test_exact_match_by_length"]
+        lines[label] = ([row["low"] for row in rows], [100 * row["accuracy"] for row in rows],
+                        [100 * row["standard_error"] for row in rows])
+    task = next(iter(runs.values()))["task"]
+    title = f"{task}: validation (training lengths) and test (past them)"
+    print(plot_line_panels([(title, "greedy exact match (%)", lines)], args.output.with_suffix(".png"),
+                           "output length (items)"))
 
 if __name__ == "__main__":
     main()

@@ -176,3 +176,21 @@ def test_a_sequence_task_trains_with_the_experiments_schedule(tmp_path: Path) ->
     trainer = task.trainer_class(model=model, args=TrainingArguments(output_dir=str(tmp_path), report_to=[]))
     assert isinstance(trainer, CausalScheduledSamplingTrainer)
     assert trainer.scheduled_sampling == experiment.scheduled_sampling
+
+
+def test_the_report_pools_each_conditions_seeds_length_by_length() -> None:
+    import runpy
+
+    script = runpy.run_path(str(CONFIGS.parent / "scripts" / "scheduled_sampling_report.py"))
+
+    def record(test: list[tuple[int, int, int]]) -> dict:
+        rows = [{"low": length, "high": length, "correct": correct, "count": count} for length, correct, count in test]
+        return {"validation_exact_match_by_length": rows[:1], "test_exact_match_by_length": rows[1:]}
+
+    runs = {"tf/seed 1": record([(8, 10, 10), (9, 3, 4), (32, 0, 4)]),
+            "tf/seed 2": record([(8, 9, 10), (9, 1, 4), (32, 1, 4)]),
+            "ss/seed 1": record([(8, 10, 10), (9, 4, 4), (32, 0, 4)])}
+    pooled = script["pooled_by_condition"](runs)
+    assert [(row["low"], row["correct"], row["count"]) for row in pooled["tf"]["test"]] == [(9, 4, 8), (32, 1, 8)]
+    assert pooled["tf"]["validation"][0]["accuracy"] == 19 / 20
+    assert pooled["ss"]["test"][0]["standard_error"] == 0.0  # 4 of 4
