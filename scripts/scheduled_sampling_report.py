@@ -4,8 +4,10 @@ Each `--run LABEL=FOLDER` is a folder written by `hf-attn train` on a generated 
 `condition/seed`, e.g. `teacher forcing/seed 42`). Its saved model answers every validation pair (the training
 lengths) and every test pair (past them) of the task its metrics.json records, greedily and in the run's precision,
 and is scored by exact match at each length on its own (the run's own scores merge lengths into buckets); the
-JSON keeps, per run, the schedule, the validation loss, the training time and those scores, and per condition the
-exact match of all its seeds' answers pooled at each length.
+JSON keeps, per run, the schedule, the validation loss, the training time, those scores and how its wrong answers
+are wrong (`error_profile`: errors that compound, the exposure bias scheduled sampling aims at, leave the rest of
+an answer wrong after its first slip), and per condition the exact match of all its seeds' answers pooled at each
+length.
 
     python scripts/scheduled_sampling_report.py --output results/scheduled-sampling/reverse-none \\
         --run "teacher forcing/seed 42=runs/scheduled-sampling/tf-s42" \\
@@ -41,9 +43,23 @@ def scores_by_length(folder: Path) -> dict[str, Any]:
               "train_runtime_s": metrics.get("train_runtime_s"), "precision": metrics["precision"]}
     for split in ("validation", "test"):
         pairs = [Pair(row["input"], row["target"], row["length"]) for row in data[split]]
-        by_length, _ = score_pairs(model, tokenizer, pairs, None, metrics["precision"])
+        by_length, answers = score_pairs(model, tokenizer, pairs, None, metrics["precision"])
         record[f"{split}_exact_match_by_length"] = bucket_records(by_length)
+        record[f"{split}_errors"] = error_profile(answers, [pair.target for pair in pairs])
     return record
+
+
+def error_profile(answers: list[str], targets: list[str]) -> dict[str, int]:
+    """How the wrong answers are wrong: how many there are, how many have the target's length, and of those how
+    many are right again after their first wrong item (one slip, not errors that compound from it)."""
+    wrong = [(answer.split(), target.split()) for answer, target in zip(answers, targets)
+             if answer.split() != target.split()]
+    right_length = [(answer, target) for answer, target in wrong if len(answer) == len(target)]
+    recovered = 0
+    for answer, target in right_length:
+        first = next(index for index, (mine, gold) in enumerate(zip(answer, target)) if mine != gold)
+        recovered += answer[first + 1 :] == target[first + 1 :]
+    return {"wrong": len(wrong), "right_length": len(right_length), "right_after_first_error": recovered}
 
 
 def pooled_by_condition(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:

@@ -194,3 +194,12 @@ def test_the_report_pools_each_conditions_seeds_length_by_length() -> None:
     assert [(row["low"], row["correct"], row["count"]) for row in pooled["tf"]["test"]] == [(9, 4, 8), (32, 1, 8)]
     assert pooled["tf"]["validation"][0]["accuracy"] == 19 / 20
     assert pooled["ss"]["test"][0]["standard_error"] == 0.0  # 4 of 4
+
+
+def test_the_error_profile_counts_answers_right_again_after_their_first_slip() -> None:
+    import runpy
+
+    script = runpy.run_path(str(CONFIGS.parent / "scripts" / "scheduled_sampling_report.py"))
+    targets = ["a b c d", "a b c d", "a b c d", "a b c d", "a b"]
+    answers = ["a b c d", "a x c d", "a x y d", "a b c", "a b"]  # right, one slip, compounding, short, right
+    assert script["error_profile"](answers, targets) == {"wrong": 3, "right_length": 2, "right_after_first_error": 1}
