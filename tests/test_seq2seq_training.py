@@ -1,6 +1,7 @@
-"""The `seq2seq` section of an experiment: scheduled sampling and the pooled (bottleneck) decoder context.
+"""The `seq2seq` section of an experiment and its training: scheduled sampling of the decoder inputs and the pooled
+(bottleneck) decoder context (the schedule itself: test_scheduled_sampling.py).
 
-References: the schedules' formulas evaluated by hand; teacher forcing's loss from `EncoderDecoderModel` itself
+References: teacher forcing's loss from `EncoderDecoderModel` itself
 (the labels shifted by the model); the first pass's predictions shifted right by hand; the pooled vector as a
 masked mean written out, fed to the decoder directly.
 """
@@ -8,7 +9,6 @@ masked mean written out, fed to the decoder directly.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 
 import pytest
@@ -18,14 +18,17 @@ from transformers import TrainingArguments
 
 pytest.importorskip("babel")
 from hf_attn import HfAttnConfig  # noqa: E402
-from hf_attn.experiments.config import ExperimentConfigError, load_experiment  # noqa: E402
+from hf_attn.experiments.config import (  # noqa: E402
+    ExperimentConfigError,
+    ScheduledSamplingSettings,
+    load_experiment,
+)
 from hf_attn.experiments.dates import DateGeneratorSettings, generate_date_pairs  # noqa: E402
 from hf_attn.experiments.pretraining import IGNORE_INDEX  # noqa: E402
 from hf_attn.experiments.seq2seq import encoder_decoder_model, exact_match_scores  # noqa: E402
 from hf_attn.experiments.seq2seq_training import (  # noqa: E402
     PooledContextEncoderDecoder,
-    ScheduledSamplingTrainer,
-    Seq2SeqSettings,
+    Seq2SeqScheduledSamplingTrainer,
     load_seq2seq,
     mixed_decoder_inputs,
 )
@@ -34,33 +37,14 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "seq2seq" / "dates
 PAD, EOS = 0, 1
 
 
-def test_the_linear_schedule_falls_from_one_to_its_floor_over_the_decay_steps() -> None:
-    settings = Seq2SeqSettings(scheduled_sampling="linear", min_teacher_forcing=0.2, sampling_decay_steps=100)
-    assert [settings.teacher_forcing(step) for step in (0, 50, 100, 200)] == pytest.approx([1.0, 0.6, 0.2, 0.2])
-
-
-def test_the_inverse_sigmoid_schedule_is_k_over_k_plus_exp_step_over_k() -> None:
-    settings = Seq2SeqSettings(scheduled_sampling="inverse_sigmoid", inverse_sigmoid_k=10.0)
-    assert settings.teacher_forcing(0) == pytest.approx(10 / 11)
-    assert settings.teacher_forcing(10 * math.log(10)) == pytest.approx(0.5)  # exp(i / k) = k
-    assert settings.teacher_forcing(10**6) == pytest.approx(0.0, abs=1e-12)  # no overflow far out
-    floored = dataclasses.replace(settings, min_teacher_forcing=0.25)
-    assert floored.teacher_forcing(100) == 0.25 and floored.teacher_forcing(0) == pytest.approx(10 / 11)
-    assert Seq2SeqSettings().teacher_forcing(10**6) == 1.0  # none: teacher forcing throughout
-
-
 @pytest.mark.parametrize(("override", "message"), [
-    ("seq2seq.scheduled_sampling=cosine", "scheduled_sampling must be one of"),
     ("seq2seq.decoder_context=last", "decoder_context must be one of"),
-    ("seq2seq.min_teacher_forcing=1.5", "probability in"),
-    ("seq2seq.inverse_sigmoid_k=0.5", "at least 1"),
-    ("seq2seq.sampling_decay_steps=0", "positive integer"),
     ("seq2seq.sampling=linear", "unknown key `sampling`"),
 ])
 def test_an_experiment_checks_its_seq2seq_section(override: str, message: str) -> None:
     with pytest.raises(ExperimentConfigError, match=message):
         load_experiment(CONFIG, [override])
-    assert load_experiment(CONFIG, ["seq2seq.scheduled_sampling=linear"]).seq2seq.scheduled_sampling == "linear"
+    assert load_experiment(CONFIG, ["seq2seq.decoder_context=pooled"]).seq2seq.decoder_context == "pooled"
 
 
 def tiny_seq2seq(decoder_context: str = "attention") -> torch.nn.Module:
@@ -78,15 +62,16 @@ def batch() -> dict[str, torch.Tensor]:
     }
 
 
-def trainer_with(model: torch.nn.Module, settings: Seq2SeqSettings, tmp_path: Path) -> ScheduledSamplingTrainer:
+def trainer_with(model: torch.nn.Module, settings: ScheduledSamplingSettings, tmp_path: Path
+                 ) -> Seq2SeqScheduledSamplingTrainer:
     arguments = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
-    return ScheduledSamplingTrainer(model=model, args=arguments, seq2seq=settings)
+    return Seq2SeqScheduledSamplingTrainer(model=model, args=arguments, scheduled_sampling=settings)
 
 
 def test_with_probability_zero_the_loss_is_teacher_forcings(tmp_path: Path) -> None:
     model = tiny_seq2seq().train()  # the tiny config has no dropout: both passes see the same model
     teacher_forcing = model(**batch()).loss  # the model shifts the labels itself
-    never_sampled = Seq2SeqSettings(scheduled_sampling="linear", min_teacher_forcing=1.0)
+    never_sampled = ScheduledSamplingSettings(schedule="linear", min_teacher_forcing=1.0)
     assert torch.equal(trainer_with(model, never_sampled, tmp_path).compute_loss(model, batch()), teacher_forcing)
     gold = torch.tensor([[EOS, 3, 4, 5, 6], [EOS, 7, 8, EOS, PAD]])  # after the last label: padding
     assert torch.equal(mixed_decoder_inputs(model, batch(), probability=0.0), gold)
@@ -97,7 +82,7 @@ def test_with_probability_one_the_decoder_reads_the_first_passs_predictions_shif
     predicted = model(**batch()).logits.argmax(-1)  # (2, 5): the prediction for each label
     expected = torch.tensor([[EOS, *predicted[0, :4].tolist()], [EOS, *predicted[1, :3].tolist(), PAD]])
     assert torch.equal(mixed_decoder_inputs(model, batch(), probability=1.0), expected)
-    always_sampled = Seq2SeqSettings(scheduled_sampling="linear", min_teacher_forcing=0.0, sampling_decay_steps=1)
+    always_sampled = ScheduledSamplingSettings(schedule="linear", min_teacher_forcing=0.0, sampling_decay_steps=1)
     trainer = trainer_with(model, always_sampled, tmp_path)
     trainer.state.global_step = 1  # epsilon 0: p = 1
     by_hand = model(**batch(), decoder_input_ids=expected,
@@ -171,8 +156,9 @@ def test_a_tiny_pooled_run_with_scheduled_sampling_scores_by_length_and_generate
     from hf_attn.experiments.seq2seq import decode, train_seq2seq
 
     base = tiny_experiment()
-    experiment = tiny_experiment(seq2seq=dataclasses.replace(base.seq2seq, decoder_context="pooled",
-                                                             scheduled_sampling="linear", sampling_decay_steps=2))
+    experiment = tiny_experiment(seq2seq=dataclasses.replace(base.seq2seq, decoder_context="pooled"),
+                                 scheduled_sampling=ScheduledSamplingSettings(schedule="linear",
+                                                                              sampling_decay_steps=2))
     metrics = train_seq2seq(experiment, tmp_path / "run")
     by_source = metrics["test_exact_match_greedy_by_source_tokens"]
     assert sum(row["n"] for row in by_source.values()) == metrics["n_test"]

@@ -52,8 +52,7 @@ SAMPLED_TOKENS = ("argmax", "sample")
 
 @dataclasses.dataclass
 class Seq2SeqSettings:
-    """The `seq2seq` section: what `hf-attn seq2seq` trains and scores, and how (`seq2seq_training`: the
-    bottleneck and scheduled sampling).
+    """The `seq2seq` section: what `hf-attn seq2seq` trains and scores (`seq2seq_training`: the bottleneck).
 
     Attributes:
         num_beams: beams of the beam-search decoding that is scored next to greedy.
@@ -61,42 +60,64 @@ class Seq2SeqSettings:
             formats, years).
         decoder_context: `attention` (cross-attention over every encoder state) or `pooled` (one mean-pooled
             vector of the encoder: the bottleneck).
-        scheduled_sampling: `none` (teacher forcing), `linear` or `inverse_sigmoid` (see the module docstring).
-        min_teacher_forcing: ε_min, the lowest probability of a gold decoder input, in [0, 1].
-        sampling_decay_steps: linear: the training steps over which ε falls from 1 to ε_min.
-        inverse_sigmoid_k: inverse sigmoid: k (at least 1); ε falls through 1/2 near step k · ln k.
-        sampled_tokens: the model's token at a position: `argmax` of the first pass, or `sample`d from its softmax.
     """
 
     num_beams: int = 4
     generator: dict[str, Any] = dataclasses.field(default_factory=dict)
     decoder_context: str = "attention"
-    scheduled_sampling: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.decoder_context not in DECODER_CONTEXTS:
+            raise ValueError(f"seq2seq.decoder_context must be one of {list(DECODER_CONTEXTS)}, got "
+                             f"{self.decoder_context!r}")
+
+
+@dataclasses.dataclass
+class ScheduledSamplingSettings:
+    """The `scheduled_sampling` section: teacher forcing or scheduled sampling (Bengio et al. 2015) for every run
+    that trains a decoder on answers, `hf-attn seq2seq` and `hf-attn train` on a sequence task
+    (`hf_attn.experiments.scheduled_sampling`).
+
+    The schedule is ε(i), the probability that an input is the gold token at training step i, floored at
+    `min_teacher_forcing`; the model's own token comes with probability p(i) = 1 - ε(i):
+
+    * linear: ε(i) = max(ε_min, 1 - (1 - ε_min) · i / `sampling_decay_steps`);
+    * inverse sigmoid: ε(i) = max(ε_min, k / (k + exp(i / k))), k = `inverse_sigmoid_k` (at least 1).
+
+    Attributes:
+        schedule: `none` (teacher forcing throughout), `linear` or `inverse_sigmoid`.
+        min_teacher_forcing: ε_min, the lowest probability of a gold input, in [0, 1].
+        sampling_decay_steps: linear: the training steps over which ε falls from 1 to ε_min.
+        inverse_sigmoid_k: inverse sigmoid: k (at least 1); ε falls through 1/2 near step k · ln k.
+        sampled_tokens: the model's token at a position: `argmax` of the first pass, or `sample`d from its softmax.
+    """
+
+    schedule: str = "none"
     min_teacher_forcing: float = 0.0
     sampling_decay_steps: int = 1000
     inverse_sigmoid_k: float = 100.0
     sampled_tokens: str = "argmax"
 
     def __post_init__(self) -> None:
-        for name, allowed in (("decoder_context", DECODER_CONTEXTS), ("scheduled_sampling", SCHEDULES),
-                              ("sampled_tokens", SAMPLED_TOKENS)):
+        for name, allowed in (("schedule", SCHEDULES), ("sampled_tokens", SAMPLED_TOKENS)):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"seq2seq.{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
+                raise ValueError(f"scheduled_sampling.{name} must be one of {list(allowed)}, got "
+                                 f"{getattr(self, name)!r}")
         if not 0.0 <= self.min_teacher_forcing <= 1.0:
-            raise ValueError(f"seq2seq.min_teacher_forcing must be a probability in [0, 1], got "
+            raise ValueError(f"scheduled_sampling.min_teacher_forcing must be a probability in [0, 1], got "
                              f"{self.min_teacher_forcing!r}")
         if isinstance(self.sampling_decay_steps, bool) or not isinstance(self.sampling_decay_steps, int) \
                 or self.sampling_decay_steps < 1:
-            raise ValueError(f"seq2seq.sampling_decay_steps must be a positive integer, got "
+            raise ValueError(f"scheduled_sampling.sampling_decay_steps must be a positive integer, got "
                              f"{self.sampling_decay_steps!r}")
         if self.inverse_sigmoid_k < 1:
-            raise ValueError(f"seq2seq.inverse_sigmoid_k must be at least 1, got {self.inverse_sigmoid_k!r}")
+            raise ValueError(f"scheduled_sampling.inverse_sigmoid_k must be at least 1, got {self.inverse_sigmoid_k!r}")
 
     def teacher_forcing(self, step: int) -> float:
-        """ε(step): the probability that a decoder input is the gold token at training step `step`."""
-        if self.scheduled_sampling == "none":
+        """ε(step): the probability that an input is the gold token at training step `step`."""
+        if self.schedule == "none":
             return 1.0
-        if self.scheduled_sampling == "linear":
+        if self.schedule == "linear":
             decayed = 1.0 - (1.0 - self.min_teacher_forcing) * step / self.sampling_decay_steps
         else:
             k = self.inverse_sigmoid_k
@@ -107,6 +128,13 @@ class Seq2SeqSettings:
 # Keys each task's section took over from the top level (1.x experiment files): refused, naming the section.
 MOVED_TO_SECTION = {"objective": "pretraining", "mlm_probability": "pretraining", "num_beams": "seq2seq",
                     "generator": "seq2seq"}
+# Keys of a section that moved to another when a second kind of run came to read them: (section, key) -> where
+# they are now. Scheduled sampling left `seq2seq` when causal-LM training on answers took it up too.
+MOVED_BETWEEN_SECTIONS = {
+    ("seq2seq", "scheduled_sampling"): "scheduled_sampling.schedule",
+    **{("seq2seq", key): f"scheduled_sampling.{key}"
+       for key in ("min_teacher_forcing", "sampling_decay_steps", "inverse_sigmoid_k", "sampled_tokens")},
+}
 
 
 @dataclasses.dataclass
@@ -149,6 +177,8 @@ class Experiment:
         training: `TrainingArguments` fields.
         pretraining: `hf-attn pretrain`'s own settings (`PretrainingSettings`).
         seq2seq: `hf-attn seq2seq`'s own settings (`Seq2SeqSettings`).
+        scheduled_sampling: teacher forcing or scheduled sampling, for `hf-attn seq2seq` and sequence tasks
+            (`ScheduledSamplingSettings`).
     """
 
     name: str
@@ -170,6 +200,8 @@ class Experiment:
     training: dict[str, Any] = dataclasses.field(default_factory=dict)
     pretraining: PretrainingSettings = dataclasses.field(default_factory=lambda: PretrainingSettings())
     seq2seq: Seq2SeqSettings = dataclasses.field(default_factory=lambda: Seq2SeqSettings())
+    scheduled_sampling: ScheduledSamplingSettings = dataclasses.field(
+        default_factory=lambda: ScheduledSamplingSettings())
 
     @property
     def reading_length(self) -> int:
@@ -313,7 +345,8 @@ def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = (),
     _apply_overrides(raw, overrides)
     _check_keys(raw, path)
     experiment = Experiment(**{**raw, "pretraining": PretrainingSettings(**raw.get("pretraining", {})),
-                               "seq2seq": Seq2SeqSettings(**raw.get("seq2seq", {}))})
+                               "seq2seq": Seq2SeqSettings(**raw.get("seq2seq", {})),
+                               "scheduled_sampling": ScheduledSamplingSettings(**raw.get("scheduled_sampling", {}))})
     if experiment.init_from is not None:
         check_init_from(experiment)
     return experiment
@@ -375,7 +408,7 @@ def _check_keys(raw: dict[str, Any], where: Path) -> None:
 
 
 # The mappings of an experiment: checked key by key against what each feeds.
-SECTIONS = ("model", "training", "pretraining", "seq2seq")
+SECTIONS = ("model", "training", "pretraining", "seq2seq", "scheduled_sampling")
 
 
 def _is_probability(value: Any) -> bool:
@@ -383,10 +416,17 @@ def _is_probability(value: Any) -> bool:
 
 
 def _check_task_sections(raw: dict[str, Any], where: Path) -> None:
-    """The `pretraining` and `seq2seq` sections: known keys, allowed values."""
+    """The `pretraining`, `seq2seq` and `scheduled_sampling` sections: known keys, allowed values."""
     pretraining, seq2seq = raw.get("pretraining", {}), raw.get("seq2seq", {})
+    moved = {f"{section}.{key}": MOVED_BETWEEN_SECTIONS[section, key]
+             for section, key in MOVED_BETWEEN_SECTIONS if key in raw.get(section, {})}
+    if moved:
+        raise ExperimentConfigError(f"{where}: " + "; ".join(
+            f"`{old}` is now `{new}`: write it under `{new.split('.')[0]}:` ({new}=... on the command line)"
+            for old, new in moved.items()) + ".")
     _check_section(pretraining, PretrainingSettings, f"{where} [pretraining]")
     _check_section(seq2seq, Seq2SeqSettings, f"{where} [seq2seq]")
+    _check_section(raw.get("scheduled_sampling", {}), ScheduledSamplingSettings, f"{where} [scheduled_sampling]")
     if pretraining.get("objective", "mlm") not in PRETRAINING_OBJECTIVES:
         raise ExperimentConfigError(f"{where} [pretraining]: objective must be one of "
                                     f"{sorted(PRETRAINING_OBJECTIVES)}, got {pretraining['objective']!r}.")
@@ -400,6 +440,10 @@ def _check_task_sections(raw: dict[str, Any], where: Path) -> None:
         Seq2SeqSettings(**seq2seq)
     except ValueError as error:
         raise ExperimentConfigError(f"{where} [seq2seq]: {error}") from error
+    try:
+        ScheduledSamplingSettings(**raw.get("scheduled_sampling", {}))
+    except ValueError as error:
+        raise ExperimentConfigError(f"{where} [scheduled_sampling]: {error}") from error
     if "generator" in seq2seq:  # imported here: only `hf-attn seq2seq` experiments need babel
         from .dates import DateGeneratorSettings
 

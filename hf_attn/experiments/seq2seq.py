@@ -6,8 +6,9 @@ starts the decoder (as in BART). The model is transformers' `EncoderDecoderModel
 and an `HfAttnForCausalLM` decoder with cross-attention, both with the experiment's `model` settings (so the
 position scheme is one field); it trains with teacher forcing through `Trainer` (the model shifts the labels
 right itself), keeping the checkpoint with the lowest validation loss. The experiment's `seq2seq` section
-(`seq2seq_training.Seq2SeqSettings`) can give the decoder one pooled vector of the source instead of
-cross-attention over every encoder state, and train with scheduled sampling instead of teacher forcing.
+(`config.Seq2SeqSettings`) can give the decoder one pooled vector of the source instead of cross-attention over
+every encoder state, and its `scheduled_sampling` section train it with scheduled sampling instead of teacher
+forcing.
 
 Scores: exact match of greedy and of beam-search decoding (with the cache) on validation and test, overall, per
 locale and per source and target length in tokens; the saved folder runs in `hf-attn generate`. Cross-attention
@@ -40,7 +41,7 @@ from .dates import DateGeneratorSettings, DatePair, generate_date_pairs
 from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, load_tokenizer, run
-from .seq2seq_training import PooledContextEncoderDecoder, ScheduledSamplingTrainer
+from .seq2seq_training import PooledContextEncoderDecoder, Seq2SeqScheduledSamplingTrainer
 
 EOS_TOKEN = "</s>"
 MAX_NEW_TOKENS = 16  # an ISO date is at most 10 tokens (one per character) plus `</s>`
@@ -186,8 +187,8 @@ def heatmap_examples(pairs: Sequence[DatePair]) -> list[DatePair]:
 
 def seq2seq_task(experiment: Experiment) -> Task:
     """The generated date pairs (the experiment's `generator` settings and `seed`), tokenized, and an
-    encoder-decoder trained on them (the `seq2seq` section: its decoder's context, teacher forcing or scheduled
-    sampling), scored by `seq2seq_scores`."""
+    encoder-decoder trained on them (the `seq2seq` section: its decoder's context; the `scheduled_sampling`
+    section: teacher forcing or scheduled sampling), scored by `seq2seq_scores`."""
     if experiment.init_from is not None or experiment.week3 is not None:
         raise ValueError("hf-attn seq2seq trains a new encoder-decoder and its tokenizer on the generated pairs; "
                          "drop init_from and --week3.")
@@ -207,7 +208,8 @@ def seq2seq_task(experiment: Experiment) -> Task:
         init_from_record="init_from",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False,
                    "prediction_loss_only": True},
-        trainer_class=functools.partial(ScheduledSamplingTrainer, seq2seq=settings),
+        trainer_class=functools.partial(Seq2SeqScheduledSamplingTrainer,
+                                        scheduled_sampling=experiment.scheduled_sampling),
     )
 
 

@@ -7,22 +7,8 @@ Two measurements of the course notes on attention live here:
   fixed-size context vector of an RNN encoder-decoder) instead of every encoder state. The hf_attn model code is
   unchanged: `PooledContextEncoderDecoder` pools in `forward`, so training, `generate` and beam search all see
   the pooled vector.
-* **Scheduled sampling** (Bengio et al. 2015, `scheduled_sampling: linear | inverse_sigmoid`): teacher forcing
-  feeds the decoder the gold previous tokens, so the model never meets its own mistakes before inference
-  (exposure bias). Scheduled sampling replaces each gold decoder input by the model's own token with a
-  probability that grows during training. A Transformer decoder reads all positions in one pass, so the
-  classic two-pass approximation is used (`ScheduledSamplingTrainer.compute_loss`): a first pass with the gold
-  inputs, without gradients and in the model's training mode (its dropout on), gives the model's token at every
-  position (argmax, or drawn from its softmax); each gold input is replaced by the first pass's token for that
-  position with probability p (the start token and the positions after the target's end are never replaced);
-  a second pass on the mixed inputs gives the loss, against the gold labels. The decoder thus sees its own
-  one-step predictions, not a prefix it wrote freely: that is the approximation.
-
-The schedule is written, as in the paper, as ε(i), the probability of the gold token at training step i,
-floored at `min_teacher_forcing`; the probability of the model's token is p(i) = 1 - ε(i):
-
-* linear: ε(i) = max(ε_min, 1 - (1 - ε_min) · i / `sampling_decay_steps`);
-* inverse sigmoid: ε(i) = max(ε_min, k / (k + exp(i / k))), k = `inverse_sigmoid_k` (at least 1).
+* **Scheduled sampling** (the experiment's `scheduled_sampling` section, `hf_attn.experiments.scheduled_sampling`):
+  `Seq2SeqScheduledSamplingTrainer` mixes the model's own tokens into the decoder inputs (`mixed_decoder_inputs`).
 """
 
 from __future__ import annotations
@@ -30,13 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import AutoConfig, EncoderDecoderModel, Trainer
+from transformers import AutoConfig, EncoderDecoderModel
 from transformers.models.encoder_decoder.modeling_encoder_decoder import shift_tokens_right
 
 from ..modeling_hf_attn import pool
 from ..saved import load_strictly
-from .config import Seq2SeqSettings
 from .pretraining import IGNORE_INDEX
+from .scheduled_sampling import ScheduledSamplingTrainer, model_tokens, replace_at_random
 
 
 class PooledContextEncoderDecoder(EncoderDecoderModel):
@@ -81,35 +67,20 @@ def mixed_decoder_inputs(model: EncoderDecoderModel, batch: dict[str, torch.Tens
     with torch.no_grad():
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                        decoder_input_ids=gold, decoder_attention_mask=gold_mask).logits
-    if sampled_tokens == "argmax":
-        predicted = logits.argmax(-1)
-    else:
-        draws = torch.multinomial(logits.float().softmax(-1).flatten(0, 1), 1, generator=generator)
-        predicted = draws.view(logits.shape[:2])
-    own = shift_tokens_right(predicted, model.config.pad_token_id, model.config.decoder_start_token_id)
+    own = shift_tokens_right(model_tokens(logits, sampled_tokens, generator), model.config.pad_token_id,
+                             model.config.decoder_start_token_id)
     replaceable = torch.zeros_like(gold, dtype=torch.bool)
     replaceable[:, 1:] = batch["labels"][:, :-1] != IGNORE_INDEX  # the input at t is the label at t - 1
-    chosen = torch.rand(gold.shape, generator=generator, device=gold.device) < probability
-    return torch.where(replaceable & chosen, own, gold)
+    return replace_at_random(gold, own, replaceable, probability, generator)
 
 
-class ScheduledSamplingTrainer(Trainer):
-    """`Trainer` whose training loss feeds the decoder scheduled sampling's mixed inputs (`mixed_decoder_inputs`)
-    with p = 1 - ε(global step) (no first pass while p is 0); evaluation keeps teacher forcing, so validation
-    losses compare across runs. The model is used as given: single-process training, as `hf-attn seq2seq` runs."""
+class Seq2SeqScheduledSamplingTrainer(ScheduledSamplingTrainer):
+    """Scheduled sampling for an encoder-decoder: the decoder inputs are mixed (`mixed_decoder_inputs`; no first
+    pass while p is 0), the labels stay gold."""
 
-    def __init__(self, *args: Any, seq2seq: Seq2SeqSettings, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.seq2seq = seq2seq
-
-    def compute_loss(self, model: Any, inputs: dict[str, torch.Tensor], return_outputs: bool = False,
-                     num_items_in_batch: Any = None) -> Any:
-        if not model.training or self.seq2seq.scheduled_sampling == "none":
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        probability = 1.0 - self.seq2seq.teacher_forcing(self.state.global_step)
+    def mixed_batch(self, model: Any, inputs: dict[str, torch.Tensor], probability: float
+                    ) -> dict[str, torch.Tensor]:
         gold, decoder_mask = gold_decoder_inputs(model, inputs["labels"])
         decoder_inputs = gold if probability == 0.0 else mixed_decoder_inputs(
-            model, inputs, probability, self.seq2seq.sampled_tokens)
-        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                        decoder_input_ids=decoder_inputs, decoder_attention_mask=decoder_mask, labels=inputs["labels"])
-        return (outputs.loss, outputs) if return_outputs else outputs.loss
+            model, inputs, probability, self.scheduled_sampling.sampled_tokens)
+        return {**inputs, "decoder_input_ids": decoder_inputs, "decoder_attention_mask": decoder_mask}

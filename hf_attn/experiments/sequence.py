@@ -3,8 +3,9 @@
 The data is a registered sequence task (`hf_attn.tasks`: `length` for the generated copy / reverse / sort /
 addition tasks, `scan` for SCAN's length split). A decoder-only `HfAttnForCausalLM`, fresh and sized by the
 experiment's `model` section, reads `[BOS] input [SEP]` and learns to write `target [EOS]`: the loss falls on the
-answer only (`decoder_features`). Validation loss picks the checkpoint. The saved folder holds the model and the
-task's word-level tokenizer, so `from_pretrained` loads both and `generate` answers.
+answer only (`decoder_features`), with teacher forcing or scheduled sampling (the experiment's `scheduled_sampling`
+section, `CausalScheduledSamplingTrainer`). Validation loss picks the checkpoint. The saved folder holds the model
+and the task's word-level tokenizer, so `from_pretrained` loads both and `generate` answers.
 
 Scores: exact match of greedy answers (batched, stopping at [EOS]) by length bucket, with binomial standard errors,
 on validation (the training lengths) and test (L+1..2L and 4L for a generated task; each length for SCAN).
@@ -17,6 +18,7 @@ whose test split reaches past it is refused before training, naming the length t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -43,6 +45,7 @@ from .config import Experiment
 from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, run
+from .scheduled_sampling import CausalScheduledSamplingTrainer
 
 GENERATION_BATCH_SIZE = 256
 SCORED_SPLITS = (("validation", "val"), ("test", "test"))
@@ -143,7 +146,8 @@ def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: 
 
 
 def sequence_task(experiment: Experiment) -> Task:
-    """The experiment's sequence task, a fresh decoder with the answer-only loss, scored by `sequence_scores`."""
+    """The experiment's sequence task, a fresh decoder with the answer-only loss (teacher forcing or scheduled
+    sampling), scored by `sequence_scores`."""
     if experiment.init_from is not None or experiment.week3 is not None:
         raise ValueError("a sequence task trains a new decoder with the task's own word-level tokenizer; drop "
                          "init_from and --week3.")
@@ -169,6 +173,8 @@ def sequence_task(experiment: Experiment) -> Task:
                    "prediction_loss_only": True},
         model_defaults={"is_decoder": True, "bos_token_id": tokenizer.bos_token_id,
                         "eos_token_id": tokenizer.eos_token_id},
+        trainer_class=functools.partial(CausalScheduledSamplingTrainer,
+                                        scheduled_sampling=experiment.scheduled_sampling),
     )
 
 
