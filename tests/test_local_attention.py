@@ -29,6 +29,11 @@ class Heads(torch.nn.Module):
     training = False
     is_causal = False
 
+    @staticmethod
+    def scoring(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        """The dot-product scores q k^T (`attention_scoring="dot"`)."""
+        return query @ key.transpose(-1, -2)
+
 
 def direct_attention(query, key, value, window, causal, padding, bias, scaling):  # noqa: ANN001, ANN201
     """Softmax over the visible keys of each query, one query at a time: the definition, with no mask at all."""
