@@ -629,7 +629,8 @@ def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnCon
     A static cache (`StaticCache`, `cache_implementation="static"`, what `torch.compile` decodes with) serves
     full-attention self-attention: its unwritten slots lie after the queries, where the causal mask hides them
     (`HfAttnModel.attention_masks`); a static sliding-window layer drops keys that the mask's window does not
-    model, and a static cross-attention half would pad the encoder's keys.
+    model, and the decoder of an encoder-decoder keeps dynamic caches (a static cross-attention half would pad the
+    encoder's keys).
     """
     if cache is None:
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
@@ -637,11 +638,11 @@ def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnCon
     parts = [cache.self_attention_cache, cache.cross_attention_cache] if is_pair else [cache]
     for part in parts:
         if part.is_compileable:
-            if part is parts[0] and not any(getattr(layer, "is_sliding", False) for layer in part.layers):
+            if not is_pair and not any(getattr(layer, "is_sliding", False) for layer in part.layers):
                 continue
             raise ValueError(
                 f"hf_attn decodes with a static cache ({type(part).__name__}) for full-attention self-attention "
-                "only; with sliding-window layers or cross-attention drop cache_implementation (or pass a "
+                "only (no sliding-window layers, no cross-attention); drop cache_implementation (or pass a "
                 "DynamicCache)."
             )
         is_self_attention = part is parts[0]
