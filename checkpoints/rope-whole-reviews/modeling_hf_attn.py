@@ -178,40 +178,6 @@ ATTENTION_SCORINGS: dict[str, type[DotProductScoring]] = {
     "additive": AdditiveScoring,
 }
 
-def local_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    blocks: BandBlocks,
-    attention_function: Callable,
-    scaling: float,
-    dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, None]:
-    """Sliding-window self-attention over the scores inside the window only: `attention_function` (any backend)
-    runs on the small blocks of `blocks` (masking.py `BandBlocks`) instead of the whole (length, length) square,
-    so cost and memory grow linearly with the length.
-
-    Inputs as the attention functions take them, (batch, heads, length, head_dim), the queries and keys being the
-    same slots (no cache before them); `position_bias` is already cut to the blocks (`BandBlocks.scores`). Returns
-    (batch, length, heads, head_dim), zeros for a query that sees no key (as the dense path), and no weights.
-    """
-    output, _ = attention_function(
-        module,
-        blocks.queries(query),
-        blocks.keys(key),
-        blocks.keys(value),
-        blocks.mask,
-        scaling=scaling,
-        dropout=dropout,
-        position_bias=position_bias,
-        is_causal=False,
-    )  # (batch x blocks, block, heads, head_dim)
-    output = output.reshape(blocks.batch, -1, *output.shape[2:])[:, : blocks.length]
-    if blocks.sees_a_key is not None:
-        output = output.masked_fill(~blocks.sees_a_key, 0.0)
-    return output, None
 
 
 class HfAttnAttention(nn.Module):
@@ -382,6 +348,42 @@ class HfAttnAttention(nn.Module):
             output = output.masked_fill(empty_query_rows, 0.0)
         output = self.o_proj(output.reshape(batch, query_length, self.num_heads * self.head_dim))
         return output, weights
+
+
+def local_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    blocks: BandBlocks,
+    attention_function: Callable,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, None]:
+    """Sliding-window self-attention over the scores inside the window only: `attention_function` (any backend)
+    runs on the small blocks of `blocks` (masking.py `BandBlocks`) instead of the whole (length, length) square,
+    so cost and memory grow linearly with the length.
+
+    Inputs as the attention functions take them, (batch, heads, length, head_dim), the queries and keys being the
+    same slots (no cache before them); `position_bias` is already cut to the blocks (`BandBlocks.scores`). Returns
+    (batch, length, heads, head_dim), zeros for a query that sees no key (as the dense path), and no weights.
+    """
+    output, _ = attention_function(
+        module,
+        blocks.queries(query),
+        blocks.keys(key),
+        blocks.keys(value),
+        blocks.mask,
+        scaling=scaling,
+        dropout=dropout,
+        position_bias=position_bias,
+        is_causal=False,
+    )  # (batch x blocks, block, heads, head_dim)
+    output = output.reshape(blocks.batch, -1, *output.shape[2:])[:, : blocks.length]
+    if blocks.sees_a_key is not None:
+        output = output.masked_fill(~blocks.sees_a_key, 0.0)
+    return output, None
 
 
 class HfAttnMLP(nn.Module):
