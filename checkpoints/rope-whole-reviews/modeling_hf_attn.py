@@ -179,7 +179,6 @@ ATTENTION_SCORINGS: dict[str, type[DotProductScoring]] = {
 }
 
 
-
 class HfAttnAttention(nn.Module):
     """Multi-head / grouped-query attention, as self-attention or as cross-attention.
 
