@@ -203,3 +203,14 @@ def test_the_error_profile_counts_answers_right_again_after_their_first_slip() -
     targets = ["a b c d", "a b c d", "a b c d", "a b c d", "a b"]
     answers = ["a b c d", "a x c d", "a x y d", "a b c", "a b"]  # right, one slip, compounding, short, right
     assert script["error_profile"](answers, targets) == {"wrong": 3, "right_length": 2, "right_after_first_error": 1}
+
+
+@pytest.mark.parametrize("kind", ["classification", "pretraining"])
+def test_a_run_with_no_answers_refuses_a_schedule_rather_than_ignore_it(kind: str) -> None:
+    from hf_attn.experiments.classification import classification_task
+    from hf_attn.experiments.pretraining import pretraining_task
+
+    make_task = {"classification": classification_task, "pretraining": pretraining_task}[kind]
+    experiment = load_experiment(CONFIGS / "smoke.yaml", ["scheduled_sampling.schedule=linear"])
+    with pytest.raises(ValueError, match="has no answers to sample: scheduled_sampling is read by hf-attn seq2seq"):
+        make_task(experiment)

@@ -25,7 +25,7 @@ from ..evaluation import classification_metric, f1_key
 from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier
 from ..tasks import load_classification
-from .config import Experiment
+from .config import Experiment, refuse_scheduled_sampling
 from .data import RandomWindows, limit_rows, tokenize_splits
 from .precision import default_device, resolve_precision
 from .run import Task, load_tokenizer, run
@@ -44,6 +44,7 @@ def classification_task(experiment: Experiment) -> Task:
     """The experiment's dataset (rows limited as the experiment asks), tokenized; training sees each text's first
     `max_length` tokens, or a random window of them with `train_window: random`; validation and test the
     first `read_length` (what the saved classifier reads)."""
+    refuse_scheduled_sampling(experiment, "a classifier")
     data = load_classification(experiment.dataset)
     raw = data.splits
     raw["train"] = limit_rows(raw["train"], experiment.limit_train)

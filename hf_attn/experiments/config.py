@@ -209,6 +209,14 @@ class Experiment:
         return self.read_length or self.max_length
 
 
+def refuse_scheduled_sampling(experiment: Experiment, run_kind: str) -> None:
+    """Refuse a schedule in a run that trains no decoder on answers (`run_kind`, e.g. "a classifier"): ignoring it
+    would report teacher forcing's run as scheduled sampling's."""
+    if experiment.scheduled_sampling.schedule != "none":
+        raise ValueError(f"{run_kind} has no answers to sample: scheduled_sampling is read by hf-attn seq2seq and by "
+                         "hf-attn train on a sequence task; drop the section (or scheduled_sampling.schedule=none).")
+
+
 # The values of Experiment.train_window: which tokens of a longer training review a step sees.
 TRAIN_WINDOWS = frozenset({"start", "random"})
 # The values of Experiment.objective (`hf-attn pretrain`): masked LM, replaced-token detection or causal LM.

@@ -42,7 +42,7 @@ from ..modeling_hf_attn import (
     HfAttnPreTrainedModel,
 )
 from ..tasks import dataset_source
-from .config import Experiment
+from .config import Experiment, refuse_scheduled_sampling
 from .data import limit_rows
 from .run import Task, load_tokenizer, run
 
@@ -206,6 +206,7 @@ def pretraining_task(experiment: Experiment) -> Task:
     `pretraining_scores`. Masked objectives mask the training chunks afresh in every batch and the
     validation chunks once; the causal objective predicts every next token of both (a decoder,
     `is_decoder=True`)."""
+    refuse_scheduled_sampling(experiment, "pretraining")
     train_texts, validation_texts, n_unlabelled = pretraining_corpus(experiment)
     tokenizer = load_tokenizer(experiment, train_texts["text"])
     train_chunks = chunk_texts(train_texts, tokenizer, experiment.max_length)
