@@ -93,8 +93,8 @@ def eager_attention_forward(
     return output, weights
 
 
-class DotProductScoring(nn.Module):
-    """`dot`: the score of query q and key k is q . k (Vaswani et al., 2017), scaled by the attention layer.
+class AttentionScoring(nn.Module):
+    """How an attention layer scores a query against a key (`attention_scoring`); one per attention layer.
 
     A scoring is asked twice: `project_query` maps the projected queries (batch, seq, heads x head_dim) before
     RoPE rotates them, and the eager attention calls it with (batch, heads, query, head_dim) queries and keys for
@@ -117,7 +117,12 @@ class DotProductScoring(nn.Module):
         return torch.matmul(query, key.transpose(2, 3))
 
     def init_parameters(self) -> None:
-        """Initialise the scoring's own parameters (called by `_init_weights`; a loaded one is left as it is)."""
+        """Initialise the scoring's own parameters (called by `_init_weights`; transformers' `initialization`
+        helpers leave a loaded parameter as it is)."""
+
+
+class DotProductScoring(AttentionScoring):
+    """`dot`: the score of query q and key k is q . k (Vaswani et al., 2017), scaled by the attention layer."""
 
 
 class BilinearScoring(DotProductScoring):
@@ -144,7 +149,7 @@ class BilinearScoring(DotProductScoring):
         init.copy_(self.weight, identity.expand_as(self.weight))
 
 
-class AdditiveScoring(DotProductScoring):
+class AdditiveScoring(AttentionScoring):
     """`additive`: v^T tanh(W1 q + W2 k) per head (Bahdanau et al., 2015), W1 and W2 head_dim x head_dim, v of
     head_dim.
 
@@ -172,7 +177,7 @@ class AdditiveScoring(DotProductScoring):
             init.normal_(parameter, std=self.head_dim**-0.5)
 
 
-ATTENTION_SCORINGS: dict[str, type[DotProductScoring]] = {
+ATTENTION_SCORINGS: dict[str, type[AttentionScoring]] = {
     "dot": DotProductScoring,
     "general": BilinearScoring,
     "additive": AdditiveScoring,
@@ -520,7 +525,7 @@ class HfAttnPreTrainedModel(PreTrainedModel):
         elif isinstance(module, PositionScheme):
             module.reset_buffers()
             module.init_parameters()
-        elif isinstance(module, DotProductScoring):
+        elif isinstance(module, AttentionScoring):
             module.init_parameters()
 
 
