@@ -17,6 +17,7 @@ from helpers import REPO
 from hf_attn.experiments import sequence
 from hf_attn.experiments.arena import ArenaConfigError, experiment_for, load_arena, run_arena
 from hf_attn.experiments.arena import report as arena_report
+from hf_attn.experiments.arena.kinds import SequenceCell
 
 LENGTH_ARENA = REPO / "configs" / "length" / "arena.yaml"
 SCAN_FOLDER = REPO.parent / "shared" / "data" / "scan"
@@ -43,6 +44,18 @@ def test_the_shipped_length_arena_loads_every_budget(budget: str) -> None:
     assert experiment.dataset == expected
     assert (experiment.seed, experiment.model["position_embedding_type"]) == (1, "fire")
     assert experiment_for(arena, "sequence", "rope", seed=0, task="reverse").dataset["name"] == "reverse"
+
+
+def test_scheme_settings_reach_that_schemes_experiments_and_stamps_only(tmp_path: Path) -> None:
+    arena = load_arena(LENGTH_ARENA, "study")
+    assert experiment_for(arena, "sequence", "sinusoidal", seed=0, task="copy").model["scale_embeddings"] is True
+    assert "scale_embeddings" not in experiment_for(arena, "sequence", "none", seed=0, task="copy").model
+    sinusoidal, none = (SequenceCell(task="copy", scheme=scheme, seed=0) for scheme in ("sinusoidal", "none"))
+    plain = load_arena(write_length_arena(tmp_path, scheme_settings={}), "study")
+    assert none.stamp(arena) == none.stamp(plain)  # another scheme's settings leave a cell's stamp as it was
+    assert sinusoidal.stamp(arena) != sinusoidal.stamp(plain)
+    with pytest.raises(ArenaConfigError, match=r"`scheme_settings` names \['xpos'\], not in `schemes`"):
+        load_arena(write_length_arena(tmp_path, scheme_settings={"xpos": {}}), "study")
 
 
 def test_a_task_of_another_kind_replaces_the_dataset_whole(tmp_path: Path) -> None:
@@ -99,7 +112,7 @@ def fake_sequence_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         return metrics
 
     tmp_path = tmp_path_factory.mktemp("length-arena")
-    path = write_length_arena(tmp_path, schemes=["none", "rope", "alibi"],
+    path = write_length_arena(tmp_path, schemes=["none", "rope", "alibi"], scheme_settings={},
                               tasks={"copy": {"dataset": {"name": "copy"}}, "sort": {"dataset": {"name": "sort"}}})
     arena = load_arena(path, "tiny")
     arena = dataclasses.replace(arena, budget=dataclasses.replace(arena.budget, seeds=[0, 1]))

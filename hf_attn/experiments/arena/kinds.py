@@ -109,8 +109,12 @@ class Cell:
         raise NotImplementedError
 
     def stamp(self, arena: Arena) -> dict[str, Any]:
-        """What the cell records to be refused (or replaced) where the arena's settings for it differ."""
-        return {"kind": self.kind, "version": self.version, "settings": settings_of(arena, self.depends_on(arena))}
+        """What the cell records to be refused (or replaced) where the arena's settings for it differ: those of
+        `depends_on`, and the `scheme_settings` of the schemes it measures that have some."""
+        schemes = (self.scheme,) if hasattr(self, "scheme") else arena.schemes
+        own = tuple(f"scheme_settings.{scheme}" for scheme in schemes if scheme in arena.scheme_settings)
+        return {"kind": self.kind, "version": self.version,
+                "settings": settings_of(arena, self.depends_on(arena) + own)}
 
     def needs(self, arena: Arena) -> set[Model]:
         """The models this cell is measured with, trained or read before its time starts."""

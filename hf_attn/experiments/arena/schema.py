@@ -67,8 +67,10 @@ class Arena:
     """A validated arena file with one budget chosen (see `load_arena`).
 
     An arena of IMDb classifiers names `classifier` and `pretraining` (and what to read them at); an arena of
-    sequence tasks names a `sequence` experiment and its `tasks`: each task's experiment keys (its `dataset`,
-    replacing the experiment's when it is of another kind, and e.g. `max_length`). An arena may name both.
+    sequence tasks names a `sequence` experiment and its `tasks`: each task's experiment keys (`task_keys`: its
+    `dataset`, and e.g. `max_length`). An arena may name both. `scheme_settings` are the experiment keys one
+    scheme's experiments add (after the budget's and the task's), such as the scaled token embeddings sinusoidal
+    positions are defined with.
     """
 
     path: Path
@@ -86,6 +88,7 @@ class Arena:
     window_stride: int | None = None
     sequence: str | None = None
     tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    scheme_settings: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     overrides: tuple[str, ...] = ()
 
     def settings(self) -> dict[str, Any]:
@@ -125,6 +128,10 @@ ARENA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tasks": (lambda value: isinstance(value, dict) and bool(value)
               and all(isinstance(keys, dict) for keys in value.values()),
               "a mapping of task names to experiment keys (a `dataset` mapping, `max_length`, ...)"),
+    "scheme_settings": (lambda value: isinstance(value, dict)
+                        and all(isinstance(keys, dict) for keys in value.values()),
+                        "a mapping of scheme names to experiment keys (what a scheme's definition adds, e.g. "
+                        "sinusoidal's scaled embeddings)"),
     "budgets": (lambda value: isinstance(value, dict) and bool(value), "a mapping of budget names to budgets"),
 }
 # The keys an arena needs for each experiment it names.
@@ -183,6 +190,9 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
         if missing:
             raise ArenaConfigError(f"{path}: missing key(s) {missing} (an arena of `{first}` experiments needs "
                                    f"{list(keys)}).")
+    unknown_schemes = sorted(set(raw.get("scheme_settings", {})) - set(raw["schemes"]))
+    if unknown_schemes:
+        raise ArenaConfigError(f"{path}: `scheme_settings` names {unknown_schemes}, not in `schemes`.")
     if budget not in raw["budgets"]:
         raise ArenaConfigError(f"{path}: no budget {budget!r}; choose one of {sorted(raw['budgets'])}.")
     budget_raw = raw.pop("budgets")[budget] or {}
@@ -224,7 +234,8 @@ def experiment_for(arena: Arena, kind: str, scheme: str, seed: int | None = None
     file."""
     name = "-".join(["arena", kind, *([task] if task else []), scheme, *([f"seed{seed}"] if seed is not None else [])])
     task_changes, dataset = task_keys(arena, task) if task is not None else ({}, {})
-    changes = merge_sections(merge_sections(getattr(arena.budget, kind), task_changes), {
+    changes = merge_sections(getattr(arena.budget, kind), task_changes)
+    changes = merge_sections(merge_sections(changes, arena.scheme_settings.get(scheme, {})), {
         "name": name, "model": {"position_embedding_type": scheme}, **({} if seed is None else {"seed": seed})})
     try:
         experiment = load_experiment(getattr(arena, kind), arena.overrides, changes=changes, replacing=dataset)
