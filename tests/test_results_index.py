@@ -74,3 +74,13 @@ def test_a_command_that_runs_a_script_the_repository_no_longer_has_is_marked(tmp
     assert commands == {"kept": "`python scripts/kept.py --output x.json`",
                         "gone": "`python scripts/gone.py --threads 2` (script removed)",
                         "cli": "`hf-attn bench --output results/bench/cli.json`"}
+
+
+def test_an_arenas_cells_are_left_to_its_report(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    cell = results / "arena" / "study" / "cells" / "mlm" / "rope" / "128.json"
+    cell.parent.mkdir(parents=True)
+    cell.write_text(json.dumps({"value": 4.1, "command": "hf-attn arena"}))
+    (results / "arena" / "study" / "arena.json").write_text(json.dumps({"command": "hf-attn arena"}))
+    names = [row[1].split("]")[0].lstrip("[") for row in table_rows(build_index(results))]
+    assert names == ["study/arena"]

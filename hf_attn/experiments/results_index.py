@@ -2,8 +2,8 @@
 
     python -m hf_attn.experiments.results_index [RESULTS_DIR]
 
-One table row per JSON file under RESULTS_DIR (default `results`): its study (the subfolder it lies in),
-its name linked to the file (and to the markdown report beside it named after the file or its folder, if
+One table row per JSON file under RESULTS_DIR (default `results`; not an arena's `cells/`, whose report is
+listed): its study (the subfolder it lies in), its name linked to the file (and to the markdown report beside it named after the file or its folder, if
 any), its key metric on test and validation, and the command recorded in it. The key metric is the first
 entry of `KEY_METRICS` whose keys the file holds; a file with none (a benchmark) is listed with its link
 and command only. A recorded command that runs a script the repository no longer has (`python scripts/X.py`)
@@ -100,10 +100,14 @@ def index_row(results_dir: Path, path: Path) -> str:
     return f"| {study} | {link} | {metric} | {format_value(test)} | {format_value(validation)} | {command_cell} |"
 
 
+CELLS = "cells"  # an arena's measurements, one JSON each: its report beside them is the result (arena.json)
+
+
 def build_index(results_dir: str | os.PathLike[str]) -> str:
-    """The markdown index of every `*.json` under `results_dir`, sorted by study and name."""
+    """The markdown index of every `*.json` under `results_dir` but an arena's `cells/`, sorted by study and name."""
     results_dir = Path(results_dir)
-    files = sorted(results_dir.rglob("*.json"), key=lambda path: path.relative_to(results_dir).with_suffix("").parts)
+    files = sorted((path for path in results_dir.rglob("*.json") if CELLS not in path.relative_to(results_dir).parts),
+                   key=lambda path: path.relative_to(results_dir).with_suffix("").parts)
     return HEADER + "".join(index_row(results_dir, path) + "\n" for path in files)
 
 
