@@ -3,12 +3,12 @@
     python -m hf_attn.experiments.results_index [RESULTS_DIR]
 
 One table row per JSON file under RESULTS_DIR (default `results`; not an arena's `cells/`, whose report is
-listed): its study (the subfolder it lies in), its name linked to the file (and to the markdown report beside it named after the file or its folder, if
-any), its key metric on test and validation, and the command recorded in it. The key metric is the first
-entry of `KEY_METRICS` whose keys the file holds; a file with none (a benchmark) is listed with its link
-and command only. A recorded command that runs a script the repository no longer has (`python scripts/X.py`)
-is marked as such, since it cannot be rerun. Regenerate the index after adding or changing results rather
-than editing it by hand.
+listed): its study (the subfolder it lies in), its name linked to the file (and to the markdown report beside it
+named after the file or its folder, if any), its key metric on test and validation, and the command recorded in
+it. The key metric is the first entry of `KEY_METRICS` whose keys the file holds; a file with none (a benchmark) is
+listed with its link and command only. A recorded command that runs a script the repository no longer has
+(`python scripts/X.py`) is marked as such, since it cannot be rerun. Regenerate the index after adding or changing
+results rather than editing it by hand.
 """
 
 from __future__ import annotations
