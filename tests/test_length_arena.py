@@ -15,7 +15,7 @@ import yaml
 from helpers import REPO
 
 from hf_attn.experiments import sequence
-from hf_attn.experiments.arena import ArenaConfigError, experiment_for, load_arena, run_arena
+from hf_attn.experiments.arena import ArenaConfigError, experiment_for, load_arena, run_arena, trained
 from hf_attn.experiments.arena import report as arena_report
 from hf_attn.experiments.arena.kinds import SequenceCell
 
@@ -155,3 +155,25 @@ def test_the_mean_reciprocal_rank_counts_only_tasks_every_scheme_learned(fake_se
     assert rank["by_scheme"] == {"none": 1.0, "alibi": 0.5, "rope": pytest.approx(1 / 3)}
     table = (fake_sequence_runs["results"] / "arena.md").read_text()
     assert "Not ranked: sort (alibi below 0.95 in distribution)." in table
+
+
+def test_a_finished_run_of_other_settings_is_trained_again(tmp_path: Path) -> None:
+    arena = load_arena(LENGTH_ARENA, "study")
+    experiment = experiment_for(arena, "sequence", "sinusoidal", seed=0, task="copy")
+    calls: list[str] = []
+
+    def train(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
+        calls.append(experiment.name)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return {"trained": True}
+
+    record = json.loads(json.dumps(dataclasses.asdict(experiment), default=str))
+    record["model"] = {**record["model"], "is_decoder": True}  # a default the task adds: the same run
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text(json.dumps({"experiment": record}))
+    assert trained(run_dir, train, experiment) == {"experiment": record} and calls == []
+    del record["model"]["scale_embeddings"]  # the run before sinusoidal scaled its embeddings: another model
+    (run_dir / "metrics.json").write_text(json.dumps({"experiment": record}))
+    assert trained(run_dir, train, experiment) == {"trained": True}
+    assert calls == [experiment.name]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,13 +24,36 @@ from .report import standard_error, summarize_sequences, write_report
 from .schema import WHOLE, Arena, experiment_for
 
 
+def holds(recorded: Any, current: Any) -> bool:
+    """Whether a recorded setting states `current`: equal, or for a section every key of `current` recorded equal
+    (a record may keep keys the code has since moved, and a run records the model defaults its task adds)."""
+    if isinstance(current, dict) and isinstance(recorded, dict):
+        return all(key in recorded and holds(recorded[key], value) for key, value in current.items())
+    return recorded == current
+
+
+def ran(metrics: dict[str, Any], experiment: Experiment) -> bool:
+    """Whether a finished run's `metrics` record `experiment` (`holds`, setting by setting; a setting the run's code
+    did not have yet is not compared)."""
+    recorded = metrics.get("experiment")
+    if recorded is None:
+        return True
+    current = json.loads(json.dumps(dataclasses.asdict(experiment), default=str))
+    return all(holds(recorded[key], value) for key, value in current.items() if key in recorded and key != "name")
+
+
 def trained(run_dir: Path, train: Callable[..., dict[str, Any]], experiment: Experiment,
             clock: StageClock | None = None, continue_from: Path | None = None) -> dict[str, Any]:
-    """A training run's metrics: read from a finished `run_dir`, resumed from its last checkpoint, continued from
-    a committed stage (`continue_from`), or run; within the stage's time (`StageStopped` when it stops first)."""
+    """A training run's metrics: read from a finished `run_dir` of the same experiment (`ran`), resumed from its last
+    checkpoint, continued from a committed stage (`continue_from`), or run, replacing a finished run of other
+    settings; within the stage's time (`StageStopped` when it stops first)."""
     metrics = run_dir / "metrics.json"
     if metrics.is_file():
-        return json.loads(metrics.read_text())
+        finished = json.loads(metrics.read_text())
+        if ran(finished, experiment):
+            return finished
+        print(f"{run_dir} holds a run of other settings than {experiment.name}'s: training it again")
+        shutil.rmtree(run_dir)
     clock = clock or StageClock(None)
     clock.check(what=f"training {experiment.name}")
     resume = any(run_dir.glob("checkpoint-*"))
