@@ -688,7 +688,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.embed_tokens = value
 
     def _band_blocks(
-        self, padding: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
+        self, attention_mask: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
         device: torch.device,
     ) -> BandBlocks | None:
         """How sliding layers compute only the scores inside their window (`local_attention_forward`), or None when
@@ -702,7 +702,8 @@ class HfAttnModel(HfAttnPreTrainedModel):
         if length < 2 * (block + 2 * window):
             return None
         return band_blocks(
-            padding, batch, length, causal=self.config.is_decoder, sliding_window=window, block=block, device=device
+            key_padding_mask(attention_mask), batch, length, causal=self.config.is_decoder, sliding_window=window,
+            block=block, device=device,
         )
 
     def attention_masks(
@@ -804,7 +805,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
             masks, unpadded, band = attention_mask, False, None
         else:
             band = None if static else self._band_blocks(
-                key_padding_mask(attention_mask), batch, length, past_length, output_attentions, hidden_states.device
+                attention_mask, batch, length, past_length, output_attentions, hidden_states.device
             )
             masks, unpadded = self.attention_masks(
                 attention_mask, length, cache, hidden_states.device, by_blocks=band is not None

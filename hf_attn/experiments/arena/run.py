@@ -232,7 +232,6 @@ class ArenaRun:
         experiment = experiment_for(self.arena, "classifier", scheme, seed, init_from)
         return trained(run_dir, classification.train, experiment, self.clock)
 
-
     def sequence_metrics(self, task: str, scheme: str, seed: int) -> dict[str, Any]:
         """The metrics of `scheme`'s decoder of `seed` on `task`: trained here (or resumed) within the stage's time.
         Only its cell is committed: the run folder is this machine's."""
