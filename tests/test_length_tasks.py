@@ -17,6 +17,7 @@ from helpers import REPO, SHARED, tiny_config_kwargs
 from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForCausalLM
+from hf_attn.tasks import dataset_source
 from hf_attn.tasks.length import (
     LENGTH_TASKS,
     Pair,
@@ -271,6 +272,18 @@ def test_scan_lengths_count_the_actions_and_follow_the_split(scan):
     assert (min(scan["test"]["length"]), max(scan["test"]["length"])) == (24, 48)
     assert not set(scan["train"]["input"]) & set(scan["validation"]["input"])
     assert not (set(scan["train"]["input"]) | set(scan["validation"]["input"])) & set(scan["test"]["input"])
+
+
+def test_scan_scores_in_distribution_and_past_it_as_one_bucket_each(scan):
+    source = dataset_source({"kind": "scan", "folder": str(SCAN_FOLDER), "n_validation": 500, "seed": 3})
+    in_distribution, past = source.score_buckets()
+    # Lake & Baroni's split: training commands have at most 22 actions, test ones 24 to 48.
+    assert in_distribution == (1, 22) and past[0] == 23 and past[1] >= 48
+    assert all(in_distribution[0] <= length <= in_distribution[1]
+               for split in ("train", "validation") for length in scan[split]["length"])
+    assert all(past[0] <= length <= past[1] for length in scan["test"]["length"])
+    assert dataset_source({"kind": "length", "name": "copy", "max_train_length": 5}).score_buckets() == [
+        (1, 5), (6, 10), (20, 20)]
 
 
 def test_scan_validation_is_seeded(scan):

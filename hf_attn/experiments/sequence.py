@@ -8,7 +8,7 @@ section, `CausalScheduledSamplingTrainer`). Validation loss picks the checkpoint
 and the task's word-level tokenizer, so `from_pretrained` loads both and `generate` answers.
 
 Scores: exact match of greedy answers (batched, stopping at [EOS]) by length bucket, with binomial standard errors,
-on validation (the training lengths) and test (L+1..2L and 4L for a generated task; each length for SCAN).
+on validation (the training lengths) and test (L+1..2L and 4L for a generated task; 23..48 for SCAN).
 `score_saved` scores a saved model on any JSONL file of pairs (`hf-attn score-pairs`).
 
 Every example of every split must fit the experiment's `max_length` (the model's `max_position_embeddings`): a
@@ -37,7 +37,6 @@ from ..tasks.length import (
     build_tokenizer,
     decoder_features,
     exact_match_by_length,
-    length_buckets,
     read_pairs,
     task_tokenizer,
 )
@@ -60,12 +59,6 @@ def sequence_tokenizer(source: Any, data: datasets.DatasetDict) -> PreTrainedTok
         return task_tokenizer(source.name)
     return build_tokenizer({word for split in data.values() for column in ("input", "target")
                             for text in split[column] for word in text.split()})
-
-
-def score_buckets(source: Any) -> list[tuple[int, int]] | None:
-    """The length buckets a task's scores are reported in: a generated task's `length_buckets(L)`; None (each
-    length on its own) for other tasks, whose lengths the data fixes."""
-    return length_buckets(source.max_train_length) if isinstance(source, GeneratedLengthTask) else None
 
 
 def check_max_length(experiment: Experiment, features: datasets.DatasetDict) -> None:
@@ -130,7 +123,7 @@ def score_pairs(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBase, pa
 
 
 def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: datasets.DatasetDict,
-                    buckets: list[tuple[int, int]] | None) -> dict[str, Any]:
+                    buckets: list[tuple[int, int]]) -> dict[str, Any]:
     """Validation loss; exact match by length bucket on validation and test; the first wrong test answers."""
     scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"]}
     precision = "bf16" if trainer.args.bf16 else "fp32"
@@ -166,7 +159,7 @@ def sequence_task(experiment: Experiment) -> Task:
         train_dataset=features["train"],
         eval_dataset=features["validation"],
         data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORE_INDEX),
-        score=lambda trainer: sequence_scores(trainer, tokenizer, data, score_buckets(source)),
+        score=lambda trainer: sequence_scores(trainer, tokenizer, data, source.score_buckets()),
         sizes={f"n_{name}": len(split) for name, split in data.items()},
         init_from_record="init_from",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False,
@@ -201,7 +194,7 @@ def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]]
     if not isinstance(dataset, dict):
         return None
     try:
-        return score_buckets(dataset_source(dataset))
+        return dataset_source(dataset).score_buckets()
     except ValueError:
         return None
 
@@ -211,7 +204,7 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
     """Exact match by length bucket of a saved task model on a JSONL file of `{"input", "target"}` pairs.
 
     A pair's length is its `length` key, else the number of words of its input. `buckets` default to those of the
-    task the run folder's metrics.json names (1..L, L+1..2L, 4L), else each length on its own. A pair holding a word
+    task the run folder's metrics.json names (1..L, L+1..2L, 4L; SCAN 1..22, 23..48), else each length on its own. A pair holding a word
     the model's tokenizer does not know is refused in one line: the model could not read or write it.
     """
     from transformers import AutoTokenizer

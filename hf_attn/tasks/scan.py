@@ -20,6 +20,9 @@ from .length import Pair, build_tokenizer, pairs_to_dataset_dict, split_seed
 SCAN_LENGTH_FILES = {"train": "tasks_train_length.txt", "test": "tasks_test_length.txt"}
 # The split's length measure: training targets have at most this many actions, test targets more.
 SCAN_MAX_TRAIN_LENGTH = 22
+# Exact match is reported in distribution (1..22) and past it (the test file's 24..48 actions), as one figure each:
+# Lake & Baroni and Kazemnejad et al. report the split's test accuracy whole.
+SCAN_LENGTH_BUCKETS = ((1, SCAN_MAX_TRAIN_LENGTH), (SCAN_MAX_TRAIN_LENGTH + 1, 48))
 
 
 def parse_scan_line(line: str, where: str) -> Pair:

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import datasets
 
 from ..experiments.data import IMDB_HUB_ID, LABEL_NAMES, is_imdb_folder, load_imdb, load_unlabelled
-from .length import get_length_task, length_splits
-from .scan import scan_length_split
+from .length import get_length_task, length_buckets, length_splits
+from .scan import SCAN_LENGTH_BUCKETS, scan_length_split
 
 
 class DatasetError(ValueError):
@@ -65,6 +65,11 @@ class DatasetSource:
     def unlabelled_texts(self) -> datasets.Dataset | None:
         """Texts beside the labelled ones that pretraining may read (a `text` column), None where there are none."""
         return None
+
+    def score_buckets(self) -> list[tuple[int, int]]:
+        """The inclusive length buckets a sequence task's exact match is reported in: the training lengths first,
+        then those past them, nearest first (the first of those ranks the schemes)."""
+        raise DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,6 +267,9 @@ class GeneratedLengthTask(DatasetSource):
         return length_splits(self.name, self.max_train_length, self.n_train, self.n_validation,
                              self.n_test_per_length, self.seed)
 
+    def score_buckets(self) -> list[tuple[int, int]]:
+        return length_buckets(self.max_train_length)
+
 
 @dataclasses.dataclass(frozen=True)
 class ScanLengthSplit(DatasetSource):
@@ -276,6 +284,9 @@ class ScanLengthSplit(DatasetSource):
 
     def load_pairs(self) -> datasets.DatasetDict:
         return scan_length_split(self.folder, self.n_validation, self.seed)
+
+    def score_buckets(self) -> list[tuple[int, int]]:
+        return list(SCAN_LENGTH_BUCKETS)
 
 
 DATASETS: dict[str, type[DatasetSource]] = {
