@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from hf_attn import HfAttnConfig
+from hf_attn.analysis.hub import card_for_run
 from hf_attn.experiments.config import Experiment, load_experiment
 from hf_attn.experiments.sequence import generate_answers, score_pairs, sequence_task
 from hf_attn.modeling_hf_attn import HfAttnForCausalLM
@@ -142,6 +144,19 @@ def test_hf_attn_train_trains_a_decoder_on_a_sequence_task_that_loads_generates_
     cli.main(["score-pairs", "--model", str(run), "--pairs", str(tmp_path / "pairs.jsonl")])
     assert [(row["low"], row["high"]) for row in json.loads(capsys.readouterr().out)["exact_match_by_length"]] == [
         (1, 3), (4, 6)]
+
+    # its card: the measured exact match by bucket, the first bucket past the training lengths in the model-index, no
+    # IMDb, and an example whose answer is the task's (reversed by hand)
+    card = card_for_run(run, "someone/reverse-rope")
+    assert card.data.eval_results[0].metric_value == metrics["test_exact_match_by_length"][0]["accuracy"]
+    assert card.data.datasets is None and "byte-level" not in card.content
+    for split, key in (("validation", "val_exact_match_by_length"), ("test", "test_exact_match_by_length")):
+        for row in metrics[key]:
+            assert (f"| {split} | {row['low']}..{row['high']} | {row['accuracy']:.3f} ± {row['standard_error']:.3f} | "
+                    f"{row['count']} |") in card.content
+    question, answer = re.search(r'tokenizer\("([a-j ]+)", return_tensors="pt"\).*# ([a-j ]+)\n', card.content,
+                                 re.DOTALL).groups()
+    assert answer.split() == question.split()[::-1]
 
 
 @pytest.mark.parametrize(("lines", "message"), [

@@ -32,7 +32,7 @@ from transformers import AutoTokenizer, PreTrainedModel
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import AUTO_CLASSES
 from ..saved import load_strictly
-from .hub import build_description_card, build_model_card
+from .hub import build_description_card, card_from_records
 
 STORED_DTYPE = torch.float16
 WEIGHTS_NAME = "model.safetensors"  # a checkpoint's one weights file (a run's may be split, with an index)
@@ -124,13 +124,11 @@ def folder_bytes(folder: Path) -> int:
 
 def checkpoint_card(metrics: dict[str, Any] | None, config: dict[str, Any], repo_id: str,
                     encoder_of: str | None = None) -> ModelCard:
-    """The model card of a checkpoint: the classifier card where the run scored a classifier, else the card that
-    says what the model is (and how it was pretrained); both followed by how the weights are stored, and, for
-    the encoder alone (`encoder_of` names the run's model), which heads were left out."""
-    if metrics is not None and "test_accuracy" in metrics and encoder_of is None:
-        card = build_model_card(metrics, config, repo_id)
-    else:
-        card = build_description_card(metrics, config, repo_id)
+    """The model card of a checkpoint: the card of the run's records (`card_from_records`), or for the encoder alone
+    (`encoder_of` names the run's model) the card that says what it is; followed by how the weights are stored and
+    which heads were left out."""
+    card = (card_from_records(metrics, config, repo_id) if encoder_of is None
+            else build_description_card(metrics, config, repo_id))
     dropped = "" if encoder_of is None else (
         f"\nOnly the encoder of the run's `{encoder_of}` is stored (`hf-attn checkpoint --encoder-only`): its heads "
         "were left out, and a classifier fine-tuned from it starts its head afresh.\n")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -347,9 +348,109 @@ def build_description_card(metrics: dict[str, Any] | None, config: dict[str, Any
     return ModelCard(text)
 
 
+SEQUENCE_CARD_TEMPLATE = """---
+{card_data}
+---
+
+# hf-attn decoder for {task} ({scheme} positions)
+
+A {layers}-layer, {heads}-head, d={hidden} Transformer decoder with **{scheme}** position encoding, built with
+hf-attn (a Hugging Face–compatible package whose position scheme is one config field), trained to write the
+answer of {task} after reading its question. Data: {data}.
+
+A length-generalization probe: it was trained at the lengths of the table's first row and is read past them in
+the others.
+
+## Exact match by length
+
+Greedy answers, one token at a time until `[EOS]`; ± the binomial standard error over the row's pairs.
+
+| split | lengths | exact match | pairs |
+|---|---|---|---|
+{rows}
+
+Reproduce: `{command}`
+
+## Model
+
+- Position scheme: `{scheme}`; attention: SDPA (eager returns attention weights); pre-norm: {pre_norm}.
+- Tokenizer: word level, one token per symbol of the task ({vocab_size} tokens with `[PAD]` `[BOS]` `[EOS]` `[SEP]`
+  `[UNK]`); a prompt is `[BOS] input [SEP]`, the answer `target [EOS]`; `max_position_embeddings`: {positions}.
+- Trained with the loss on the answer only: {optimizer_steps} optimizer steps over {n_train} pairs.
+
+## How to use
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+model = AutoModelForCausalLM.from_pretrained("{repo_id}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
+prompt = tokenizer("{example_input}", return_tensors="pt")
+answer = model.generate(**prompt, max_new_tokens={max_new_tokens}, do_sample=False)
+print(tokenizer.decode(answer[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True))  # {example_target}
+```
+
+Score it on pairs of your own generator (JSONL, one `{{"input": ..., "target": ...}}` a line):
+`hf-attn score-pairs --model MODEL_FOLDER --pairs my_pairs.jsonl`.
+"""
+
+
+def _sequence_task(dataset: dict[str, Any]) -> tuple[str, str, tuple[str, str]]:
+    """A sequence task's name, a line on its data and an (input, target) example at a training length, from the
+    experiment's `dataset` section."""
+    from ..tasks.length import get_length_task  # the tasks' package imports the experiments', which import this one
+
+    if dataset.get("kind") == "scan":
+        return ("SCAN", "Lake & Baroni's length split: commands of at most 22 actions for training, 24-48 for test",
+                ("jump twice after walk left", "I_TURN_LEFT I_WALK I_JUMP I_JUMP"))
+    length = dataset["max_train_length"]
+    example = get_length_task(dataset["name"]).draw(random.Random(0), max(1, length // 2))
+    return (f"`{dataset['name']}`", f"generated, lengths 1..{length} for training; docs/length-tasks.md",
+            (example.input, example.target))
+
+
+def build_sequence_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: str) -> ModelCard:
+    """The card of a decoder trained on a sequence task (`hf-attn train` on a `length` or `scan` dataset): exact
+    match by length bucket on validation (the training lengths) and test (past them), from `metrics`, the first
+    test bucket in the model-index."""
+    scheme = config["position_embedding_type"]
+    task, data, (example_input, example_target) = _sequence_task(metrics["experiment"]["dataset"])
+    buckets = [(split, bucket) for split, key in (("validation", "val_exact_match_by_length"),
+                                                  ("test", "test_exact_match_by_length")) for bucket in metrics[key]]
+    rows = "\n".join(f"| {split} | {bucket['low']}..{bucket['high']} | {bucket['accuracy']:.3f} ± "
+                     f"{bucket['standard_error']:.3f} | {bucket['count']} |" for split, bucket in buckets)
+    first_past = metrics["test_exact_match_by_length"][0]
+    card_data = ModelCardData(
+        language="en", license="apache-2.0", library_name="transformers", pipeline_tag="text-generation",
+        model_name=repo_id, tags=["hf-attn", f"position-{scheme}", "custom_code", "length-generalization"],
+        eval_results=[EvalResult(
+            task_type="text-generation", dataset_type=task.strip("`"), dataset_name=task.strip("`"),
+            dataset_split=f"test, lengths {first_past['low']}..{first_past['high']}", metric_type="exact_match",
+            metric_name="exact match", metric_value=first_past["accuracy"])],
+    )
+    return ModelCard(SEQUENCE_CARD_TEMPLATE.format(
+        card_data=card_data.to_yaml(), task=task, data=data, scheme=scheme, layers=config["num_hidden_layers"],
+        heads=config["num_attention_heads"], hidden=config["hidden_size"], rows=rows,
+        command=metrics.get("command") or "see metrics.json", pre_norm=config.get("norm_position", "pre") == "pre",
+        vocab_size=config["vocab_size"], positions=config["max_position_embeddings"],
+        optimizer_steps=metrics.get("optimizer_steps"), n_train=metrics.get("n_train"), repo_id=repo_id,
+        example_input=example_input, example_target=example_target,
+        max_new_tokens=len(example_target.split()) + 1))
+
+
+def card_from_records(metrics: dict[str, Any] | None, config: dict[str, Any], repo_id: str) -> ModelCard:
+    """The card a run's records call for: the classifier card where the run scored a classifier, the sequence-task
+    card where it scored a decoder by exact match, else the card that says what the model is and how it was
+    pretrained."""
+    if metrics is not None and "test_accuracy" in metrics:
+        return build_model_card(metrics, config, repo_id)
+    if metrics is not None and "test_exact_match_by_length" in metrics:
+        return build_sequence_card(metrics, config, repo_id)
+    return build_description_card(metrics, config, repo_id)
+
+
 def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
-    """The card of a finished run folder (its `metrics.json` and `config.json`): the classifier card where the run
-    scored a classifier, else the card that says what the model is and how it was pretrained."""
+    """The card of a finished run folder, from its `metrics.json` and `config.json` (`card_from_records`)."""
     model_dir = Path(model_dir)
     for name in ("metrics.json", "config.json"):
         if not (model_dir / name).is_file():
@@ -359,9 +460,7 @@ def card_for_run(model_dir: str | os.PathLike[str], repo_id: str) -> ModelCard:
             )
     metrics = json.loads((model_dir / "metrics.json").read_text())
     config = json.loads((model_dir / "config.json").read_text())
-    if "test_accuracy" in metrics:
-        return build_model_card(metrics, config, repo_id)
-    return build_description_card(metrics, config, repo_id)
+    return card_from_records(metrics, config, repo_id)
 
 
 def write_model_code(folder: str | os.PathLike[str]) -> list[Path]:

@@ -204,8 +204,9 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
     """Exact match by length bucket of a saved task model on a JSONL file of `{"input", "target"}` pairs.
 
     A pair's length is its `length` key, else the number of words of its input. `buckets` default to those of the
-    task the run folder's metrics.json names (1..L, L+1..2L, 4L; SCAN 1..22, 23..48), else each length on its own. A pair holding a word
-    the model's tokenizer does not know is refused in one line: the model could not read or write it.
+    task the run folder's metrics.json names (1..L, L+1..2L, 4L; SCAN 1..22, 23..48), else each length on its own.
+    A pair holding a word the model's tokenizer does not know is refused in one line: the model could not read or
+    write it.
     """
     from transformers import AutoTokenizer
 
