@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
+import os
+import socket
 import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +22,7 @@ import yaml
 from helpers import REPO
 
 from hf_attn.experiments import sequence
-from hf_attn.experiments.arena import ArenaConfigError, experiment_for, load_arena, run_arena, trained
+from hf_attn.experiments.arena import Arena, ArenaConfigError, experiment_for, load_arena, run_arena, trained
 from hf_attn.experiments.arena import report as arena_report
 from hf_attn.experiments.arena.kinds import SequenceCell
 
@@ -93,15 +100,13 @@ def bucket_rows(values: tuple[float, ...], buckets: list[tuple[int, int]]) -> li
             for value, (low, high), count in zip(values, buckets, COUNTS)]
 
 
-@pytest.fixture(scope="module")
-def fake_sequence_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The length arena with three schemes, two tasks and two seeds, its trainings replaced by one that records
-    (task, scheme, seed) and reports `ACCURACIES`; run twice into one folder."""
-    calls: list[tuple[str, str, int]] = []
+def fake_training(calls: list[tuple[str, str, int]], seconds: float = 0.0) -> Callable[..., dict[str, Any]]:
+    """A training that records (task, scheme, seed) in `calls`, takes `seconds` and reports `ACCURACIES`."""
 
     def train(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
         task, scheme = experiment.dataset["name"], experiment.model["position_embedding_type"]
         calls.append((task, scheme, experiment.seed))
+        time.sleep(seconds)
         values = tuple(min(1.0, value + 0.01 * experiment.seed) for value in ACCURACIES[task][scheme])
         metrics = {"val_exact_match_by_length": bucket_rows(values[:1], [(1, 8)]),
                    "test_exact_match_by_length": bucket_rows(values[1:], [(9, 16), (32, 32)])[:2],
@@ -111,13 +116,29 @@ def fake_sequence_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
         (run_dir / "metrics.json").write_text(json.dumps(metrics))
         return metrics
 
-    tmp_path = tmp_path_factory.mktemp("length-arena")
-    path = write_length_arena(tmp_path, schemes=["none", "rope", "alibi"], scheme_settings={},
+    return train
+
+
+def fake_arena(folder: Path) -> Arena:
+    """The length arena with three schemes, two tasks (copy, sort) and two seeds."""
+    path = write_length_arena(folder, schemes=["none", "rope", "alibi"], scheme_settings={},
                               tasks={"copy": {"dataset": {"name": "copy"}}, "sort": {"dataset": {"name": "sort"}}})
     arena = load_arena(path, "tiny")
-    arena = dataclasses.replace(arena, budget=dataclasses.replace(arena.budget, seeds=[0, 1]))
+    return dataclasses.replace(arena, budget=dataclasses.replace(arena.budget, seeds=[0, 1]))
+
+
+ALL_CELLS = [(task, scheme, seed)  # in the arena's order: seed by seed, task by task
+             for seed in (0, 1) for task in ("copy", "sort") for scheme in ("none", "rope", "alibi")]
+
+
+@pytest.fixture(scope="module")
+def fake_sequence_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`fake_arena`, its trainings replaced by `fake_training`; run twice into one folder."""
+    calls: list[tuple[str, str, int]] = []
+    tmp_path = tmp_path_factory.mktemp("length-arena")
+    arena = fake_arena(tmp_path)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(sequence, "train_sequence", train)
+        patch.setattr(sequence, "train_sequence", fake_training(calls))
         patch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
         first = run_arena(arena, tmp_path / "out", tmp_path / "results")
         first_calls = list(calls)
@@ -127,10 +148,8 @@ def fake_sequence_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
 
 
 def test_sequence_cells_come_seed_by_seed_then_task_by_task_and_are_kept(fake_sequence_runs: dict[str, Any]) -> None:
-    expected = [(task, scheme, seed) for seed in (0, 1) for task in ("copy", "sort")
-                for scheme in ("none", "rope", "alibi")]
-    assert fake_sequence_runs["first_calls"] == expected
-    assert fake_sequence_runs["calls"] == expected  # the second run trains nothing: every cell is committed
+    assert fake_sequence_runs["first_calls"] == ALL_CELLS
+    assert fake_sequence_runs["calls"] == ALL_CELLS  # the second run trains nothing: every cell is committed
     cell = json.loads((fake_sequence_runs["results"] / "cells/tasks/sort/sequence/rope/seed1.json").read_text())
     assert cell["test_exact_match_by_length"][0]["accuracy"] == pytest.approx(0.71)
     assert len(cell["test_errors"]) == 5
@@ -177,3 +196,40 @@ def test_a_finished_run_of_other_settings_is_trained_again(tmp_path: Path) -> No
     (run_dir / "metrics.json").write_text(json.dumps({"experiment": record}))
     assert trained(run_dir, train, experiment) == {"trained": True}
     assert calls == [experiment.name]
+
+
+def test_two_stages_side_by_side_share_the_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(sequence, "train_sequence", fake_training(calls, seconds=0.05))
+    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    arena = fake_arena(tmp_path)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # one process, two stages: their claims still exclude
+        records = list(pool.map(lambda _: run_arena(arena, tmp_path / "out", tmp_path / "results"), range(2)))
+    assert sorted(calls) == sorted(ALL_CELLS)  # each cell measured once, by one stage or the other
+    assert all(record["skipped_as_claimed"] or record["measured_now"] for record in records)
+    assert sorted(path for record in records for path in record["measured_now"]) == sorted(
+        f"tasks/{task}/sequence/{scheme}/seed{seed}" for task, scheme, seed in ALL_CELLS)
+    assert not list((tmp_path / "out" / "claims").rglob("*.claim"))  # every claim given back
+    # the stage that wrote the table last read every cell, the other stage's included
+    table = (tmp_path / "results" / "arena.md").read_text()
+    assert "| alibi | 2 | 0.995 ± 0.005 | 0.405 ± 0.005 | 0.005 ± 0.005 |" in table
+
+
+def test_a_cell_another_live_process_holds_is_left_and_a_dead_ones_claim_taken_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(sequence, "train_sequence", fake_training(calls))
+    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    arena = fake_arena(tmp_path)
+    claims = tmp_path / "out" / "claims"
+    claims.mkdir(parents=True)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    host = socket.gethostname()
+    (claims / "cells--tasks--copy--sequence--rope--seed0.claim").write_text(f"{host} {os.getppid()}")  # alive
+    (claims / "cells--tasks--sort--sequence--none--seed1.claim").write_text(f"{host} {ended.pid}")  # ended
+    record = run_arena(arena, tmp_path / "out", tmp_path / "results")
+    assert record["skipped_as_claimed"] == ["tasks/copy/sequence/rope/seed0"]
+    assert sorted(calls) == sorted(cell for cell in ALL_CELLS if cell != ("copy", "rope", 0))
+    assert (claims / "cells--tasks--copy--sequence--rope--seed0.claim").is_file()  # not ours to give back
+    assert not (claims / "cells--tasks--sort--sequence--none--seed1.claim").exists()

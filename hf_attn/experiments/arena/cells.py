@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,22 +61,25 @@ class Cells:
     def pending(self, plan: Iterable[Cell]) -> list[Cell]:
         """The cells of `plan` left to measure, in order; the others are read into `done`. A cell measured with
         other settings is an `ArenaConfigError` naming them, unless its kind is measured again then."""
-        left = []
-        for cell in plan:
-            path = self.root / f"{cell.path}.json"
-            record = json.loads(path.read_text()) if path.is_file() else None
-            if record is not None and record.get("stamp") != cell.stamp(self.arena):
-                if not cell.replaced_when_stale:
-                    raise ArenaConfigError(f"{path} was measured with other settings ({self._differences(cell, record)}"
-                                           "): cells of other settings, budgets or code do not mix; pass another "
-                                           "--results folder, or delete the old cells")
-                record = None
-            if record is None:
-                left.append(cell)
-            else:
-                self.done[cell] = record
-                self._note(cell, record["seconds"])
-        return left
+        return [cell for cell in plan if not self.finished(cell)]
+
+    def finished(self, cell: Cell) -> bool:
+        """Whether `cell` is measured with this arena's settings (read into `done` if so), by this stage or another."""
+        if cell in self.done:
+            return True
+        path = self.root / f"{cell.path}.json"
+        record = json.loads(path.read_text()) if path.is_file() else None
+        if record is not None and record.get("stamp") != cell.stamp(self.arena):
+            if not cell.replaced_when_stale:
+                raise ArenaConfigError(f"{path} was measured with other settings ({self._differences(cell, record)}"
+                                       "): cells of other settings, budgets or code do not mix; pass another "
+                                       "--results folder, or delete the old cells")
+            record = None
+        if record is None:
+            return False
+        self.done[cell] = record
+        self._note(cell, record["seconds"])
+        return True
 
     def _differences(self, cell: Cell, record: dict[str, Any]) -> str:
         """What differs between a cell's recorded stamp and the arena's, in words."""
@@ -126,3 +132,75 @@ class Cells:
     def _note(self, cell: Cell, seconds: float) -> None:
         timing_class = cell.timing_class
         self.seconds_by_class[timing_class] = max(seconds, self.seconds_by_class.get(timing_class, 0.0))
+
+
+class Claims:
+    """What the stages running on this machine side by side are measuring or training, one file each under `folder`
+    (`NAME.claim`, holding the host and process that took it), so that two stages of one arena into one output
+    folder share its cells instead of measuring the same ones: a stage skips a cell another holds, or whose model
+    another is training, and the next stage measures what is left.
+
+    A claim is taken by creating its file exclusively, so two processes never both hold one; a claim whose process
+    is gone (on this host) is stale and taken over. Claims are of one machine: stages on machines that share no
+    output folder share only the committed cells.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.owner = f"{socket.gethostname()} {os.getpid()}"
+
+    def _path(self, name: str) -> Path:
+        return self.folder / f"{name.replace('/', '--')}.claim"
+
+    def take(self, name: str) -> bool:
+        """Take the claim `name` (True), or leave it to the live process holding it (False)."""
+        path = self._path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if not self._stale(path):
+                    return False
+                path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(descriptor, "w") as file:
+                file.write(self.owner)
+            return True
+        return False
+
+    def _stale(self, path: Path) -> bool:
+        """Whether the claim at `path` was taken by a process of this host that has ended."""
+        try:
+            owner = path.read_text()
+            if not owner:  # being written, or its taker died before writing: stale after a minute
+                return time.time() - path.stat().st_mtime > 60.0
+            host, pid = owner.rsplit(" ", 1)
+            if host == socket.gethostname():
+                os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except (FileNotFoundError, PermissionError):  # released meanwhile; a live process of another user
+            pass
+        return False
+
+    def release(self, name: str) -> None:
+        """Give the claim `name` back (only one this process holds)."""
+        path = self._path(name)
+        with contextlib.suppress(FileNotFoundError):
+            if path.read_text() == self.owner:
+                path.unlink()
+
+    @contextlib.contextmanager
+    def holding(self, names: Iterable[str]) -> Iterator[bool]:
+        """Take every claim of `names` for the block (True), or none (False) where another process holds one."""
+        names, taken = list(names), []
+        try:
+            for name in names:
+                if not self.take(name):
+                    break
+                taken.append(name)
+            yield len(taken) == len(names)
+        finally:
+            for name in taken:
+                self.release(name)

@@ -140,6 +140,9 @@ def markdown_report(record: dict[str, Any]) -> str:
     if record.get("stopped"):
         lines += ["", f"**Stage stopped by --max-time** ({record['stopped']}): the table holds what is measured "
                   "so far (a blank cell is not measured yet); the same command continues."]
+    if record.get("skipped_as_claimed"):
+        lines += ["", f"{len(record['skipped_as_claimed'])} cell(s) were left to another stage running beside this "
+                  "one on the same machine (its claims); the same command measures what neither finished."]
     if settings["classifier"]:
         lines += _classifier_lines(record, notes)
     if settings["sequence"]:

@@ -17,8 +17,8 @@ from .. import classification, pretraining, sequence
 from ..config import Experiment
 from ..records import cli_command
 from ..stages import STAGE_RECORD
-from .cells import Cells, StageClock, StageStopped
-from .kinds import SPLITS, ClassifierCell, Model, ReadingCell, WholeLengthCell, plan
+from .cells import Cells, Claims, StageClock, StageStopped
+from .kinds import SPLITS, Cell, ClassifierCell, Model, ReadingCell, WholeLengthCell, plan
 from .measure import na
 from .report import standard_error, summarize_sequences, write_report
 from .schema import WHOLE, Arena, experiment_for
@@ -131,6 +131,7 @@ class ArenaRun:
         self.checkpoints = Path(checkpoints) if checkpoints is not None else None
         self.clock = StageClock(max_time)
         self.cells = Cells(results / "cells", arena, cli_command(), self.clock)
+        self.claims = Claims(output_dir / "claims")
         self._experiments: dict[tuple[str, str, int | None], Experiment] = {}
         self._encoders: dict[str, tuple[Path, dict[str, Any]]] = {}
         self.training_length = self.experiment("classifier", arena.schemes[0]).max_length if arena.classifier else None
@@ -149,23 +150,40 @@ class ArenaRun:
                                   "seeds": self.arena.budget.seeds, "classifiers": {}, "pretraining": {},
                                   "whole_length": {}, "reading": {}, "mlm": {}, "speed": {}, "sequence": {},
                                   "stopped": None}
+        skipped = []
         try:
             for cell in self.pending:
-                if cell.wanted(self):
-                    for model in sorted(cell.needs(self.arena)):
-                        self.model(model)
-                    self.cells.measure(cell, functools.partial(cell.measure, self),
-                                       needs_seconds=0.0 if cell.trains() else None)  # a training checks its own
+                if not cell.wanted(self):
+                    continue
+                with self.claims.holding(self.claim_names(cell)) as held:
+                    if not held:  # another stage on this machine is measuring it, or training its model
+                        skipped.append(cell.path)
+                    elif not self.cells.finished(cell):  # (or has since measured it)
+                        for model in sorted(cell.needs(self.arena)):
+                            self.model(model)
+                        self.cells.measure(cell, functools.partial(cell.measure, self),
+                                           needs_seconds=0.0 if cell.trains() else None)  # a training checks its own
         except StageStopped as stop:
             record["stopped"] = str(stop)
-        for cell in self.plan:  # each cell's stamp stays in its file
-            if cell in self.cells.done and cell.wanted(self):
+        record["skipped_as_claimed"] = skipped
+        for cell in self.plan:  # each cell's stamp stays in its file; another stage's cells are read in too
+            if self.cells.finished(cell) and cell.wanted(self):
                 cell.report(record, {key: value for key, value in self.cells.done[cell].items() if key != "stamp"})
         record["measured_now"] = self.cells.measured
         summarize_readings(record)
         summarize_sequences(record)
         write_report(record, self.results)
         return record
+
+    def claim_names(self, cell: Cell) -> list[str]:
+        """The claims a stage holds while it measures `cell` (`Claims`): the cell, and every model its measuring
+        may train (those it needs or trains, and the encoder a fine-tuned classifier starts from)."""
+        models = {*cell.needs(self.arena), *filter(None, [cell.trains()])}
+        if self.arena.budget.fine_tune:
+            models |= {Model("encoder", model.scheme) for model in models if model.role == "classifier"}
+        names = sorted(f"models/{model.role}-{model.scheme}" + ("" if model.seed is None else f"-seed{model.seed}")
+                       for model in models)
+        return [f"cells/{cell.path}", *names]
 
     def experiment(self, kind: str, scheme: str, seed: int | None = None) -> Experiment:
         """The `classifier` or `pretraining` experiment of `scheme` (and `seed`), loaded once."""
