@@ -51,6 +51,10 @@ def test_the_shipped_length_arena_loads_every_budget(budget: str) -> None:
     assert experiment.dataset == expected
     assert (experiment.seed, experiment.model["position_embedding_type"]) == (1, "fire")
     assert experiment_for(arena, "sequence", "rope", seed=0, task="reverse").dataset["name"] == "reverse"
+    scan = experiment_for(arena, "sequence", "none", seed=0, task="scan")
+    assert scan.dataset["kind"] == "scan" and scan.max_length == 64
+    # SCAN's longer schedule is the study's; the tiny budget's few steps go after every task's keys
+    assert scan.training["max_steps"] == {"tiny": 2, "study": 4000}[budget]
 
 
 def test_scheme_settings_reach_that_schemes_experiments_and_stamps_only(tmp_path: Path) -> None:

@@ -228,13 +228,14 @@ def task_keys(arena: Arena, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def experiment_for(arena: Arena, kind: str, scheme: str, seed: int | None = None,
                    init_from: Path | None = None, task: str | None = None) -> Experiment:
-    """The `classifier`, `pretraining` or `sequence` experiment of `scheme`: the base file, the budget's keys, the
-    `task`'s keys (a sequence experiment), the scheme (and the `seed`, and a classifier's pretrained encoder
-    `init_from`), then the command line's overrides; a bad key is an `ExperimentConfigError` naming the arena
-    file."""
+    """The `classifier`, `pretraining` or `sequence` experiment of `scheme`: the base file, the `task`'s keys (a
+    sequence experiment), the budget's keys (after the task's: a budget sets what every task gets, so the tiny one
+    trains a task of longer schedule for its few steps too), the scheme (and the `seed`, and a classifier's
+    pretrained encoder `init_from`), then the command line's overrides; a bad key is an `ExperimentConfigError`
+    naming the arena file."""
     name = "-".join(["arena", kind, *([task] if task else []), scheme, *([f"seed{seed}"] if seed is not None else [])])
     task_changes, dataset = task_keys(arena, task) if task is not None else ({}, {})
-    changes = merge_sections(getattr(arena.budget, kind), task_changes)
+    changes = merge_sections(task_changes, getattr(arena.budget, kind))
     changes = merge_sections(merge_sections(changes, arena.scheme_settings.get(scheme, {})), {
         "name": name, "model": {"position_embedding_type": scheme}, **({} if seed is None else {"seed": seed})})
     try:
