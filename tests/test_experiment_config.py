@@ -183,10 +183,10 @@ def test_every_shipped_config_loads(path: Path, tmp_path: Path) -> None:
 def test_the_dataset_is_set_in_one_place() -> None:
     """Full-data IMDb experiments get IMDb's location from configs/base.yaml alone (a user overrides it with
     --dataset); only the smoke experiment, on the packaged sample, names its own, and the base of a study of
-    another task (the length study's generated task) names that task once."""
+    another task (the length study's generated task) names that task once, as SCAN's experiment names SCAN."""
     setting = {path.relative_to(REPO / "configs").as_posix() for path in CONFIGS
                if "dataset" in (yaml.safe_load(path.read_text()) or {})}
-    assert setting == {"base.yaml", "smoke.yaml", "length/base.yaml"}
+    assert setting == {"base.yaml", "smoke.yaml", "length/base.yaml", "length/scan.yaml"}
     base_dataset = yaml.safe_load((REPO / "configs" / "base.yaml").read_text())["dataset"]
     for path in CONFIGS:
         if path != SMOKE and path.parent.name != "length":

@@ -25,6 +25,7 @@ from hf_attn.experiments import sequence
 from hf_attn.experiments.arena import Arena, ArenaConfigError, experiment_for, load_arena, run_arena, trained
 from hf_attn.experiments.arena import report as arena_report
 from hf_attn.experiments.arena.kinds import SequenceCell
+from hf_attn.experiments.config import load_experiment
 
 LENGTH_ARENA = REPO / "configs" / "length" / "arena.yaml"
 SCAN_FOLDER = REPO.parent / "shared" / "data" / "scan"
@@ -75,6 +76,19 @@ def test_a_task_of_another_kind_replaces_the_dataset_whole(tmp_path: Path) -> No
     experiment = experiment_for(arena, "sequence", "none", seed=0, task="scan")
     assert experiment.dataset == scan
     assert experiment.max_length == 80
+
+
+def test_an_experiment_file_of_another_dataset_kind_replaces_its_bases_dataset_whole(tmp_path: Path) -> None:
+    scan_file = LENGTH_ARENA.parent / "scan.yaml"
+    stated = yaml.safe_load(scan_file.read_text())["dataset"]
+    experiment = load_experiment(scan_file, ["model.position_embedding_type=rope"])
+    assert experiment.dataset == stated  # none of base.yaml's generated-task settings left in it
+    assert (experiment.max_length, experiment.training["max_steps"]) == (64, 4000)
+    assert experiment.model["hidden_size"] == yaml.safe_load((LENGTH_ARENA.parent / "base.yaml").read_text())[
+        "model"]["hidden_size"]  # the rest is base.yaml's
+    same_kind = tmp_path / "copy.yaml"
+    same_kind.write_text(f"base: {LENGTH_ARENA.parent / 'base.yaml'}\ndataset: {{name: copy}}\n")
+    assert load_experiment(same_kind).dataset["max_train_length"] == 8  # a dataset of the same kind merges
 
 
 @pytest.mark.parametrize(("changes", "message"), [

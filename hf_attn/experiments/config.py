@@ -265,8 +265,16 @@ def merge_sections(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any
     return merged
 
 
+def replaces_dataset(inherited: Any, stated: Any) -> bool:
+    """Whether a `dataset` section `stated` over an `inherited` one replaces it whole instead of merging into it:
+    both mappings, of different `kind` (SCAN's settings do not mix with a generated task's)."""
+    return (isinstance(stated, dict) and isinstance(inherited, dict)
+            and stated.get("kind", inherited.get("kind")) != inherited.get("kind"))
+
+
 def read_experiment_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The keys of one experiment file with its `base:` chain merged in (the file's own keys win).
+    """The keys of one experiment file with its `base:` chain merged in (the file's own keys win; a `dataset` of
+    another kind than the base's replaces it whole, `replaces_dataset`).
 
     `base` is a path relative to the file. A base's `name` is dropped: an experiment is named by its
     own file. A missing file, a loop of bases, or a file that is not a YAML mapping is an
@@ -294,7 +302,10 @@ def read_experiment_file(path: str | os.PathLike[str], _chain: tuple[Path, ...] 
         raise ExperimentConfigError(f"{path}: `base` must be the path of another experiment file, got {base!r}.")
     inherited = read_experiment_file(path.parent / base, (*_chain, path))
     inherited.pop("name", None)
-    return merge_sections(inherited, raw)
+    merged = merge_sections(inherited, raw)
+    if replaces_dataset(inherited.get("dataset"), raw.get("dataset")):
+        merged["dataset"] = raw["dataset"]
+    return merged
 
 
 def parse_override(override: str) -> tuple[list[str], Any]:

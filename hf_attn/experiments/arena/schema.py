@@ -21,6 +21,7 @@ from ..config import (
     load_yaml,
     merge_sections,
     read_experiment_file,
+    replaces_dataset,
 )
 
 WHOLE = "whole"  # a read length: each test review whole (read at the longest test review's length)
@@ -218,10 +219,7 @@ def task_keys(arena: Arena, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
     (SCAN beside generated tasks) replaces it whole, since the two kinds' settings do not mix."""
     keys = dict(arena.tasks[task])
     dataset = keys.get("dataset")
-    base = read_experiment_file(arena.sequence).get("dataset")
-    other_kind = isinstance(dataset, dict) and isinstance(base, dict) and dataset.get("kind", base.get("kind")) != \
-        base.get("kind")
-    if other_kind:
+    if replaces_dataset(read_experiment_file(arena.sequence).get("dataset"), dataset):
         return {key: value for key, value in keys.items() if key != "dataset"}, {"dataset": dataset}
     return keys, {}
 
