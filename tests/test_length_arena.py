@@ -194,6 +194,23 @@ def test_the_mean_reciprocal_rank_counts_only_tasks_every_scheme_learned(fake_se
     assert "Not ranked: sort (alibi below 0.95 in distribution)." in table
 
 
+def test_the_ranking_seed_by_seed_gives_the_rankings_spread() -> None:
+    # Past the training length: seed 0 ranks a over b on both tasks; seed 1 ranks b first on copy, a on sort.
+    past = {("copy", "a"): (0.5, 0.2), ("copy", "b"): (0.3, 0.4), ("sort", "a"): (0.9, 0.8), ("sort", "b"): (0.1, 0.3)}
+    record = {"settings": {"schemes": ["a", "b"]}, "sequence": {
+        task: {scheme: {seed: {"val_exact_match_by_length": bucket_rows((1.0,), [(1, 8)]),
+                               "test_exact_match_by_length": bucket_rows((past[task, scheme][seed],), [(9, 16)])}
+                        for seed in (0, 1)} for scheme in ("a", "b")} for task in ("copy", "sort")}}
+    arena_report.summarize_sequences(record)
+    rank = record["mean_reciprocal_rank"]
+    # by hand: seed 0 a 1, b 1/2; seed 1 a (1/2 + 1) / 2, b (1 + 1/2) / 2
+    assert rank["by_seed"] == {0: {"a": 1.0, "b": 0.5}, 1: {"a": 0.75, "b": 0.75}}
+    for scheme, values in (("a", [1.0, 0.75]), ("b", [0.5, 0.75])):
+        mean, error = rank["seed_mean_and_error"][scheme]
+        assert mean == pytest.approx(statistics.mean(values))
+        assert error == pytest.approx(statistics.stdev(values) / math.sqrt(2))
+
+
 def test_a_finished_run_of_other_settings_is_trained_again(tmp_path: Path) -> None:
     arena = load_arena(LENGTH_ARENA, "study")
     experiment = experiment_for(arena, "sequence", "sinusoidal", seed=0, task="copy")

@@ -90,10 +90,20 @@ def summarize_sequences(record: dict[str, Any]) -> None:
                  for task, by_scheme in complete.items()}
     ranked = {task: {scheme: by_scheme[scheme][1]["value"] for scheme in schemes}
               for task, by_scheme in complete.items() if not unlearned[task]}
+    # The same ranking seed by seed (each seed's exact match past the training length), over the seeds every ranked
+    # task and scheme has: how far the ranking moves with the seed is its standard error.
+    cells = record["sequence"]
+    seeds = sorted(set.intersection(*[set(cells[task][scheme]) for task in ranked for scheme in schemes])) \
+        if ranked else []
+    by_seed = {seed: mean_reciprocal_rank({task: {scheme: cells[task][scheme][seed]["test_exact_match_by_length"][0][
+        "accuracy"] for scheme in schemes} for task in ranked}) for seed in seeds}
     record["mean_reciprocal_rank"] = {
         "bucket": "L+1..2L (test)", "tasks": sorted(ranked),
         "not_learned": {task: names for task, names in unlearned.items() if names},
-        "by_scheme": mean_reciprocal_rank(ranked) if ranked else {}}
+        "by_scheme": mean_reciprocal_rank(ranked) if ranked else {},
+        "by_seed": by_seed,
+        "seed_mean_and_error": {scheme: _mean_and_error([values[scheme] for values in by_seed.values()], math.nan)
+                                for scheme in schemes} if by_seed else {}}
 
 
 def _sequence_lines(record: dict[str, Any]) -> list[str]:
@@ -120,6 +130,11 @@ def _sequence_lines(record: dict[str, Any]) -> list[str]:
         order = sorted(rank["by_scheme"].items(), key=lambda item: -item[1])
         lines += ["", f"Mean reciprocal rank on {rank['bucket']} across {', '.join(rank['tasks'])}: "
                   + ", ".join(f"{scheme} {value:.2f}" for scheme, value in order) + "."]
+        if len(rank.get("by_seed", {})) >= 2:
+            by_seed = rank["seed_mean_and_error"]
+            lines += ["", f"Ranked seed by seed (seeds {', '.join(map(str, rank['by_seed']))}), mean ± the seeds' "
+                      "standard error: " + ", ".join(f"{scheme} {by_seed[scheme][0]:.2f} ± {by_seed[scheme][1]:.2f}"
+                                                     for scheme, _ in order) + "."]
     for task, names in rank.get("not_learned", {}).items():
         lines += ["", f"Not ranked: {task} ({', '.join(names)} below {LEARNED} in distribution)."]
     return lines
