@@ -117,7 +117,8 @@ def _arena(args: argparse.Namespace) -> None:
 
     arena = load_arena(args.config, args.budget, _overrides(args))
     results = args.results or str(Path(args.output_dir) / "results")
-    record = run_arena(arena, args.output_dir, results, max_time=args.max_time, checkpoints=args.checkpoints)
+    record = run_arena(arena, args.output_dir, results, max_time=args.max_time, checkpoints=args.checkpoints,
+                       report_only=args.report_only)
     print(f"measured {len(record['measured_now'])} new cell(s); table, JSON and plots in {results}/")
     if record["stopped"]:
         print(f"stage stopped by --max-time ({record['stopped']}); commit {results}/"
@@ -501,6 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
     arena.add_argument("--checkpoints", type=output_folder, metavar="DIR",
                        help="commit each scheme's encoder here as float16 (DIR/SCHEME) at the end of every stage, "
                        "for a stage on another machine to continue or fine-tune from")
+    arena.add_argument("--report-only", action="store_true",
+                       help="measure nothing: redraw the table, JSON and plots from the cells in --results (after "
+                       "pulling another machine's stage, say)")
     arena.add_argument("overrides", nargs="*", help="key=value overrides of both experiments")
     arena.set_defaults(func=_arena)
 

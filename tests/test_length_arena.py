@@ -194,6 +194,26 @@ def test_the_mean_reciprocal_rank_counts_only_tasks_every_scheme_learned(fake_se
     assert "Not ranked: sort (alibi below 0.95 in distribution)." in table
 
 
+def test_report_only_redraws_the_table_from_the_cells_and_measures_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    arena = fake_arena(tmp_path)
+    monkeypatch.setattr(sequence, "train_sequence", fake_training([]))
+    run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=60)
+    (tmp_path / "results" / "arena.md").unlink()
+    (tmp_path / "results" / "cells" / "tasks" / "sort" / "sequence" / "rope" / "seed1.json").unlink()
+
+    def refuse(*args: Any, **options: Any) -> None:
+        raise AssertionError("report_only trained a model")
+
+    monkeypatch.setattr(sequence, "train_sequence", refuse)
+    record = run_arena(arena, tmp_path / "out2", tmp_path / "results", max_time=0.001, report_only=True)
+    assert record["measured_now"] == [] and not record["stopped"]
+    assert set(record["sequence"]["sort"]["rope"]) == {"0"} and set(record["sequence"]["copy"]["rope"]) == {"0", "1"}
+    table = (tmp_path / "results" / "arena.md").read_text()
+    assert "| alibi | 2 | 0.995 ± 0.005 | 0.405 ± 0.005 | 0.005 ± 0.005 |" in table
+
+
 def test_the_ranking_seed_by_seed_gives_the_rankings_spread() -> None:
     # Past the training length: seed 0 ranks a over b on both tasks; seed 1 ranks b first on copy, a on sort.
     past = {("copy", "a"): (0.5, 0.2), ("copy", "b"): (0.3, 0.4), ("sort", "a"): (0.9, 0.8), ("sort", "b"): (0.1, 0.3)}

@@ -101,7 +101,8 @@ def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
 
 
 def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str | os.PathLike[str] | None = None,
-              max_time: float | None = None, checkpoints: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+              max_time: float | None = None, checkpoints: str | os.PathLike[str] | None = None,
+              report_only: bool = False) -> dict[str, Any]:
     """Measure every cell of `arena` not yet in `results_dir`, then write the table and plots there (default
     `output_dir/results`); returns the table's record.
 
@@ -110,11 +111,13 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
     `max_time` (minutes) the stage ends when it is up, at a step boundary of a training or before a cell it has no
     time for; what it finished is kept (cells in `results_dir/cells`, encoders in `checkpoints`), the record says
     `stopped`, and the same command continues. `checkpoints` is where each scheme's encoder is committed as
-    float16 (`checkpoints/SCHEME`), for a stage on another machine to continue from or fine-tune from.
+    float16 (`checkpoints/SCHEME`), for a stage on another machine to continue from or fine-tune from. With
+    `report_only`, nothing is measured: the table is redrawn from the cells there are.
     """
     output_dir = Path(output_dir)
     results = Path(results_dir) if results_dir is not None else output_dir / "results"
-    return ArenaRun(arena, output_dir, results, max_time, checkpoints).measure_all()
+    run = ArenaRun(arena, output_dir, results, None if report_only else max_time, checkpoints)
+    return run.measure_all(measure=not report_only)
 
 
 class ArenaRun:
@@ -143,8 +146,9 @@ class ArenaRun:
         trainings = {ClassifierCell(scheme=model.scheme, seed=model.seed).timing_class for model in self.to_train}
         self.cells.check_fits(max_time, {cell.timing_class for cell in self.pending} | trainings)
 
-    def measure_all(self) -> dict[str, Any]:
-        """Measure the pending cells in order (until the stage stops), then write the report of every cell there."""
+    def measure_all(self, measure: bool = True) -> dict[str, Any]:
+        """Measure the pending cells in order (until the stage stops; none without `measure`), then write the report
+        of every cell there."""
         record: dict[str, Any] = {"budget": self.arena.budget_name, "settings": self.arena.settings(),
                                   "command": cli_command(), "training_length": self.training_length,
                                   "seeds": self.arena.budget.seeds, "classifiers": {}, "pretraining": {},
@@ -152,7 +156,7 @@ class ArenaRun:
                                   "stopped": None}
         skipped = []
         try:
-            for cell in self.pending:
+            for cell in self.pending if measure else ():
                 if not cell.wanted(self):
                     continue
                 with self.claims.holding(self.claim_names(cell)) as held:
