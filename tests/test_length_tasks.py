@@ -56,13 +56,16 @@ def _digits(text: str) -> str:
     return re.sub(r"[^0-9]", "", text)
 
 
-def reference_written(task: str, number: str) -> str:
-    """How an addition task writes `number`: spaced digits, reversed, each after its place letter if hinted."""
+HINTS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def reference_written(task: str, number: str, start: int = 0) -> str:
+    """How an addition task writes `number`: spaced digits, reversed, each after its place letter if hinted (the
+    units' letter HINTS[start])."""
     written = number[::-1] if "_reversed" in task else number
     places = range(len(number)) if "_reversed" in task else range(len(number) - 1, -1, -1)
-    hints = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    if task.endswith("_hints"):
-        return " ".join(f"{hints[place]} {digit}" for place, digit in zip(places, written))
+    if "_hints" in task:
+        return " ".join(f"{HINTS[start + place]} {digit}" for place, digit in zip(places, written))
     return " ".join(written)
 
 
@@ -81,8 +84,9 @@ def reference_answer(task: str, text: str) -> str:
     if task == "sort":
         return " ".join(sorted(items))
     first, second = reference_operands(task, text)
-    assert text == f"{reference_written(task, first)} + {reference_written(task, second)}"
-    return reference_written(task, str(int(first) + int(second)))
+    start = HINTS.index(items[0]) if task.endswith("_random") else 0  # reversed: the units' letter comes first
+    assert text == f"{reference_written(task, first, start)} + {reference_written(task, second, start)}"
+    return reference_written(task, str(int(first) + int(second)), start)
 
 
 def reference_length(task: str, text: str) -> int:
@@ -109,7 +113,8 @@ def test_items_come_from_the_ten_letters_with_repeats(task, splits):
     assert any(len(set(pair.input.split())) < pair.length for pair in splits[task]["test"])  # sort sees repeats
 
 
-@pytest.mark.parametrize("task", ["addition", "addition_reversed", "addition_hints", "addition_reversed_hints"])
+@pytest.mark.parametrize("task", ["addition", "addition_reversed", "addition_hints", "addition_reversed_hints",
+                                  "addition_reversed_hints_random"])
 def test_operands_have_exactly_length_digits_without_leading_zeros(task, splits):
     for pair in all_pairs(splits[task]):
         for digits in reference_operands(task, pair.input):
@@ -202,6 +207,21 @@ def test_index_hints_change_the_writing_not_the_numbers():
         assert [_digits(pair.input) for pair in plain[split]] == [
             "".join(_digits(operand)[::-1] for operand in pair.input.split(" + ")) for pair in hinted[split]]
     assert len(draw_length_splits("addition_reversed_hints", 12, 1, 0, 1, seed=0)["test"]) == 13  # 48 digits fit
+
+
+def test_random_hint_starts_keep_the_numbers_and_show_training_every_letter_the_test_needs():
+    fixed, shifted = (draw_length_splits(task, 8, 2000, 50, 20, seed=3)
+                      for task in ("addition_reversed_hints", "addition_reversed_hints_random"))
+    for split in fixed:
+        assert [_digits(pair.input) for pair in fixed[split]] == [_digits(pair.input) for pair in shifted[split]]
+        assert [_digits(pair.target) for pair in fixed[split]] == [_digits(pair.target) for pair in shifted[split]]
+    starts = {pair.input.split()[0] for pair in shifted["train"]}
+    assert len(starts) > 40  # the units' letter varies (44 possible starts at 8 digits)
+    seen = {symbol for pair in shifted["train"] for symbol in pair.input.split() + pair.target.split()}
+    needed = {symbol for pair in shifted["test"] for symbol in pair.input.split() + pair.target.split()}
+    assert needed <= seen  # the fixed hints' 9- to 32-digit numbers need letters training never shows
+    fixed_seen = {symbol for pair in fixed["train"] for symbol in pair.input.split() + pair.target.split()}
+    assert not {symbol for pair in fixed["test"] for symbol in pair.input.split()} <= fixed_seen
 
 
 def test_the_dataset_dict_holds_the_drawn_pairs():

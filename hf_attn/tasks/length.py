@@ -105,24 +105,34 @@ class AdditionTask(LengthTask):
     as Zhou et al. (2024) do, so that a model emits each digit of the sum after the digits it depends on.
     With `index_hints`, each digit follows a letter naming its place (`A` the units, `B` the tens, ...; Zhou et
     al.'s index hints, aligned by place so that a digit of the sum and the digits it adds share a letter): the
-    52 letters A-Z a-z name at most 52 places, so hinted operands have at most 51 digits.
+    52 letters A-Z a-z name at most 52 places, so hinted operands have at most 51 digits. With
+    `random_hint_start`, the units' letter is drawn at random and the places take the letters after it (Zhou et
+    al. sample consecutive hints from an ordered set), so that training at short lengths sees every letter that
+    longer test numbers need; the letter is drawn from the pair's numbers (a SHA-512 seed), so the numbers stay
+    those every addition task draws with the same seed.
     """
 
-    def __init__(self, reversed_digits: bool = False, index_hints: bool = False) -> None:
+    def __init__(self, reversed_digits: bool = False, index_hints: bool = False,
+                 random_hint_start: bool = False) -> None:
         self.reversed_digits = reversed_digits
-        self.index_hints = index_hints
-        self.name = "addition" + ("_reversed" if reversed_digits else "") + ("_hints" if index_hints else "")
-        self.symbols = (*DIGITS, "+", *(HINT_SYMBOLS if index_hints else ()))
-        self.max_length = len(HINT_SYMBOLS) - 1 if index_hints else None
+        self.index_hints = index_hints or random_hint_start
+        self.random_hint_start = random_hint_start
+        self.name = ("addition" + ("_reversed" if reversed_digits else "") + ("_hints" if self.index_hints else "")
+                     + ("_random" if random_hint_start else ""))
+        self.symbols = (*DIGITS, "+", *(HINT_SYMBOLS if self.index_hints else ()))
+        self.max_length = len(HINT_SYMBOLS) - 1 if self.index_hints else None
 
     def draw(self, rng: random.Random, length: int) -> Pair:
         first, second = (_draw_number(rng, length) for _ in range(2))
         total = str(int(first) + int(second))
-        return Pair(f"{self._write(first)} + {self._write(second)}", self._write(total), length)
+        start = (random.Random(f"{first} + {second}").randrange(len(HINT_SYMBOLS) - len(total) + 1)
+                 if self.random_hint_start else 0)
+        return Pair(f"{self._write(first, start)} + {self._write(second, start)}", self._write(total, start), length)
 
-    def _write(self, number: str) -> str:
-        """`number`'s digits spaced, least significant first if reversed, each after its place's hint if hinted."""
-        places = [(HINT_SYMBOLS[place] if self.index_hints else "", digit)
+    def _write(self, number: str, start: int) -> str:
+        """`number`'s digits spaced, least significant first if reversed, each after its place's hint if hinted (the
+        units' hint the letter `start`)."""
+        places = [(HINT_SYMBOLS[start + place] if self.index_hints else "", digit)
                   for place, digit in enumerate(reversed(number))]  # units first
         if not self.reversed_digits:
             places.reverse()
@@ -138,7 +148,8 @@ def _draw_number(rng: random.Random, digits: int) -> str:
 LENGTH_TASKS: dict[str, LengthTask] = {
     task.name: task
     for task in (CopyTask(), ReverseTask(), SortTask(), AdditionTask(), AdditionTask(reversed_digits=True),
-                 AdditionTask(index_hints=True), AdditionTask(reversed_digits=True, index_hints=True))
+                 AdditionTask(index_hints=True), AdditionTask(reversed_digits=True, index_hints=True),
+                 AdditionTask(reversed_digits=True, random_hint_start=True))
 }
 
 
