@@ -40,12 +40,15 @@ from hf_attn import tokenization_hf_attn
 from hf_attn.tokenization_hf_attn import (
     HfAttnTokenizerFast,
     append_to_rows,
+    distinct_codes,
     first_words,
     kept_positions,
+    laid_out,
     normalizer_words,
     padded_rows,
     padded_width,
     ragged_take,
+    split_heads,
     word_end_pattern,
 )
 from hf_attn.week3 import (
@@ -716,3 +719,49 @@ def test_first_words_are_the_first_words_of_the_whole_text() -> None:
     for text in texts:
         for count in (1, 2, 3, 7, 16, 64):
             assert first_words(WORD_PATTERN.findall, text, count) == WORD_PATTERN.findall(text)[:count]
+
+
+def test_split_heads_is_each_texts_first_pieces_and_the_rest_after_them() -> None:
+    texts = ["a b  c d e", "  one\ttwo\n", "", "x", "p q r"]
+    counts = [2, 5, 3, 1, 3]
+    pieces, found, rests = split_heads(texts, counts)
+    expected = [text.split()[:count] for text, count in zip(texts, counts)]
+    assert pieces == [piece for head in expected for piece in head]
+    assert found.tolist() == [len(head) for head in expected]
+    assert rests == ["c d e", "", "", "", ""]
+    assert [head + rest.split() for head, rest in zip(expected, rests)] == [text.split() for text in texts]
+
+
+def test_distinct_codes_number_the_items_in_order_of_first_appearance() -> None:
+    items = ["b", "a", "b", "c", "a", "a", "d"]
+    codes, distinct = distinct_codes(items)
+    assert distinct == ["b", "a", "c", "d"]
+    assert [distinct[code] for code in codes.tolist()] == items
+    assert distinct_codes([])[1] == []
+
+
+def test_laid_out_groups_the_parts_of_each_code_in_order() -> None:
+    table, lengths = np.arange(100, 110), np.array([2, 3, 1, 4])  # part 0: 100 101, part 1: 102-104, ...
+    parts = [table[start:start + length].tolist() for start, length in zip(np.cumsum(lengths) - lengths, lengths)]
+    codes, parts_per_group = np.array([3, 0, 0, 2, 1]), np.array([2, 0, 3])
+    values, group_lengths = laid_out(table, lengths, codes, parts_per_group)
+    groups = [[part for code in codes[start:start + count].tolist() for part in parts[code]]
+              for start, count in zip(np.cumsum(parts_per_group) - parts_per_group, parts_per_group)]
+    assert values.tolist() == [value for group in groups for value in group]
+    assert group_lengths.tolist() == [len(group) for group in groups]
+
+
+@pytest.mark.parametrize("max_length", [1, 3, 128, 300])
+def test_truncation_reads_as_many_rounds_as_the_texts_need(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, max_length: int
+) -> None:
+    """Truncation reads each text's pieces in rounds, a fraction of the tokens still missing at a time: texts of
+    one-token pieces need many rounds, of long words one; a text may end in any round. Each row must be the
+    reference's first ``max_length`` ids."""
+    rng = np.random.default_rng(0)
+    words = ["a", "i", "the", "movie.", "extraordinarily", "don't", "!!", "x" * 40]
+    texts = [" ".join(rng.choice(words, size=size, p=probabilities).tolist()) for size, probabilities in
+             [(400, [0.5, 0.5, 0, 0, 0, 0, 0, 0]), (30, None), (900, None), (0, None), (129, [1, 0, 0, 0, 0, 0, 0, 0]),
+              (127, [1, 0, 0, 0, 0, 0, 0, 0]), (80, [0, 0, 0, 0, 0, 0, 0, 1])]]
+    encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    assert encoded == [reference.encode(text)[:max_length] for text in texts]

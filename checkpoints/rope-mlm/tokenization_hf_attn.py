@@ -39,6 +39,10 @@ END_OF_WORD_TOKEN = "Ġ"
 CHARACTERS_PER_WORD = 6
 """Characters searched per word wanted before the whole text is (about 5 a word in English reviews)."""
 
+PIECES_PER_MISSING_TOKEN = 0.375
+"""Pieces read, per token a truncated text still lacks, in each round of ``HfAttnTokenizerFast._truncated_ids``
+(a review's piece is two or three tokens of the Week 3 vocabulary: most texts need one round and a short one)."""
+
 WORDS_PER_CHUNK = 2048
 """Distinct words encoded in one Rust string (several strings run in parallel)."""
 
@@ -98,16 +102,63 @@ def ragged_take(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     return values[np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))]
 
 
+def split_heads(texts: list[str], counts: list[int]) -> tuple[list[str], np.ndarray, list[str]]:
+    """The first ``counts[i]`` whitespace-separated pieces of each text ``i``, laid end to end; how many each text
+    had; and the rest of each text after them ("" where none is left). ``str.split`` makes one list per text,
+    dropped as soon as its pieces are copied: tens of thousands of live lists would make Python's garbage
+    collector walk the caller's heap."""
+    pieces: list[str] = []
+    found = np.zeros(len(texts), dtype=np.int64)
+    rests = [""] * len(texts)
+    for row, (text, count) in enumerate(zip(texts, counts)):
+        head = text.split(maxsplit=count)
+        if len(head) > count:
+            rests[row] = head.pop()
+        found[row] = len(head)
+        pieces += head
+    return pieces, found, rests
+
+
+def distinct_codes(items: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Each item's index among the distinct items, and the distinct items in order of first appearance: one dict
+    pass (``setdefault`` keeps each item's first position), the rest in numpy."""
+    first_seen: dict[str, int] = {}
+    firsts = np.fromiter(map(first_seen.setdefault, items, itertools.count()), dtype=np.int64, count=len(items))
+    index_of_first = np.zeros(len(items), dtype=np.int64)
+    index_of_first[np.fromiter(first_seen.values(), dtype=np.int64, count=len(first_seen))] = np.arange(
+        len(first_seen)
+    )
+    return index_of_first[firsts], list(first_seen)
+
+
+def laid_out(
+    table: np.ndarray, lengths: np.ndarray, codes: np.ndarray, parts_per_group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Groups of parts by code: part ``i``'s values are ``table``'s ``lengths[i]`` values from the sum of the
+    lengths before it; ``codes`` lists the parts of every group, ``parts_per_group[g]`` of them for group ``g``.
+    Returns the groups' values laid end to end and each group's count."""
+    starts = np.cumsum(lengths) - lengths
+    part_lengths = lengths[codes]
+    group_of_part = np.repeat(np.arange(len(parts_per_group)), parts_per_group)
+    group_lengths = np.bincount(group_of_part, weights=part_lengths, minlength=len(parts_per_group))
+    return ragged_take(table, starts[codes], part_lengths), group_lengths.astype(np.int64)
+
+
 def append_to_rows(
     values: np.ndarray, lengths: np.ndarray, more_values: np.ndarray, more_lengths: np.ndarray, rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``lengths`` laid end to end in ``values``, with the rows of ``more_values`` (``more_lengths`` each)
-    appended to the rows ``rows``: the values laid end to end again, and the new lengths."""
-    row_of_value = np.concatenate([np.repeat(np.arange(len(lengths)), lengths), np.repeat(rows, more_lengths)])
-    order = np.argsort(row_of_value, kind="stable")  # a row's first values stay before its appended ones
+    appended to the distinct rows ``rows``: the values laid end to end again, and the new lengths. Each value
+    is written once at its new place (no sort)."""
     new_lengths = lengths.copy()
     new_lengths[rows] += more_lengths
-    return np.concatenate([values, more_values])[order], new_lengths
+    new_starts = np.cumsum(new_lengths) - new_lengths
+    appended = np.empty(len(values) + len(more_values), dtype=values.dtype)
+    starts, more_starts = np.cumsum(lengths) - lengths, np.cumsum(more_lengths) - more_lengths
+    appended[np.repeat(new_starts - starts, lengths) + np.arange(len(values))] = values
+    more_places = np.repeat(new_starts[rows] + lengths[rows] - more_starts, more_lengths)
+    appended[more_places + np.arange(len(more_values))] = more_values
+    return appended, new_lengths
 
 
 def padded_width(
@@ -321,63 +372,63 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         word anew; a batch of reviews repeats most of its words. With ``WORD_PATTERN`` (whose ``\\s`` is
         ``str.isspace``) the pieces are ``str.split``'s, whole words with the punctuation beside them, found
         in C; otherwise the pattern's words. Truncating to ``limit`` tokens needs at most ``limit`` pieces
-        (each word keeps at least one token), so only those are encoded: split at spaces, the first half of
-        them, then the rest only for the texts whose first half fell short of ``limit`` tokens (a word is
-        usually several tokens, so most texts stop at the first half).
+        (each word keeps at least one token), and usually far fewer: see ``_truncated_ids``.
         """
         find_words = self.word_pattern.findall
         by_spaces = self.word_pattern is WORD_PATTERN
-        if by_spaces and limit and limit > 1 and not keep_end:
-            first = limit // 2
-            heads = [text.split(maxsplit=first) for text in texts]
-            ids, lengths = self._ids_of_pieces([head[:first] for head in heads])
-            rows = np.repeat(np.arange(len(texts)), lengths)
-            kept = np.bincount(rows, weights=ids != self.end_of_word_id, minlength=len(texts))
-            has_more = np.fromiter(map(len, heads), dtype=np.int64, count=len(texts)) > first
-            short = np.flatnonzero(has_more & (kept < limit))
-            if not len(short):
-                return ids, lengths
-            tails = [heads[row][first].split(maxsplit=limit - first)[: limit - first] for row in short.tolist()]
-            return append_to_rows(ids, lengths, *self._ids_of_pieces(tails), short)
+        if by_spaces and limit and not keep_end:
+            return self._truncated_ids(texts, np.full(len(texts), limit))
         if limit is None:
             pieces_of_texts = [text.split() if by_spaces else find_words(text) for text in texts]
         elif keep_end:
             pieces_of_texts = [(text.rsplit(maxsplit=limit) if by_spaces else find_words(text))[-limit:]
                                if limit else [] for text in texts]
-        elif by_spaces:
-            pieces_of_texts = [text.split(maxsplit=limit)[:limit] for text in texts]
         else:
             pieces_of_texts = [first_words(find_words, text, limit) for text in texts]
-        return self._ids_of_pieces(pieces_of_texts)
+        pieces_per_text = np.fromiter(map(len, pieces_of_texts), dtype=np.int64, count=len(pieces_of_texts))
+        return self._ids_of_pieces(list(itertools.chain.from_iterable(pieces_of_texts)), pieces_per_text)
 
-    def _ids_of_pieces(self, pieces_of_texts: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-        """The Rust ids of each text's pieces, laid end to end, and each text's count (see ``_word_level_ids``)."""
-        find_words = self.word_pattern.findall
-        by_spaces = self.word_pattern is WORD_PATTERN
-        pieces = list(itertools.chain.from_iterable(pieces_of_texts))
-        first_seen: dict[str, int] = {}  # one dict pass: each piece's first position among ``pieces``
-        firsts = np.fromiter(map(first_seen.setdefault, pieces, itertools.count()), dtype=np.int64, count=len(pieces))
-        distinct_index = np.zeros(len(pieces), dtype=np.int64)
-        distinct_index[np.fromiter(first_seen.values(), dtype=np.int64, count=len(first_seen))] = np.arange(
-            len(first_seen)
-        )
-        codes = distinct_index[firsts]
+    def _truncated_ids(self, texts: list[str], missing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_word_level_ids`` of texts truncated to their first tokens, ``missing[i]`` of them for text ``i``: each
+        text's first pieces, read in rounds until they hold that many tokens or the text ends.
+
+        A piece keeps at least one token, so a text short of ``missing`` tokens needs at most ``missing`` more
+        pieces; with a few hundred tokens in the vocabulary a piece is two or three, so a round reads
+        ``PIECES_PER_MISSING_TOKEN`` of that (at least one), and the texts still short go to the next round on
+        what is left of them, its ids appended after this round's (``append_to_rows``). Every piece read costs
+        its split and its look-up, so reading fewer than the bound pays for the extra rounds.
+        """
+        counts = np.ceil(missing * PIECES_PER_MISSING_TOKEN).astype(np.int64)
+        pieces, pieces_per_text, rests = split_heads(texts, counts.tolist())
+        ids, lengths = self._ids_of_pieces(pieces, pieces_per_text)
+        text_of_id = np.repeat(np.arange(len(texts)), lengths)
+        missing = missing - np.bincount(text_of_id, weights=ids != self.end_of_word_id, minlength=len(texts))
+        short = np.flatnonzero((missing > 0) & np.fromiter(map(bool, rests), dtype=bool, count=len(rests)))
+        if len(short):
+            more = self._truncated_ids([rests[row] for row in short.tolist()], missing[short])
+            ids, lengths = append_to_rows(ids, lengths, *more, short)
+        return ids, lengths
+
+    def _ids_of_pieces(self, pieces: list[str], pieces_per_text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The Rust ids of texts' pieces (``pieces``, laid end to end, ``pieces_per_text`` of them to each text),
+        laid end to end, and each text's count (see ``_word_level_ids``).
+
+        A batch repeats its pieces ("movie.", "it's") and, more still, their words: each distinct piece is split
+        into its words once, each distinct word encoded once, and the ids are laid out by numpy, word ids into
+        piece ids, piece ids into the texts'."""
+        piece_codes, pieces = distinct_codes(pieces)
         # A piece goes to Rust as its words, so that "[PAD]" in a text stays three words, as in the document.
         # No list per piece is kept: many live lists make Python's garbage collector walk the caller's heap.
-        if by_spaces:
-            words = list(itertools.chain.from_iterable(map(find_words, first_seen)))
-            words_per_piece = np.fromiter(map(len, map(find_words, first_seen)), dtype=np.int64, count=len(first_seen))
+        if self.word_pattern is WORD_PATTERN:
+            find_words = self.word_pattern.findall
+            word_codes, words = distinct_codes(list(itertools.chain.from_iterable(map(find_words, pieces))))
+            words_per_piece = np.fromiter(map(len, map(find_words, pieces)), dtype=np.int64, count=len(pieces))
         else:
-            words, words_per_piece = list(first_seen), np.ones(len(first_seen), dtype=np.int64)
-        table = self._distinct_word_ids(words)
-        word_lengths = np.diff(np.flatnonzero(self._ends_word(table)) + 1, prepend=0)
-        piece_lengths = np.add.reduceat(word_lengths, np.cumsum(words_per_piece) - words_per_piece) if len(
-            first_seen) else word_lengths
-        lengths = piece_lengths[codes]
-        ids = ragged_take(table, (np.cumsum(piece_lengths) - piece_lengths)[codes], lengths)
-        pieces_per_text = np.fromiter(map(len, pieces_of_texts), dtype=np.int64, count=len(pieces_of_texts))
-        text_of_piece = np.repeat(np.arange(len(pieces_of_texts)), pieces_per_text)
-        return ids, np.bincount(text_of_piece, weights=lengths, minlength=len(pieces_of_texts)).astype(np.int64)
+            word_codes, words, words_per_piece = np.arange(len(pieces)), pieces, np.ones(len(pieces), dtype=np.int64)
+        word_table = self._distinct_word_ids(words)
+        word_lengths = np.diff(np.flatnonzero(self._ends_word(word_table)) + 1, prepend=0)
+        piece_table, piece_lengths = laid_out(word_table, word_lengths, word_codes, words_per_piece)
+        return laid_out(piece_table, piece_lengths, piece_codes, pieces_per_text)
 
     def _distinct_word_ids(self, words: list[str]) -> np.ndarray:
         """The Rust ids of ``words`` laid end to end, a few thousand words to a string: one Rust encoding per
