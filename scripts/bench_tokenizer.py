@@ -9,7 +9,9 @@ tensors). Every result is compared id for id with the reference's. The tokenizer
 returning Python lists, the default of a transformers tokenizer call. Also timed: the Rust tokenizer
 alone (what the class adds on top: dropping the lone ``</w>``, truncating and padding); and
 ``datasets.map`` over the whole split; and, against a fresh reference, every token of every review
-(neither truncated nor padded).
+(neither truncated nor padded). ``--against FILE`` also times another version of ``tokenization_hf_attn.py``
+(e.g. ``git show main:hf_attn/tokenization_hf_attn.py > /tmp/main_tokenization.py``) on the same call,
+interleaved with this checkout's, in CPU time.
 
     python scripts/bench_tokenizer.py --out results/bench/bench_tokenizer.json
 """
@@ -17,6 +19,8 @@ alone (what the class adds on top: dropping the lone ``</w>``, truncating and pa
 from __future__ import annotations
 
 import argparse
+import copy
+import importlib.util
 import json
 import os
 import platform
@@ -69,6 +73,22 @@ def reference_week3(reference: ReferenceTokenizer, texts: list[str]) -> dict[str
             "attention_mask": torch.tensor([mask for _, mask in encoded])}
 
 
+def tokenizer_of_file(tokenizer: HfAttnTokenizerFast, path: Path) -> HfAttnTokenizerFast:
+    """``tokenizer`` (same files, same settings) as an instance of the ``HfAttnTokenizerFast`` of ``path``."""
+    spec = importlib.util.spec_from_file_location("tokenization_against", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    other = copy.copy(tokenizer)
+    other.__class__ = module.HfAttnTokenizerFast
+    return other
+
+
+def cpu_timed(function: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.process_time()
+    result = function()
+    return result, time.process_time() - start
+
+
 def timed(function: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     result = function()
@@ -86,6 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3,
                         help="interleaved repeats of the reference and the tokenizer's tensors (median)")
     parser.add_argument("--map-batch-size", type=int, default=1000, help="datasets.map batch size")
+    parser.add_argument("--against", type=Path,
+                        help="another tokenization_hf_attn.py to time against this checkout's (interleaved, CPU time)")
     args = parser.parse_args(argv)
 
     texts = seed_train_reviews(args.imdb, args.limit)
@@ -112,6 +134,20 @@ def main(argv: list[str] | None = None) -> None:
     whole_reference = ReferenceTokenizer.from_week3_folder(args.week3)
     whole_expected, whole_reference_seconds = timed(lambda: [whole_reference.encode(text) for text in texts])
     whole, whole_seconds = timed(lambda: tokenizer(texts)["input_ids"])
+
+    against = None
+    if args.against is not None:
+        other = tokenizer_of_file(tokenizer, args.against)
+        times: dict[str, list[float]] = {"this checkout": [], str(args.against): []}
+        for _ in range(args.repeats):
+            for name, one in (("this checkout", tokenizer), (str(args.against), other)):
+                encoded, seconds = cpu_timed(lambda one=one: encode_week3(one, texts))
+                times[name].append(seconds)
+        against = {
+            "cpu_seconds_per_repeat": {name: [round(value, 3) for value in values] for name, values in times.items()},
+            "speedup": round(statistics.median(theirs / ours for ours, theirs in zip(*times.values())), 2),
+            "identical_ids": matches(encoded),
+        }
 
     backend = tokenizer.backend_tokenizer
     end_of_word = tokenizer.end_of_word_id
@@ -164,6 +200,7 @@ def main(argv: list[str] | None = None) -> None:
                 matches(mapped.with_format("torch")[:]),
             ),
         ],
+        "against": against,
         "environment": {
             "cpu": this_cpu(),
             "python": platform.python_version(),
@@ -178,6 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if against is not None:
+        print(f"against {args.against}: {against['speedup']}x its CPU time, identical={against['identical_ids']}")
     for entry in report["rows"]:
         print(
             f"{entry['method']:<70} {entry['seconds']:>8.2f} s {entry['reviews_per_s']:>7} reviews/s "
