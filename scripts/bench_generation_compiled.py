@@ -12,8 +12,10 @@ compare (the wall clock adds the time the other processes held the cores). Each 
 runs every variant once per mode (greedy, sampling) in turn, so load reaches all alike; a repeat's figure
 is the median of its steps, the row's the median of its repeats. The first call of a compiled variant at
 each context compiles (a static cache has a fixed number of slots: a new context is a new graph); its
-time is recorded. Tokens are compared across the four variants: the same greedy tokens, and the same
-samples from the same seed.
+time is recorded. Each model also runs compiled with its linear layers switched to
+`hf_attn.serving.StreamingLinear` ("streamed": a single row's products as a multiply-and-sum that streams the
+weights). Tokens are compared across the variants: the same greedy tokens, and the same samples from the same
+seed.
 
     python scripts/bench_generation_compiled.py --contexts 128,512,2048 --new-tokens 32 --repeats 5 \
         --out results/bench/generation-compiled.json
@@ -37,6 +39,7 @@ from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList
 from hf_attn.bench.generation import build_decoders
 from hf_attn.bench.runner import this_cpu
 from hf_attn.bench.settings import BenchSettings
+from hf_attn.serving import stream_single_row_products
 
 CLOCKS = ("wall", "cpu")
 MODES = {"greedy": dict(do_sample=False), "sampling": dict(do_sample=True, top_k=50, temperature=1.0)}
@@ -94,7 +97,9 @@ def main() -> None:
     static = dict(cache_implementation="static", compile_config=compile_config(not args.no_freezing))
     # Each compiled variant has a model of its own: a model keeps the compiled step of its last compile config.
     variants = {"hf-attn": (hf_attn, {}), "hf-attn static compiled": (copy.deepcopy(hf_attn), static),
-                "Llama": (llama, {}), "Llama static compiled": (copy.deepcopy(llama), static)}
+                "hf-attn static compiled streamed": (stream_single_row_products(copy.deepcopy(hf_attn)), static),
+                "Llama": (llama, {}), "Llama static compiled": (copy.deepcopy(llama), static),
+                "Llama static compiled streamed": (stream_single_row_products(copy.deepcopy(llama)), static)}
     load_start, started = os.getloadavg(), time.strftime("%Y-%m-%d %H:%M:%S")
     generator = torch.Generator().manual_seed(settings.seed)
     rows, compile_seconds = [], {}
@@ -125,11 +130,11 @@ def main() -> None:
                         key = reference.lower().replace(" ", "_")
                         row[f"{clock}_vs_{key}"] = statistics.median(steps[reference, mode, clock]) / median
                 rows.append(row)
-                print(f"{context:5d} {mode:8s} {name:24s} cpu {row['cpu_ms']:6.2f} ms/token "
+                print(f"{context:5d} {mode:8s} {name:32s} cpu {row['cpu_ms']:6.2f} ms/token "
                       f"{row['cpu_vs_llama']:.2f}x Llama {row['cpu_vs_llama_static_compiled']:.2f}x Llama compiled | "
                       f"wall {row['wall_ms']:6.2f} ms {row['wall_vs_llama']:.2f}x | same tokens: "
                       f"{row['same_tokens_as_hf_attn']}", flush=True)
-    for name in ("hf-attn static compiled", "Llama static compiled"):
+    for name in (name for name, (_, extra) in variants.items() if extra):
         for context in contexts:  # the warm-up call's time beyond a compiled call's: the compile
             steady = next(r for r in rows if (r["variant"], r["context"], r["mode"]) == (name, context, "greedy"))
             compile_seconds[f"{name} | {context}"] -= steady["wall_ms"] * args.new_tokens / 1e3
