@@ -119,6 +119,8 @@ def _arena(args: argparse.Namespace) -> None:
     results = args.results or str(Path(args.output_dir) / "results")
     record = run_arena(arena, args.output_dir, results, max_time=args.max_time, checkpoints=args.checkpoints,
                        report_only=args.report_only)
+    if args.report_only and not any((Path(results) / "cells").rglob("*.json")):
+        print(f"{results}/cells/ holds no cells: the table is empty; point --results at an arena's results folder")
     print(f"measured {len(record['measured_now'])} new cell(s); table, JSON and plots in {results}/")
     if record["stopped"]:
         print(f"stage stopped by --max-time ({record['stopped']}); commit {results}/"
