@@ -104,6 +104,9 @@ def main() -> None:
     generator = torch.Generator().manual_seed(settings.seed)
     rows, compile_seconds = [], {}
     for context in contexts:
+        # Each compiled variant compiles a graph of its own per context (a new cache size): forget the previous
+        # context's, which would otherwise count against Dynamo's recompile limit of the shared step function.
+        torch.compiler.reset()
         prompt = torch.randint(0, settings.generation_vocab_size - 1, (1, context), generator=generator)
         for name, (model, extra) in variants.items():  # warm-up; compiles the static variants' step
             began = time.perf_counter()
