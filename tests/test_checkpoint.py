@@ -323,13 +323,16 @@ STUDY_ENCODERS = REPO / "checkpoints" / "arena"
 
 
 def test_the_committed_checkpoints_keep_the_rules() -> None:
-    """checkpoints/ (checkpoints/README.md, tools/commit_checkpoint.py): at most 3 models in all, the study's
-    encoders (one folder per position scheme in checkpoints/arena/) included now that the study is done; each a
-    folder of at most 30 MB whose weights are float16 on disk and float32 by the config, with its card and
-    tokenizer; only a classifier's config names the task's labels."""
+    """checkpoints/ (checkpoints/README.md, tools/commit_checkpoint.py): at most 3 large models in all, the study's
+    encoders (one folder per position scheme in checkpoints/arena/) included now that the study is done, beside
+    small task models (at most 5 MB each, uncounted); each a folder of at most 30 MB whose weights are float16 on
+    disk and float32 by the config, with its card and tokenizer; only a classifier's config names the task's
+    labels."""
     study = [folder for folder in COMMITTED if folder.parent == STUDY_ENCODERS]
     assert {folder.name for folder in study} <= set(POSITION_SCHEMES), study
-    assert len(COMMITTED) <= commit_checkpoint.MAX_CHECKPOINTS, COMMITTED
+    large = [folder for folder in COMMITTED
+             if checkpoint.folder_bytes(folder) > commit_checkpoint.MAX_TASK_MODEL_MB * 1_000_000]
+    assert len(large) <= commit_checkpoint.MAX_CHECKPOINTS, large
     for folder in COMMITTED:
         assert checkpoint.folder_bytes(folder) <= commit_checkpoint.MAX_CHECKPOINT_MB * 1_000_000, folder
         assert {tensor.dtype for tensor in load_file(folder / "model.safetensors").values()} == {torch.float16}

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from hf_attn import cli
 
 MAX_CHECKPOINT_MB = 30  # per checkpoint folder, in 10^6 bytes
-MAX_CHECKPOINTS = 3  # folders in checkpoints/ at a time: a better one replaces an old one
+MAX_CHECKPOINTS = 3  # large folders in checkpoints/ at a time: a better one replaces an old one
+MAX_TASK_MODEL_MB = 5  # a task model this small (tools/commit_length_models.py) sits beside them, uncounted
 
 
 def main(argv: Sequence[str] | None = None) -> None:

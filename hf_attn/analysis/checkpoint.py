@@ -32,7 +32,7 @@ from transformers import AutoTokenizer, PreTrainedModel
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import AUTO_CLASSES
 from ..saved import load_strictly
-from .hub import build_description_card, card_from_records
+from .hub import build_description_card, card_from_records, write_model_code
 
 STORED_DTYPE = torch.float16
 WEIGHTS_NAME = "model.safetensors"  # a checkpoint's one weights file (a run's may be split, with an index)
@@ -149,6 +149,7 @@ def save_checkpoint_files(model: PreTrainedModel, run_dir: Path, folder: Path, r
     save_file({name: tensor.to(STORED_DTYPE) if tensor.is_floating_point() else tensor
                for name, tensor in weights.items()}, folder / WEIGHTS_NAME, metadata={"format": "pt"})
     AutoTokenizer.from_pretrained(run_dir).save_pretrained(folder)
+    write_model_code(folder)  # all five files, as every committed folder ships (a word-level tokenizer needs none)
     for record in RUN_RECORDS:  # kept as they are
         if (run_dir / record).is_file():
             shutil.copy2(run_dir / record, folder / record)

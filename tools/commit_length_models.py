@@ -6,7 +6,7 @@ validation loss, is written as a float16 checkpoint (`hf-attn checkpoint`, with 
 `--output/SCHEME`, replacing the one there; `--output/README.md` lists each chosen seed with its scores in and past
 the training lengths. Task models are small (about 1.7 MB each at the study's budget).
 
-    python scripts/commit_length_models.py --task reverse --results results/length/study --runs runs/length \
+    python tools/commit_length_models.py --task reverse --results results/length/study --runs runs/length \
         --output checkpoints/length/reverse
 """
 
@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from hf_attn.analysis.checkpoint import write_checkpoint
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's package and tools
 
-MAX_TASK_MODEL_MB = 5  # a task model sits beside the large checkpoints only while it stays this small
+from hf_attn.analysis.checkpoint import write_checkpoint  # noqa: E402
+from tools.commit_checkpoint import MAX_TASK_MODEL_MB  # noqa: E402
 
 
 def in_distribution(cell: dict[str, Any]) -> float:
@@ -57,7 +60,7 @@ def main() -> None:
         raise SystemExit(f"no committed cell of task {args.task!r} has its run folder under {args.runs}")
     lines = [f"# The length study's best decoder of each scheme on `{args.task}`", "",
              "Chosen on validation (exact match at the training lengths, then validation loss) among the seeds "
-             "trained on the machine that wrote this folder, by `python scripts/commit_length_models.py "
+             "trained on the machine that wrote this folder, by `python tools/commit_length_models.py "
              f"--task {args.task} --results {args.results} --runs {args.runs} --output {args.output}`; each folder "
              "is a float16 `from_pretrained` folder with its card. Test: exact match past the training length.", "",
              "| scheme | seed | validation (in distribution) | test, first bucket past it |", "|---|---|---|---|"]

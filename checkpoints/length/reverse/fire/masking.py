@@ -1,0 +1,183 @@
+"""Attention masks as small pure functions.
+
+Convention (the one `torch.nn.functional.scaled_dot_product_attention` and transformers' SDPA path
+take): a boolean tensor broadcastable to (batch, heads, query, key), `True` where attention is
+allowed. `None` means nothing is masked, which lets SDPA pick its fastest kernel. The model builds
+each distinct mask once per forward pass and hands it to every layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers.utils import is_tracing
+
+
+def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(batch, key) 1/0 padding mask -> (batch, 1, 1, key) boolean, or None when nothing is padding.
+
+    Whether anything is padding is read back to the host, so while a graph is captured (`torch.compile`,
+    export) the mask is always kept: the graph must serve padded batches too.
+    """
+    if attention_mask is None or (not is_tracing(attention_mask) and bool(attention_mask.all())):
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+def distance_mask(
+    query_length: int,
+    key_length: int,
+    *,
+    causal: bool,
+    sliding_window: int | None,
+    device: torch.device,
+    query_start: int | torch.Tensor | None = None,
+) -> torch.Tensor | None:
+    """(1, 1, query, key) mask of which key positions each query position may see.
+
+    `causal`: key j is visible from query i only if j <= i. `sliding_window`: only if |i - j| is at most
+    the window. Queries are aligned to the end of the keys, so a query block shorter than the keys
+    (incremental decoding) still lines up with its positions. A single query, the last key, sees every key
+    unless the window is shorter than the keys: no mask then (each decoding step of generation).
+
+    `query_start`: the key slot of the first query when the keys run past the queries (a static cache's
+    slots not yet written, which causality hides); a tensor stays on the device, so a compiled graph
+    serves every step.
+    """
+    if not causal and sliding_window is None:
+        return None
+    if query_start is None:
+        if query_length == 1 and (sliding_window is None or key_length - 1 <= sliding_window):
+            return None
+        query_start = key_length - query_length
+    query_pos = (torch.arange(query_length, device=device) + query_start)[:, None]
+    key_pos = torch.arange(key_length, device=device)[None, :]
+    allowed = torch.ones(query_length, key_length, dtype=torch.bool, device=device)
+    if causal:
+        allowed &= key_pos <= query_pos
+    if sliding_window is not None:
+        allowed &= (query_pos - key_pos).abs() <= sliding_window
+    return allowed[None, None]
+
+
+def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
+    """Logical AND of broadcastable boolean masks, skipping `None` (= no restriction)."""
+    present = [mask for mask in masks if mask is not None]
+    if not present:
+        return None
+    combined = present[0]
+    for mask in present[1:]:
+        combined = combined & mask
+    return combined
+
+
+def self_attention_mask(
+    padding: torch.Tensor | None,
+    query_length: int,
+    *,
+    causal: bool,
+    sliding_window: int | None,
+    device: torch.device,
+    key_length: int | None = None,
+    query_start: int | torch.Tensor | None = None,
+) -> torch.Tensor | None:
+    """The full self-attention mask: padding (`key_padding_mask`'s, built once for every layer type) AND
+    causal AND sliding window.
+
+    `key_length` (default: `query_length`) is longer when earlier keys come from a cache; `padding` then
+    covers all the keys, past and current, and the queries are the last `query_length` of them unless
+    `query_start` places them (see `distance_mask`).
+    """
+    key_length = query_length if key_length is None else key_length
+    return combine_masks(
+        padding,
+        distance_mask(
+            query_length, key_length, causal=causal, sliding_window=sliding_window, device=device,
+            query_start=query_start,
+        ),
+    )
+
+
+def fold_blocks(states: torch.Tensor, batch: int) -> torch.Tensor:
+    """(1|batch, heads, blocks, ...) -> (batch x blocks, heads, ...): each block of each row becomes a row."""
+    states = states.transpose(1, 2)
+    return states.expand(batch, *states.shape[1:]).reshape(-1, *states.shape[2:])
+
+
+@dataclass
+class BandBlocks:
+    """The layout of sliding-window attention that computes only the scores inside the window.
+
+    The `length` queries are cut into blocks of `block` positions. With a window w, block b's queries (slots
+    b x block on) can see only the `span` keys from slot b x block - w on: block + 2w of them, or block + w when
+    causal. Attention then runs as (batch x blocks) small attentions of (block, span) scores each, about
+    block + 2w scores per query instead of `length`. Slots before the first or past the last position are masked
+    out.
+
+    `query_slots` (blocks, block) and `key_slots` (blocks, span) are the slots each block reads (those outside the
+    sequence clamped to the nearest position, for indexing); `mask` is the
+    (batch x blocks, 1, block, span) mask of the keys each query may see (window, causality, padding); `sees_a_key`
+    (batch, length, 1, 1) flags the queries that see at least one key, None when all do (no padding: each query
+    sees itself).
+    """
+
+    batch: int
+    length: int
+    block: int
+    window: int
+    query_slots: torch.Tensor
+    key_slots: torch.Tensor
+    mask: torch.Tensor
+    sees_a_key: torch.Tensor | None
+
+    def queries(self, states: torch.Tensor) -> torch.Tensor:
+        """(batch, heads, length, head_dim) -> (batch x blocks, heads, block, head_dim)."""
+        return self._windows(states, 0, self.block)
+
+    def keys(self, states: torch.Tensor) -> torch.Tensor:
+        """(batch, heads, length, head_dim) -> (batch x blocks, heads, span, head_dim)."""
+        return self._windows(states, self.window, self.key_slots.shape[-1])
+
+    def _windows(self, states: torch.Tensor, before: int, size: int) -> torch.Tensor:
+        """Windows of `size` slots every `block` slots, the first starting `before` slots ahead of the sequence; slots
+        outside it hold zeros. One copy (the padding) in the projections' (batch, length, heads, head_dim) layout,
+        then views: neighbouring key windows overlap in memory instead of being copied."""
+        blocks = self.query_slots.shape[0]
+        after = (blocks - 1) * self.block + size - before - self.length
+        padded = nn.functional.pad(states.transpose(1, 2), (0, 0, 0, 0, before, after))
+        return padded.unfold(1, size, self.block).transpose(-1, -2).flatten(0, 1)  # (batch x blocks, heads, size, d)
+
+    def scores(self, scores: torch.Tensor) -> torch.Tensor:
+        """(1|batch, heads, length, length) -> (batch x blocks, heads, block, span): e.g. a position bias."""
+        return fold_blocks(scores[:, :, self.query_slots[:, :, None], self.key_slots[:, None, :]], self.batch)
+
+
+def band_blocks(
+    padding: torch.Tensor | None,
+    batch: int,
+    length: int,
+    *,
+    causal: bool,
+    sliding_window: int,
+    block: int,
+    device: torch.device,
+) -> BandBlocks:
+    """`BandBlocks` for `length` queries over the same `length` keys: `distance_mask`'s window (and causality) AND
+    `padding` (`key_padding_mask`'s (batch, 1, 1, length), or None), cut into blocks of `block` queries."""
+    window = sliding_window
+    blocks = -(-length // block)
+    span = block + window + (0 if causal else window)
+    query_slots = torch.arange(blocks * block, device=device).view(blocks, block)
+    key_slots = query_slots[:, :1] - window + torch.arange(span, device=device)
+    offset = key_slots[:, None, :] - query_slots[:, :, None]  # key - query, (blocks, block, span)
+    visible = (offset <= 0) & (offset >= -window) if causal else offset.abs() <= window
+    visible = (visible & ((key_slots >= 0) & (key_slots < length))[:, None, :])[None]  # (1, blocks, block, span)
+    query_slots, key_slots = query_slots.clamp(max=length - 1), key_slots.clamp(0, length - 1)
+    sees_a_key = None
+    if padding is not None:
+        visible = visible & padding[:, 0, 0, key_slots][:, :, None, :]  # (batch, blocks, block, span)
+        sees_a_key = visible.any(dim=-1).reshape(batch, -1)[:, :length, None, None]
+    mask = fold_blocks(visible[:, None], batch)
+    return BandBlocks(batch, length, block, window, query_slots, key_slots, mask, sees_a_key)

@@ -1,0 +1,1399 @@
+"""hf_attn models: a small Transformer encoder (or decoder) whose position scheme is one config field.
+
+Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if
+the scheme has them -> blocks -> final norm -> pooling -> classifier. The model builds the attention
+masks and the relative-position inputs (RoPE's cos/sin, ALiBi's bias) once per forward pass and
+passes them to every layer. The attention math is swappable through transformers'
+`attn_implementation` (`eager` here, `sdpa` from transformers' integration).
+
+A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches it decodes one
+token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
+
+The file is longer than this package's other modules (about 1,000 lines) because, as in transformers, one modeling
+file holds every head (classifier, masked LM, ELECTRA, causal LM): a Hub repo receives it whole with
+`trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import CONFIG_MAPPING, AutoConfig, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, EncoderDecoderCache
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithCrossAttentions,
+    MaskedLMOutput,
+    ModelOutput,
+    MultipleChoiceModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing, logging
+from transformers.utils.deprecation import deprecate_kwarg
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_hf_attn import HfAttnConfig
+from .masking import BandBlocks, band_blocks, key_padding_mask, self_attention_mask
+from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
+
+logger = logging.get_logger(__name__)
+
+# The fewest queries in a block of `local_attention_forward`: with a narrow window, tiny blocks would make many
+# small attentions that cost more in overhead than the scores they skip.
+LOCAL_MIN_BLOCK = 32
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+    **kwargs: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference attention: softmax(score(q, k) x scaling + bias) v, returning the weights too.
+
+    The scores are `module.scoring`'s: q k^T for `dot` and `general` (whose W the query already carries), Bahdanau's
+    v^T tanh(W1 q + W2 k) for `additive`; `scaling` is 1/sqrt(head_dim) for the scaled products, else 1.
+
+    Masked scores are filled with the dtype's minimum before the softmax (not -inf, which turns a fully
+    masked row into NaN) and zeroed again after it, so a fully masked row has weights exactly 0.
+    Inputs are (batch, heads, seq, head_dim); the output is (batch, seq, heads, head_dim) like
+    transformers' other attention functions.
+    """
+    key = repeat_kv(key, module.num_key_value_groups)
+    value = repeat_kv(value, module.num_key_value_groups)
+    scores = module.scoring(query, key) * scaling  # (B, H, Q, K)
+    if position_bias is not None:
+        scores = scores + position_bias
+    if attention_mask is not None:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    if attention_mask is not None:
+        weights = weights.masked_fill(~attention_mask, 0.0)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Q, H, D)
+    return output, weights
+
+
+class AttentionScoring(nn.Module):
+    """How an attention layer scores a query against a key (`attention_scoring`); one per attention layer.
+
+    A scoring is asked twice: `project_query` maps the projected queries (batch, seq, heads x head_dim) before
+    RoPE rotates them, and the eager attention calls it with (batch, heads, query, head_dim) queries and keys for
+    the (batch, heads, query, key) scores. `is_dot_product`: the scores are q' . k for the projected q', so SDPA
+    computes them and `scale_attn_weights` applies. `projects_query`: `project_query` is not the identity.
+    """
+
+    is_dot_product: bool = True
+    projects_query: bool = False
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+
+    def project_query(self, query: torch.Tensor) -> torch.Tensor:
+        return query
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(query, key.transpose(2, 3))
+
+    def init_parameters(self) -> None:
+        """Initialise the scoring's own parameters (called by `_init_weights`; transformers' `initialization`
+        helpers leave a loaded parameter as it is)."""
+
+
+class DotProductScoring(AttentionScoring):
+    """`dot`: the score of query q and key k is q . k (Vaswani et al., 2017), scaled by the attention layer."""
+
+
+class BilinearScoring(DotProductScoring):
+    """`general`: q^T W k with a learned head_dim x head_dim W per head (Luong et al., 2015).
+
+    Computed as (q W) . k: W is applied to the query before RoPE rotates it, so the scores stay a dot product (SDPA
+    applies) and, with RoPE, still depend on the offset alone. W starts at the identity, the dot product. After a
+    learned query projection, W is a reparametrisation (W_q W is one linear map): it changes how training moves the
+    scores, not which scores a layer can make.
+    """
+
+    projects_query = True
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
+
+    def project_query(self, query: torch.Tensor) -> torch.Tensor:
+        heads = query.unflatten(-1, (self.num_heads, self.head_dim))
+        return torch.einsum("bthd,hde->bthe", heads, self.weight).flatten(-2)
+
+    def init_parameters(self) -> None:
+        identity = torch.eye(self.head_dim, device=self.weight.device, dtype=self.weight.dtype)
+        init.copy_(self.weight, identity.expand_as(self.weight))
+
+
+class AdditiveScoring(AttentionScoring):
+    """`additive`: v^T tanh(W1 q + W2 k) per head (Bahdanau et al., 2015), W1 and W2 head_dim x head_dim, v of
+    head_dim.
+
+    Every query-key pair goes through the tanh, so the scores need a (batch, heads, query, key, head_dim)
+    intermediate: eager only, and memory grows with query x key x head_dim. W1, W2 and v start as N(0, 1/head_dim),
+    which keeps W q at q's scale.
+    """
+
+    is_dot_product = False
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.query_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
+        self.key_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
+        self.vector = nn.Parameter(torch.empty(self.num_heads, self.head_dim))
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        query = torch.einsum("bhqd,hde->bhqe", query, self.query_weight)
+        key = torch.einsum("bhkd,hde->bhke", key, self.key_weight)
+        hidden = torch.tanh(query[:, :, :, None, :] + key[:, :, None, :, :])  # (B, H, Q, K, D)
+        return torch.einsum("bhqke,he->bhqk", hidden, self.vector)
+
+    def init_parameters(self) -> None:
+        for parameter in (self.query_weight, self.key_weight, self.vector):
+            init.normal_(parameter, std=self.head_dim**-0.5)
+
+
+ATTENTION_SCORINGS: dict[str, type[AttentionScoring]] = {
+    "dot": DotProductScoring,
+    "general": BilinearScoring,
+    "additive": AdditiveScoring,
+}
+
+
+class HfAttnAttention(nn.Module):
+    """Multi-head / grouped-query attention, as self-attention or as cross-attention.
+
+    Self-attention projects Q, K and V with one fused matmul; cross-attention projects Q from this
+    sequence and K/V (one fused matmul) from the context. Positions (RoPE, ALiBi) apply to
+    self-attention only: in cross-attention, query and key positions index different sequences.
+    How a query and a key make a score is `scoring`'s (`attention_scoring`: dot, general, additive).
+
+    With a cache (decoding), self-attention appends its keys and values, RoPE applied, to the cache's layer
+    `layer_idx` and attends over all of them; cross-attention projects the encoder's keys and values once
+    and reads them back from the cross-attention half of an `EncoderDecoderCache` at later steps.
+    """
+
+    def __init__(self, config: HfAttnConfig, is_cross_attention: bool = False, layer_idx: int | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.head_dim = config.head_dim
+        self.num_heads = config.num_attention_heads
+        self.num_key_value_heads = config.num_key_value_heads
+        self.num_key_value_groups = config.num_key_value_groups
+        self.scoring = ATTENTION_SCORINGS[config.attention_scoring](config)
+        self.scaling = self.head_dim**-0.5 if config.scale_attn_weights and self.scoring.is_dot_product else 1.0
+        self.rope_layout = config.rope_layout
+        self.attention_dropout = config.attention_dropout
+        self.is_cross_attention = is_cross_attention
+        # transformers' SDPA treats a module without this flag as causal when the mask is None.
+        self.is_causal = False
+        q_width = self.num_heads * self.head_dim
+        kv_width = self.num_key_value_heads * self.head_dim
+        self.split_sizes = [q_width, kv_width, kv_width]
+        if is_cross_attention:
+            self.q_proj = nn.Linear(config.hidden_size, q_width, bias=config.attention_bias)
+            self.kv_proj = nn.Linear(config.hidden_size, 2 * kv_width, bias=config.attention_bias)
+        else:
+            self.qkv_proj = nn.Linear(config.hidden_size, q_width + 2 * kv_width, bias=config.attention_bias)
+        self.o_proj = nn.Linear(q_width, config.hidden_size, bias=config.attention_bias)
+
+    def _project(
+        self,
+        hidden_states: torch.Tensor,
+        context: torch.Tensor | None,
+        positions: AttentionPositions | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied."""
+        batch, query_length, _ = hidden_states.shape
+        if context is not None:
+            key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
+            query = self.scoring.project_query(self.q_proj(hidden_states))
+            return self._heads(batch, query_length, query, key, value)
+        projected = self.qkv_proj(hidden_states)
+        if self.scoring.projects_query:  # W joins the fused projection's query part, before RoPE rotates it
+            query, key_and_value = projected.split([self.split_sizes[0], sum(self.split_sizes[1:])], dim=-1)
+            projected = torch.cat((self.scoring.project_query(query), key_and_value), dim=-1)
+        if positions is None or positions.rotary is None:
+            query, key, value = projected.split(self.split_sizes, dim=-1)
+        else:
+            query_width, key_width, value_width = self.split_sizes
+            query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
+            # Q's and K's heads sit side by side in the fused projection: one rotation covers both.
+            rotated = apply_rotary(
+                query_and_key.view(batch, query_length, self.num_heads + self.num_key_value_heads, self.head_dim),
+                positions.rotary,
+                self.rope_layout,
+                heads_dim=2,
+            )
+            query, key = rotated.split([self.num_heads, self.num_key_value_heads], dim=2)
+            if value.requires_grad:  # a view of the fused projection would keep all of it alive for backward
+                value = value.contiguous()
+        return self._heads(batch, query_length, query, key, value)
+
+    def _heads(
+        self, batch: int, query_length: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Split the last dimension of Q, K and V into (heads, head_dim)."""
+        key_length = key.shape[1]
+        return (
+            query.view(batch, query_length, self.num_heads, self.head_dim),
+            key.view(batch, key_length, self.num_key_value_heads, self.head_dim),
+            value.view(batch, key_length, self.num_key_value_heads, self.head_dim),
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        positions: AttentionPositions | None = None,
+        context: torch.Tensor | None = None,
+        empty_query_rows: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        cache: Cache | None = None,
+        causal_only: bool = False,
+        band: BandBlocks | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None).
+        `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`).
+        `band`: compute only the scores within the sliding window, block by block (`local_attention_forward`);
+        `attention_mask` is then None and `positions.bias` already cut to the blocks."""
+        batch, query_length, _ = hidden_states.shape
+        if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
+            query = self.scoring.project_query(self.q_proj(hidden_states))
+            query = query.view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
+            cached = cache.cross_attention_cache.layers[self.layer_idx]
+            key, value = cached.keys, cached.values
+        else:
+            query, key, value = self._project(hidden_states, context, positions)
+            query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
+            if self.is_cross_attention and cache is not None:
+                key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+                cache.is_updated[self.layer_idx] = True
+            elif cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+        position_bias = positions.bias if positions is not None else None
+        if cache is not None and not self.is_cross_attention:
+            # A sliding-window cache layer returns only the last keys, where the mask and the bias cover all of them.
+            attention_mask = attention_mask[..., -key.shape[-2] :] if attention_mask is not None else None
+            position_bias = position_bias[..., -key.shape[-2] :] if position_bias is not None else None
+
+        attention_function: Callable = eager_attention_forward
+        is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
+        if not self.scoring.is_dot_product and self.config._attn_implementation != "eager":
+            logger.warning_once(
+                f"attention_scoring={self.config.attention_scoring!r} has no {self.config._attn_implementation} "
+                "kernel (its scores are not a product q k^T): attention runs eagerly."
+            )
+        eager = (
+            output_attentions
+            or self.config._attn_implementation == "eager"
+            or not self.scoring.is_dot_product
+            or query_length == 0  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
+        )
+        if not eager:
+            attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+            if causal_only and position_bias is None:
+                # ...unless it is the causal mask alone: as `is_causal`, SDPA's kernels skip the masked half
+                # of the scores instead of reading a mask (prefill and uncached generation are faster).
+                attention_mask, is_causal = None, True
+        dropout = self.attention_dropout if self.training else 0.0
+        if band is not None:
+            output, weights = local_attention_forward(
+                self,
+                query,
+                key,
+                value,
+                band,
+                attention_function,
+                scaling=self.scaling,
+                dropout=dropout,
+                position_bias=position_bias,
+            )
+        else:
+            output, weights = attention_function(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                scaling=self.scaling,
+                dropout=dropout,
+                position_bias=position_bias,
+                is_causal=is_causal,
+            )
+        if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
+            output = output.masked_fill(empty_query_rows, 0.0)
+        output = self.o_proj(output.reshape(batch, query_length, self.num_heads * self.head_dim))
+        return output, weights
+
+
+def local_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    blocks: BandBlocks,
+    attention_function: Callable,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, None]:
+    """Sliding-window self-attention over the scores inside the window only: `attention_function` (any backend)
+    runs on the small blocks of `blocks` (masking.py `BandBlocks`) instead of the whole (length, length) square,
+    so cost and memory grow linearly with the length.
+
+    Inputs as the attention functions take them, (batch, heads, length, head_dim), the queries and keys being the
+    same slots (no cache before them); `position_bias` is already cut to the blocks (`BandBlocks.scores`). Returns
+    (batch, length, heads, head_dim), zeros for a query that sees no key (as the dense path), and no weights.
+    """
+    output, _ = attention_function(
+        module,
+        blocks.queries(query),
+        blocks.keys(key),
+        blocks.keys(value),
+        blocks.mask,
+        scaling=scaling,
+        dropout=dropout,
+        position_bias=position_bias,
+        is_causal=False,
+    )  # (batch x blocks, block, heads, head_dim)
+    output = output.reshape(blocks.batch, -1, *output.shape[2:])[:, : blocks.length]
+    if blocks.sees_a_key is not None:
+        output = output.masked_fill(~blocks.sees_a_key, 0.0)
+    return output, None
+
+
+class HfAttnMLP(nn.Module):
+    """Position-wise feed-forward: act(x W1) W2, or the gated act(x Wg) * (x Wu) W2 (SwiGLU, GeGLU)."""
+
+    GATED = {"swiglu": "silu", "geglu": "gelu"}
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__()
+        self.is_gated = config.hidden_act in self.GATED
+        activation = self.GATED.get(config.hidden_act, config.hidden_act)
+        self.act = ACT2FN[activation]
+        up_width = 2 * config.intermediate_size if self.is_gated else config.intermediate_size
+        self.up_proj = nn.Linear(config.hidden_size, up_width)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        up = self.up_proj(hidden_states)
+        if self.is_gated:
+            gate, up = up.chunk(2, dim=-1)
+            return self.down_proj(self.act(gate) * up)
+        return self.down_proj(self.act(up))
+
+
+def build_norm(config: HfAttnConfig) -> nn.Module:
+    if config.norm_type == "rmsnorm":
+        return nn.RMSNorm(config.hidden_size, eps=config.norm_eps)
+    return nn.LayerNorm(config.hidden_size, eps=config.norm_eps)
+
+
+class HfAttnLayer(GradientCheckpointingLayer):
+    """Self-attention, optional cross-attention, feed-forward; each a residual sublayer.
+
+    Pre-norm: x + dropout(f(norm(x))). Post-norm: norm(x + dropout(f(x))).
+    """
+
+    def __init__(self, config: HfAttnConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.attention_type = config.layer_types[layer_idx]
+        self.pre_norm = config.norm_position == "pre"
+        self.self_attn = HfAttnAttention(config, layer_idx=layer_idx)
+        self.self_attn_norm = build_norm(config)
+        if config.add_cross_attention:
+            self.cross_attn = HfAttnAttention(config, is_cross_attention=True, layer_idx=layer_idx)
+            self.cross_attn_norm = build_norm(config)
+        self.mlp = HfAttnMLP(config)
+        self.mlp_norm = build_norm(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def _sublayer_input(self, hidden_states: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+        return norm(hidden_states) if self.pre_norm else hidden_states
+
+    def _residual(self, hidden_states: torch.Tensor, update: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+        hidden_states = hidden_states + self.dropout(update)
+        return hidden_states if self.pre_norm else norm(hidden_states)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        positions: AttentionPositions,
+        position_bias: torch.Tensor | None = None,
+        empty_query_rows: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        cache: Cache | None = None,
+        causal_only: bool = False,
+        band: BandBlocks | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        # The scheme's bias comes as a tensor argument of its own: reentrant gradient checkpointing carries the
+        # gradients of tensor arguments only, and a learned bias (t5, fire) needs its gradient.
+        positions = AttentionPositions(rotary=positions.rotary, bias=position_bias)
+        is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
+        update, self_weights = self.self_attn(
+            self._sublayer_input(hidden_states, self.self_attn_norm),
+            attention_mask,
+            positions=positions,
+            empty_query_rows=empty_query_rows,
+            output_attentions=output_attentions,
+            cache=cache.self_attention_cache if is_encoder_decoder_cache else cache,
+            causal_only=causal_only,
+            band=band,
+        )
+        hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
+        cross_weights = None
+        if encoder_hidden_states is not None:
+            update, cross_weights = self.cross_attn(
+                self._sublayer_input(hidden_states, self.cross_attn_norm),
+                encoder_attention_mask,
+                context=encoder_hidden_states,
+                output_attentions=output_attentions,
+                cache=cache if is_encoder_decoder_cache else None,  # a plain cache holds self-attention only
+            )
+            hidden_states = self._residual(hidden_states, update, self.cross_attn_norm)
+        update = self.mlp(self._sublayer_input(hidden_states, self.mlp_norm))
+        hidden_states = self._residual(hidden_states, update, self.mlp_norm)
+        return hidden_states, self_weights, cross_weights
+
+
+class HfAttnPreTrainedModel(PreTrainedModel):
+    config: HfAttnConfig
+    config_class = HfAttnConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["HfAttnLayer"]
+    _supports_sdpa = True
+    _can_compile_fullgraph = True  # tests/test_export.py: every scheme and head under torch.compile(fullgraph=True)
+    # Hidden states and attention weights are recorded by hooks (`capture_outputs` on `HfAttnModel.forward`).
+    _can_record_outputs = {
+        "hidden_states": HfAttnLayer,
+        "attentions": OutputRecorder(HfAttnAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(HfAttnAttention, index=1, layer_name="cross_attn"),
+    }
+    # Only the causal LM's loss takes the Trainer's `num_items_in_batch`; the other heads average their own loss.
+    accepts_loss_kwargs = False
+
+    def save_pretrained(self, save_directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> None:
+        """`PreTrainedModel.save_pretrained`, with every head of `AUTO_CLASSES` in the config's `auto_map`."""
+        module = type(self).__module__.rsplit(".", 1)[-1]  # `modeling_hf_attn`, also when loaded as remote code
+        heads = {auto_class: f"{module}.{model_class.__name__}" for auto_class, model_class in AUTO_CLASSES.items()}
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **heads}
+        super().save_pretrained(save_directory, *args, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Normal(0, initializer_range) everywhere (transformers' default), with the output projections
+        of residual branches scaled by 1/sqrt(2 * layers) as in GPT-2, so the residual stream's variance
+        does not grow with depth. Position buffers are recomputed: they are not in checkpoints."""
+        super()._init_weights(module)
+        if isinstance(module, (HfAttnAttention, HfAttnMLP)):
+            projection = module.o_proj if isinstance(module, HfAttnAttention) else module.down_proj
+            std = self.config.initializer_range / math.sqrt(2 * self.config.num_hidden_layers)
+            init.normal_(projection.weight, mean=0.0, std=std)
+        elif isinstance(module, PositionScheme):
+            module.reset_buffers()
+            module.init_parameters()
+        elif isinstance(module, AttentionScoring):
+            module.init_parameters()
+
+
+def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    """Ids outside the vocabulary are a clear error in eager mode; the check reads them back to the host,
+    so it is skipped while a graph is captured (`torch.compile`, export)."""
+    if not input_ids.numel() or is_tracing(input_ids):
+        return
+    lowest, highest = (int(value) for value in torch.aminmax(input_ids))  # one device sync, not two
+    if lowest < 0 or highest >= vocab_size:
+        raise ValueError(
+            f"input_ids hold ids outside [0, {vocab_size}) (min {lowest}, max {highest}): the tokenizer and "
+            "the model's vocab_size disagree. Use the tokenizer saved "
+            "with this model, or call model.resize_token_embeddings(len(tokenizer))."
+        )
+
+
+def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, Q, 1, 1) flags of query rows that see no key at all, or None when every row sees one (known
+    only by reading the flags back to the host, so while a graph is captured the flags are kept)."""
+    if mask is None:
+        return None
+    empty = ~mask.any(dim=-1)  # (B|1, 1, Q)
+    return empty.transpose(1, 2)[..., None] if is_tracing(empty) or bool(empty.any()) else None
+
+
+class GrowingCacheLayer(DynamicLayer):
+    """transformers' `DynamicLayer` with room to grow: each step's keys and values are written into spare slots
+    at the end of a larger buffer instead of being concatenated to the cache.
+
+    `DynamicLayer` concatenates, which copies every cached key and value at every step: O(context) bytes per
+    generated token on top of what attention reads. Here a step writes only its own tokens; when the buffer is
+    full it moves into one with room for `growth` times the context more (at least `min_room` tokens), so the
+    copies cost a constant per token on average, for at most that much unused room.
+
+    `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
+    reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
+    the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
+    writing in place would change tensors the backward pass needs. While a graph is captured (`torch.export`,
+    `torch.compile`) it is `DynamicLayer`'s too: whether a buffer still has room is a question about memory
+    (data pointers), which a traced tensor does not have, and a graph's output is a new tensor anyway.
+    """
+
+    growth = 0.25
+    min_room = 64
+    key_buffer: torch.Tensor | None = None
+    value_buffer: torch.Tensor | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        records_grad = torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad)
+        if records_grad or is_tracing(key_states):
+            return super().update(key_states, value_states, *args, **kwargs)
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        past = self.get_seq_length()
+        length = past + key_states.shape[-2]
+        if not (self._fills_start_of(self.key_buffer, self.keys, length, key_states)
+                and self._fills_start_of(self.value_buffer, self.values, length, value_states)):
+            room = max(self.min_room, int(length * self.growth))
+            self.key_buffer = self._new_buffer(self.keys, past, length + room, key_states)
+            self.value_buffer = self._new_buffer(self.values, past, length + room, value_states)
+        self.key_buffer[..., past:length, :] = key_states
+        self.value_buffer[..., past:length, :] = value_states
+        self.keys, self.values = self.key_buffer[..., :length, :], self.value_buffer[..., :length, :]
+        return self.keys, self.values
+
+    @staticmethod
+    def _fills_start_of(buffer: torch.Tensor | None, cached: torch.Tensor, length: int, new: torch.Tensor) -> bool:
+        """Whether `cached` is still the filled start of `buffer`, which has room for `length` tokens of `new` and
+        can be written here (a buffer made under `torch.inference_mode` cannot be written outside it)."""
+        return (
+            buffer is not None
+            and (torch.is_inference_mode_enabled() or not buffer.is_inference())
+            and cached.data_ptr() == buffer.data_ptr()
+            and cached.stride() == buffer.stride()
+            and buffer.shape[-2] >= length
+            and buffer.shape[:-2] == new.shape[:-2]
+            and buffer.dtype == new.dtype
+            and buffer.device == new.device
+        )
+
+    @staticmethod
+    def _new_buffer(cached: torch.Tensor, past: int, capacity: int, new: torch.Tensor) -> torch.Tensor:
+        buffer = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
+        if past:
+            buffer[..., :past, :] = cached
+        return buffer
+
+
+def self_attention_cache_layer(config: HfAttnConfig, layer_idx: int) -> DynamicLayer:
+    """The cache layer of a decoder's self-attention layer: a `GrowingCacheLayer` of every key, or for a sliding
+    layer transformers' `DynamicSlidingWindowLayer`, which keeps only the keys the window still sees: its window
+    counts the query itself, hf_attn's is `sliding_window` keys besides the query, so it is built one longer."""
+    if config.layer_types[layer_idx] == "sliding_attention":
+        return DynamicSlidingWindowLayer(sliding_window=config.sliding_window + 1)
+    return GrowingCacheLayer()
+
+
+def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnConfig) -> Cache:
+    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
+    decoder reads an encoder), else `cache`. Its self-attention layers not yet filled become
+    `self_attention_cache_layer`s (the layers `generate()` builds from `layer_types` keep one key too few), and its
+    cross-attention layers full `DynamicLayer`s, which keep every encoder key.
+
+    A static cache (`StaticCache`, `cache_implementation="static"`, what `torch.compile` decodes with) serves
+    full-attention self-attention: its unwritten slots lie after the queries, where the causal mask hides them
+    (`HfAttnModel.attention_masks`); a static sliding-window layer drops keys that the mask's window does not
+    model, and the decoder of an encoder-decoder keeps dynamic caches (a static cross-attention half would pad the
+    encoder's keys).
+    """
+    if cache is None:
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
+    is_pair = isinstance(cache, EncoderDecoderCache)
+    parts = [cache.self_attention_cache, cache.cross_attention_cache] if is_pair else [cache]
+    for part in parts:
+        if part.is_compileable:
+            if not is_pair and not any(getattr(layer, "is_sliding", False) for layer in part.layers):
+                continue
+            raise ValueError(
+                f"hf_attn decodes with a static cache ({type(part).__name__}) for full-attention self-attention "
+                "only (no sliding-window layers, no cross-attention); drop cache_implementation (or pass a "
+                "DynamicCache)."
+            )
+        is_self_attention = part is parts[0]
+        if is_self_attention and part.layer_class_to_replicate is not None and not part.layers:
+            # made now rather than one by one as used: each layer's kind decides its class
+            part.layers = [self_attention_cache_layer(config, index) for index in range(len(config.layer_types))]
+        for index, layer in enumerate(part.layers):
+            if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) and not layer.is_initialized:
+                part.layers[index] = self_attention_cache_layer(config, index) if is_self_attention else DynamicLayer()
+    return cache
+
+
+class HfAttnModel(HfAttnPreTrainedModel):
+    """The bare encoder (or decoder): embeddings -> blocks -> final norm (hidden states, attentions on request).
+
+    As a decoder (`is_decoder`), it takes a `cache` of earlier keys and values (or builds one with
+    `use_cache`): the inputs are then the next tokens, `attention_mask` covers past and new tokens, and the
+    position ids continue from the cache's length unless given (`generate()` gives them for left padding).
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.embedding_scale = config.embedding_scale
+        self.positions = build_position_scheme(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))
+        # Post-norm blocks already end in a norm; a second one would only rescale.
+        self.norm = build_norm(config) if config.norm_position == "pre" else nn.Identity()
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def _band_blocks(
+        self, attention_mask: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
+        device: torch.device,
+    ) -> BandBlocks | None:
+        """How sliding layers compute only the scores inside their window (`local_attention_forward`), or None when
+        they take a dense mask: with cached keys before the queries, for a sequence shorter than twice the keys a
+        block sees (the square is small then), and when the weights are asked for (returned whole, (batch, heads,
+        query, key))."""
+        window = self.config.sliding_window
+        if window is None or past_length or output_attentions:
+            return None
+        block = max(window, LOCAL_MIN_BLOCK)
+        if length < 2 * (block + 2 * window):
+            return None
+        return band_blocks(
+            key_padding_mask(attention_mask), batch, length, causal=self.config.is_decoder, sliding_window=window,
+            block=block, device=device,
+        )
+
+    def attention_masks(
+        self, attention_mask: torch.Tensor | None, query_length: int, cache: Cache | None, device: torch.device,
+        by_blocks: bool = False,
+    ) -> tuple[dict[str, torch.Tensor | None], bool]:
+        """The self-attention mask of each layer type present (full / sliding), built once for all layers, over
+        the cached keys and the `query_length` new ones (none for sliding layers that attend `by_blocks`:
+        `_band_blocks`); and whether nothing is padding.
+
+        A static cache's keys are all its slots, the new tokens written from its length on: the queries sit at
+        that length (a tensor, so one compiled graph serves every step) and the unwritten slots after them are
+        the future, which the causal mask hides.
+        """
+        past_length = cache.get_seq_length() if cache is not None else 0
+        query_start, key_length = None, past_length + query_length
+        if cache is not None and cache.is_compileable:
+            query_start, key_length = past_length, cache.get_mask_sizes(query_length, 0)[0]
+            if attention_mask is not None:  # it covers the written slots only
+                attention_mask = nn.functional.pad(attention_mask, (0, key_length - attention_mask.shape[-1]), value=1)
+        padding = key_padding_mask(attention_mask)
+        masks = {
+            kind: None if by_blocks and kind == "sliding_attention" else self_attention_mask(
+                padding,
+                query_length,
+                causal=self.config.is_decoder,
+                sliding_window=self.config.sliding_window if kind == "sliding_attention" else None,
+                device=device,
+                key_length=key_length,
+                query_start=query_start,
+            )
+            for kind in set(self.config.layer_types)
+        }
+        return masks, padding is None
+
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
+        output_attentions = kwargs.get("output_attentions", self.config.output_attentions)
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if input_ids is not None:
+            if input_ids.ndim != 2:
+                raise ValueError(
+                    f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}; for one text use "
+                    "input_ids[None] or the tokenizer with return_tensors='pt' on a list."
+                )
+            _check_input_ids(input_ids, self.config.vocab_size)
+            inputs_embeds = self.embed_tokens(input_ids)
+        batch, length = inputs_embeds.shape[:2]
+        if not self.config.is_decoder:
+            use_cache = False  # as BERT: an encoder ignores `use_cache` (its config's too)
+        elif use_cache is None:
+            use_cache = self.config.use_cache and not self.training
+        if cache is not None or use_cache:
+            if not self.config.is_decoder:
+                raise ValueError(
+                    "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
+                    "token sees the later ones, so earlier keys change as text is added."
+                )
+            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
+        past_length = cache.get_seq_length() if cache is not None else 0
+        static = cache is not None and cache.is_compileable
+        # `create_masks_for_generate` hands a static cache's steps their masks, built before the (compiled) forward.
+        masks_given = isinstance(attention_mask, dict)
+        if attention_mask is not None and not masks_given and not is_tracing(attention_mask):
+            if attention_mask.shape != (batch, past_length + length):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} "
+                    f"after {int(past_length)} cached tokens; pass the tokenizer's attention_mask for the same "
+                    "batch (with a cache: for the cached and the new tokens)."
+                )
+        if encoder_hidden_states is not None and not self.config.add_cross_attention:
+            raise ValueError(
+                "encoder_hidden_states were given but this model has no cross-attention; build it with "
+                "add_cross_attention=True."
+            )
+        if position_ids is None:
+            position_ids = (torch.arange(length, device=inputs_embeds.device) + past_length)[None, :]
+
+        if self.embedding_scale != 1.0:
+            inputs_embeds = inputs_embeds * self.embedding_scale
+        hidden_states = self.positions.embed(inputs_embeds, position_ids)
+        hidden_states = self.dropout(hidden_states)
+        if masks_given:
+            masks, unpadded, band = attention_mask, False, None
+        else:
+            band = None if static else self._band_blocks(
+                attention_mask, batch, length, past_length, output_attentions, hidden_states.device
+            )
+            masks, unpadded = self.attention_masks(
+                attention_mask, length, cache, hidden_states.device, by_blocks=band is not None
+            )
+        key_length = cache.get_mask_sizes(length, 0)[0] if static else past_length + length
+        positions = self.positions.attention_positions(position_ids, key_length)
+        if static and positions.bias is not None:
+            raise ValueError(
+                f"position_embedding_type={self.config.position_embedding_type!r} adds a bias over the keys, which "
+                "a static cache's unwritten slots would shift; decode with a dynamic cache (drop "
+                "cache_implementation)."
+            )
+        empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
+        biases = {"full_attention": positions.bias, "sliding_attention": positions.bias}
+        if band is not None and positions.bias is not None:
+            biases["sliding_attention"] = band.scores(positions.bias)
+        # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
+        # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
+        causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
+        cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
+
+        for layer in self.layers:
+            hidden_states, _, _ = layer(
+                hidden_states,
+                masks[layer.attention_type],
+                positions,
+                biases[layer.attention_type],
+                empty_query_rows[layer.attention_type],
+                encoder_hidden_states,
+                cross_mask,
+                output_attentions,
+                cache=cache,
+                causal_only=causal_only and layer.attention_type == "full_attention",
+                band=band if layer.attention_type == "sliding_attention" else None,
+            )
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=self.norm(hidden_states), cache=cache)
+
+
+def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
+    """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real (unpadded) tokens.
+
+    A text with no tokens pools to zeros, so its logits are the classifier's bias.
+    """
+    if hidden_states.shape[1] == 0:
+        return hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[2])
+    if mode == "cls":
+        return hidden_states[:, 0]
+    if attention_mask is None:
+        return hidden_states.mean(dim=1) if mode == "mean" else hidden_states.amax(dim=1)
+    keep = attention_mask[..., None].to(hidden_states.dtype)
+    if mode == "mean":
+        return (hidden_states * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+    pooled = hidden_states.masked_fill(keep == 0, torch.finfo(hidden_states.dtype).min).amax(dim=1)
+    return pooled.masked_fill(keep.sum(dim=1) == 0, 0.0)  # a row of padding alone: zeros, as for `mean`
+
+
+def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
+    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions,
+    over the input followed by `length` positions of `fill`.
+
+    The windows go on past the last one a text needs (the first that reaches its end, at most `stride` before
+    `seq` since `stride <= length`); the caller drops or masks those. Padding by a fixed amount keeps every
+    shape a plain function of `seq`, with no branch on it, so a captured graph serves any length.
+    """
+    padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
+    return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
+
+
+def check_right_padded(attention_mask: torch.Tensor) -> None:
+    """A ValueError for a left-padded batch: cutting to `read_length` keeps the first columns, which are a text's
+    first tokens only when the padding is on the right (the tokenizer's `padding_side`)."""
+    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
+        raise ValueError(
+            "config.read_length keeps the first tokens of each text, but this batch is padded on the left; "
+            "tokenize with padding_side='right' (the hf_attn tokenizer's default)."
+        )
+
+
+def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
+    """(windows, ...) -> (batch, ...): the sum of each text's rows; `texts` holds the text of every row, in order.
+
+    While a graph is captured every text has the same number of rows (`_windows` keeps them all), so the sum
+    is a reshape: Inductor cannot compile `index_add` over a data-dependent number of rows (torch 2.13)."""
+    if is_tracing(rows):
+        return rows.unflatten(0, (batch, -1)).sum(dim=1)
+    return rows.new_zeros(batch, *rows.shape[1:]).index_add(0, texts, rows)
+
+
+class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
+    """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
+
+    The config's reading policy applies to every input: the first `read_length` tokens of each (right-padded)
+    text are read, and with `window_stride` an input longer than `max_position_embeddings` is read as
+    overlapping windows that are encoded on their own and pooled together (see `HfAttnConfig`); the hidden
+    states and attentions returned are then those of the windows the batch needs, text by text,
+    (windows, window, ...).
+
+    The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
+    integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = HfAttnModel(config)
+        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(probability)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def _windows(
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        stride: int,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """The inputs cut into windows, (windows, window, ...), the windows' attention mask, and the text (row
+        of the batch) each window comes from.
+
+        A text's windows must not depend on the batch: the windows a shorter (right-padded) text does not
+        need, all those after one that reaches its end, are left out, so they cost nothing. While a graph is
+        captured (compile, export), whose shapes cannot depend on the data, they are kept and masked out, so
+        they weigh nothing.
+        """
+        window = self.config.max_position_embeddings
+        text = input_ids if input_ids is not None else inputs_embeds
+        if attention_mask is None:
+            attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
+        windows = split_into_windows(attention_mask, window, stride, 0)  # (batch, windows, window)
+        starts = torch.arange(windows.shape[1], device=text.device) * stride
+        needed = (starts == 0) | (starts - stride + window < attention_mask.sum(dim=-1, keepdim=True))
+        texts = torch.arange(text.shape[0], device=text.device)[:, None].expand_as(needed)
+        if input_ids is not None:
+            input_ids = split_into_windows(input_ids, window, stride, self.config.pad_token_id or 0)
+        else:
+            inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0)
+        if is_tracing(needed):
+            pieces = (input_ids, inputs_embeds, windows * needed[..., None], texts)
+            return tuple(piece.flatten(0, 1) if piece is not None else None for piece in pieces)
+        pieces = (input_ids, inputs_embeds, windows, texts)
+        return tuple(piece[needed] if piece is not None else None for piece in pieces)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> SequenceClassifierOutput:
+        text = input_ids if input_ids is not None else inputs_embeds
+        read_length = self.config.read_length
+        if read_length is not None and text is not None:  # the slice is a no-op on shorter inputs: no branch
+            if attention_mask is not None and not is_tracing(text) and text.shape[1] > read_length:
+                check_right_padded(attention_mask)
+            input_ids, inputs_embeds, attention_mask, position_ids, text = (
+                None if tensor is None else tensor[:, :read_length]
+                for tensor in (input_ids, inputs_embeds, attention_mask, position_ids, text)
+            )
+        stride = self.config.window_stride
+        positions = self.config.max_position_embeddings
+        direct_limit = self.config.max_direct_length
+        if stride is None and direct_limit is not None and text is not None and not is_tracing(text) \
+                and text.shape[1] > direct_limit:
+            logger.warning_once(  # the same words for every long input, so that a batch of them warns once
+                f"An input is longer than max_direct_length={direct_limit}: it is read as windows of {positions} "
+                "tokens (linear cost). Set config.window_stride to choose the windows, config.read_length to read "
+                "only the start, or config.max_direct_length=None to read it in one pass."
+            )
+            stride = positions
+        # A captured graph always reads windows: a branch on the example's length would serve it alone (a
+        # shorter text is one window, read as the model reads it whole).
+        windowed = stride is not None and text is not None and (is_tracing(text) or text.shape[1] > positions)
+        if (
+            not windowed
+            and position_ids is None
+            and not self.model.positions.extrapolates
+            and text is not None
+            and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
+            and text.shape[1] > positions
+        ):
+            raise ValueError(
+                f"this classifier's learned positions cover {positions} tokens but the input has {text.shape[1]}; "
+                f"set config.read_length to {positions} or less, or config.window_stride to read longer texts "
+                "as windows."
+            )
+        if windowed:
+            if position_ids is not None:
+                raise ValueError(
+                    "position_ids cannot be combined with window_stride: every window numbers its own "
+                    "positions from 0; leave position_ids out."
+                )
+            batch = text.shape[0]
+            input_ids, inputs_embeds, attention_mask, texts = self._windows(
+                input_ids, inputs_embeds, attention_mask, stride
+            )
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
+            **kwargs,
+        )
+        pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
+        if windowed:  # each text's windows' vectors, weighted by their real tokens (padding alone counts 0)
+            weights = attention_mask.sum(dim=-1, keepdim=True).to(pooled.dtype)
+            pooled = sum_by_text(pooled * weights, texts, batch) / sum_by_text(weights, texts, batch).clamp(min=1.0)
+        logits = self.classifier(self.dropout(pooled))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        return SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class HfAttnForMaskedLM(HfAttnPreTrainedModel):
+    """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
+    embedding: for pretraining on unlabelled text. With `config.sparse_prediction` and labels, logits
+    cover only the labelled positions, flattened to (labelled tokens, vocab)."""
+
+    _tied_weights_keys = {"decoder.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACT2FN["gelu"]
+        self.head_norm = build_norm(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MaskedLMOutput:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state
+        if labels is not None and self.config.sparse_prediction:
+            predicted = labels.reshape(-1) != -100
+            hidden_states = hidden_states.reshape(-1, hidden_states.size(-1))[predicted]
+            labels = labels.reshape(-1)[predicted]
+        logits = self.decoder(self.head_norm(self.act(self.dense(hidden_states))))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
+        return MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
+    """Decoder (`is_decoder=True`) + final norm + vocabulary projection, tied to the input embedding unless
+    `tie_word_embeddings=False`: next-token prediction, and `generate()` (greedy, beam search, sampling,
+    streamers) with transformers' caches. With `add_cross_attention` it is the decoder of an
+    `EncoderDecoderModel`, reading `encoder_hidden_states`. `labels` are the input ids (-100 where not
+    scored); the loss shifts them by one, as every transformers causal LM does.
+    """
+
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        if not config.is_decoder:
+            raise ValueError(
+                "HfAttnForCausalLM predicts each next token, so its tokens must not see later ones: build (or "
+                "load) it with is_decoder=True."
+            )
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def generate(self, inputs: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> Any:
+        """`GenerationMixin.generate`; an empty prompt is a clear error (transformers fails on it with an
+        IndexError inside its loop). To generate from nothing, pass no inputs and a `bos_token_id`."""
+        prompt = inputs if inputs is not None else kwargs.get("input_ids")
+        if prompt is not None and prompt.shape[-1] == 0:
+            raise ValueError(
+                "generate() got an empty prompt; pass at least one token, or no inputs and a bos_token_id to "
+                "start from."
+            )
+        return super().generate(inputs, *args, **kwargs)
+
+    def create_masks_for_generate(
+        self,
+        config: HfAttnConfig,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        cache: Cache | None,
+        **kwargs: Any,
+    ) -> dict[str, torch.Tensor | None] | torch.Tensor | None:
+        """`generate()`'s hook for a static cache: each step's masks (`HfAttnModel.attention_masks`), built
+        before the forward pass, so that a compiled forward sees inputs of one shape at every step."""
+        if cache is None or not cache.is_compileable:
+            return attention_mask
+        return self.model.attention_masks(attention_mask, inputs_embeds.shape[1], cache, inputs_embeds.device)[0]
+
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CausalLMOutputWithCrossAttentions:
+        """`logits_to_keep`: logits for the last that many positions only (0: all), as `generate()` asks;
+        `kwargs` go to the model and the loss (e.g. the Trainer's `num_items_in_batch`)."""
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            cache=cache,
+            use_cache=use_cache,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
+            **kwargs,
+        )
+        logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithCrossAttentions(
+            loss=loss,
+            logits=logits,
+            cache=outputs.cache,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            cross_attentions=outputs.cross_attentions,
+        )
+
+
+def generator_config(config: HfAttnConfig) -> HfAttnConfig:
+    """The masked-LM generator of replaced-token detection: the encoder's config, `rtd_generator_layers` deep,
+    predicting only masked positions."""
+    generator = copy.deepcopy(config)
+    generator.num_hidden_layers = config.rtd_generator_layers
+    generator.layer_types = config.layer_types[: config.rtd_generator_layers]
+    generator.sparse_prediction = True
+    return generator
+
+
+@dataclass
+class ReplacedTokenDetectionOutput(ModelOutput):
+    """`logits`: (batch, seq) per-token scores, positive for "replaced". With labels, `loss` =
+    `generator_loss` + rtd_loss_weight x `discriminator_loss`, and `replaced` flags the positions whose
+    generator sample differs from the original token (the targets of `logits`)."""
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    generator_loss: torch.FloatTensor | None = None
+    discriminator_loss: torch.FloatTensor | None = None
+    replaced: torch.BoolTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    attentions: tuple[torch.FloatTensor, ...] | None = None
+
+
+class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
+    """ELECTRA pretraining (Clark et al., 2020): a small masked-LM generator fills the masked positions
+    with tokens it samples, and the encoder (`model`, what a classifier starts from) learns to tell at
+    every real position whether the token there is the original. Masked LM teaches the encoder at the
+    15% of positions it predicts; this objective at all of them, which is why ELECTRA gets more out of
+    the same compute than BERT, most of all for small models.
+
+    The generator is an `HfAttnForMaskedLM` of `rtd_generator_layers` layers at the encoder's width with
+    its own token table. Input: the collator's masked ids and `labels` (the original id at masked
+    positions, -100 elsewhere). The generator's samples (`torch.multinomial`; no gradient flows through
+    sampling; never `[PAD]`, which stands for the mask) replace the masked positions; a sample that
+    happens to be the original token counts as original, as in ELECTRA. Without labels, the encoder
+    scores the input as given.
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACT2FN["gelu"]
+        self.detector = nn.Linear(config.hidden_size, 1)
+        self.generator = HfAttnForMaskedLM(generator_config(config))
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> ReplacedTokenDetectionOutput:
+        generator_loss = replaced = None
+        if labels is not None:
+            masked = labels != -100
+            generated = self.generator(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, labels=labels
+            )
+            generator_loss = generated.loss
+            with torch.no_grad():  # logits: (masked positions, vocab), in the order of `masked`
+                proposals = generated.logits.float()
+                if self.config.pad_token_id is not None:  # [PAD] stands for [MASK]: never a replacement
+                    proposals[:, self.config.pad_token_id] = -torch.inf
+                samples = torch.multinomial(proposals.softmax(dim=-1), num_samples=1).squeeze(-1)
+            input_ids = input_ids.masked_scatter(masked, samples)
+            replaced = masked & (input_ids != labels)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            return_dict=True,  # the head reads fields; its own decorator makes the tuple
+            **kwargs,
+        )
+        logits = self.detector(self.act(self.dense(outputs.last_hidden_state))).squeeze(-1)
+        loss = discriminator_loss = None
+        if labels is not None:
+            real = attention_mask.bool() if attention_mask is not None else torch.ones_like(replaced)
+            discriminator_loss = nn.functional.binary_cross_entropy_with_logits(logits[real], replaced[real].float())
+            loss = generator_loss + self.config.rtd_loss_weight * discriminator_loss
+        return ReplacedTokenDetectionOutput(
+            loss=loss,
+            logits=logits,
+            generator_loss=generator_loss,
+            discriminator_loss=discriminator_loss,
+            replaced=replaced,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+class HfAttnForTokenClassification(HfAttnPreTrainedModel):
+    """Encoder + dropout + a linear layer at every token (tagging, NER), as BERT's token classifier.
+
+    It reads its input directly, in one pass: the sequence classifier's reading policy (`read_length`,
+    `window_stride`) is about one label per text. Labels of -100 (sub-word continuations, padding) carry no loss.
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = HfAttnModel(config)
+        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(probability)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> TokenClassifierOutput:
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
+        return TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+class HfAttnForMultipleChoice(HfAttnPreTrainedModel):
+    """Encoder + pooling (`classifier_pooling`) + dropout + a linear layer to one score per choice, as BERT's
+    multiple-choice head: the inputs are (batch, choices, seq), each choice (a question and one answer) is encoded
+    on its own, and a question's logits are the scores of its choices, (batch, choices).
+
+    It reads each choice directly, in one pass, as the token classifier does. Labels are the index of the right
+    choice (cross-entropy).
+    """
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(probability)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MultipleChoiceModelOutput:
+        choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        input_ids, attention_mask, position_ids, inputs_embeds = (  # (batch, choices, ...) -> (batch * choices, ...)
+            None if tensor is None else tensor.flatten(0, 1)
+            for tensor in (input_ids, attention_mask, position_ids, inputs_embeds)
+        )
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
+        logits = self.classifier(self.dropout(pooled)).view(-1, choices)
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return MultipleChoiceModelOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+
+
+# transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
+# does not fill: without this, `EncoderDecoderModel(encoder=..., decoder=...)` of two halves loaded as a Hub repo's
+# code fails on "Unrecognized model type". The installed package registers its own classes (`hf_attn/__init__.py`).
+if HfAttnConfig.model_type not in CONFIG_MAPPING:
+    AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig)
+
+# The transformers Auto class each model is registered for (`hf_attn/__init__.py`). A saved folder lists
+# every one in its `auto_map`, so that it loads as any head with `trust_remote_code`: a masked-LM folder
+# as a classifier to fine-tune, any folder with `AutoModel` for features.
+AUTO_CLASSES: dict[str, type[HfAttnPreTrainedModel]] = {
+    "AutoModel": HfAttnModel,
+    "AutoModelForSequenceClassification": HfAttnForSequenceClassification,
+    "AutoModelForTokenClassification": HfAttnForTokenClassification,
+    "AutoModelForMultipleChoice": HfAttnForMultipleChoice,
+    "AutoModelForMaskedLM": HfAttnForMaskedLM,
+    "AutoModelForPreTraining": HfAttnForReplacedTokenDetection,
+    "AutoModelForCausalLM": HfAttnForCausalLM,
+}
+
+__all__ = [
+    "AUTO_CLASSES",
+    "HfAttnForCausalLM",
+    "HfAttnForMaskedLM",
+    "HfAttnForMultipleChoice",
+    "HfAttnForReplacedTokenDetection",
+    "HfAttnForSequenceClassification",
+    "HfAttnForTokenClassification",
+    "HfAttnModel",
+    "HfAttnPreTrainedModel",
+]
