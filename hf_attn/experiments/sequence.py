@@ -30,15 +30,13 @@ import torch
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Trainer
 
 from ..modeling_hf_attn import HfAttnForCausalLM
-from ..tasks import GeneratedLengthTask, dataset_source
+from ..tasks import dataset_source
 from ..tasks.length import (
     BucketScore,
     Pair,
-    build_tokenizer,
     decoder_features,
     exact_match_by_length,
     read_pairs,
-    task_tokenizer,
 )
 from .config import Experiment
 from .precision import autocast
@@ -50,15 +48,6 @@ GENERATION_BATCH_SIZE = 256
 SCORED_SPLITS = (("validation", "val"), ("test", "test"))
 # Wrong test answers kept in metrics.json, to read what a model writes where it fails.
 ERRORS_KEPT = 20
-
-
-def sequence_tokenizer(source: Any, data: datasets.DatasetDict) -> PreTrainedTokenizerBase:
-    """A generated task's tokenizer (its symbols, whatever the drawn pairs hold), else one of every word the
-    pairs of every split hold (SCAN's commands and actions)."""
-    if isinstance(source, GeneratedLengthTask):
-        return task_tokenizer(source.name)
-    return build_tokenizer({word for split in data.values() for column in ("input", "target")
-                            for text in split[column] for word in text.split()})
 
 
 def check_max_length(experiment: Experiment, features: datasets.DatasetDict) -> None:
@@ -149,7 +138,7 @@ def sequence_task(experiment: Experiment) -> Task:
     if "validation" not in data:
         raise ValueError(f"the {source.kind} dataset has no validation split, which picks the checkpoint: set its "
                          "n_validation.")
-    tokenizer = sequence_tokenizer(source, data)
+    tokenizer = source.pairs_tokenizer(data)
     features = data.map(lambda batch: decoder_features(tokenizer, batch["input"], batch["target"]), batched=True,
                         remove_columns=["input", "target", "length"])
     check_max_length(experiment, features)

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
+from transformers import PreTrainedTokenizerFast
 
 from ..experiments.data import IMDB_HUB_ID, LABEL_NAMES, is_imdb_folder, load_imdb, load_unlabelled
-from .length import get_length_task, length_buckets, length_splits
-from .scan import SCAN_LENGTH_BUCKETS, scan_length_split
+from .length import get_length_task, length_buckets, length_splits, task_tokenizer
+from .scan import SCAN_LENGTH_BUCKETS, scan_length_split, scan_tokenizer
 
 
 class DatasetError(ValueError):
@@ -69,6 +70,10 @@ class DatasetSource:
     def score_buckets(self) -> list[tuple[int, int]]:
         """The inclusive length buckets a sequence task's exact match is reported in: the training lengths first,
         then those past them, nearest first (the first of those ranks the schemes)."""
+        raise DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
+
+    def pairs_tokenizer(self, data: datasets.DatasetDict) -> PreTrainedTokenizerFast:
+        """A sequence task's word-level tokenizer for its pairs `data` (`hf_attn.tasks.length.build_tokenizer`)."""
         raise DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
 
 
@@ -270,6 +275,10 @@ class GeneratedLengthTask(DatasetSource):
     def score_buckets(self) -> list[tuple[int, int]]:
         return length_buckets(self.max_train_length)
 
+    def pairs_tokenizer(self, data: datasets.DatasetDict) -> PreTrainedTokenizerFast:
+        """The task's symbols, whatever the drawn pairs hold."""
+        return task_tokenizer(self.name)
+
 
 @dataclasses.dataclass(frozen=True)
 class ScanLengthSplit(DatasetSource):
@@ -287,6 +296,10 @@ class ScanLengthSplit(DatasetSource):
 
     def score_buckets(self) -> list[tuple[int, int]]:
         return list(SCAN_LENGTH_BUCKETS)
+
+    def pairs_tokenizer(self, data: datasets.DatasetDict) -> PreTrainedTokenizerFast:
+        """Every word of the commands and actions."""
+        return scan_tokenizer(data)
 
 
 DATASETS: dict[str, type[DatasetSource]] = {
