@@ -174,3 +174,20 @@ def test_score_pairs_refuses_a_bad_file_in_one_line(tmp_path: Path, lines: str, 
     (tmp_path / "pairs.jsonl").write_text(lines)
     with pytest.raises(ValueError, match=message):
         score_saved(tmp_path / "model", tmp_path / "pairs.jsonl")
+
+
+@pytest.mark.slow
+def test_the_shipped_scan_experiment_trains_a_decoder_scored_in_and_past_the_training_lengths(tmp_path: Path) -> None:
+    from hf_attn import cli
+
+    cli.main(["train", "--config", str(CONFIG.parent / "scan.yaml"), "--output-dir", str(tmp_path / "run"),
+              "model.hidden_size=16", "model.num_hidden_layers=1", "model.num_attention_heads=2",
+              "model.intermediate_size=32", "training.max_steps=2", "training.eval_steps=2",
+              "training.save_steps=2", "training.disable_tqdm=true"])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    # Lake & Baroni's length split: 16,990 training commands (500 of them validation), 3,920 test ones
+    assert (metrics["n_train"], metrics["n_validation"], metrics["n_test"]) == (16_490, 500, 3_920)
+    assert [(row["low"], row["high"], row["count"]) for row in metrics["val_exact_match_by_length"]] == [(1, 22, 500)]
+    assert [(row["low"], row["high"], row["count"]) for row in metrics["test_exact_match_by_length"]] == [
+        (23, 48, 3_920)]
+    assert metrics["vocab_size"] == 5 + 13 + 6  # special tokens, command words, actions
