@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import statistics
 import time
@@ -37,7 +36,7 @@ import transformers
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList
 
 from hf_attn.bench.generation import build_decoders
-from hf_attn.bench.runner import this_cpu
+from hf_attn.bench.runner import this_cpu, write_script_record
 from hf_attn.bench.settings import BenchSettings
 from hf_attn.serving import stream_single_row_products
 
@@ -156,9 +155,7 @@ def main() -> None:
         "first_call_extra_seconds": compile_seconds,
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1, default=str) + "\n")
-    print(f"wrote {args.out}")
+    write_script_record(args.out, results)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ the methods run interleaved, `--repeats` times; the JSON keeps the median GB/s o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from hf_attn.bench.runner import this_cpu
+from hf_attn.bench.runner import this_cpu, write_script_record
 
 
 def seconds_of(function: Callable[[], object]) -> float:
@@ -76,9 +75,7 @@ def main() -> None:
         "weight": [args.rows, args.columns], "copies": copies, "gigabytes_read": gigabytes,
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_script_record(args.out, results)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import statistics
 import time
@@ -35,7 +34,7 @@ from bench_generation_compiled import compile_config, generate
 from torch import nn
 
 from hf_attn.bench.generation import build_decoders
-from hf_attn.bench.runner import this_cpu
+from hf_attn.bench.runner import this_cpu, write_script_record
 from hf_attn.bench.settings import BenchSettings
 
 PARTS = ("step", "forward", "generate_own", "weight_products", "rest_of_forward")
@@ -142,9 +141,7 @@ def main() -> None:
         "weight_megabytes_read_per_token": weight_bytes / 1e6,
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_script_record(args.out, results)
 
 
 if __name__ == "__main__":

@@ -136,3 +136,10 @@ def run_from_args(args: argparse.Namespace) -> None:
     if "scaling" in results:
         plot_attention_scaling(results, args.plot)
     print(report)
+
+
+def write_script_record(path: Path, record: dict[str, Any]) -> None:
+    """Write a bench script's JSON record to `path` (its folder made if need be) and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    print(f"wrote {path}")
