@@ -61,20 +61,24 @@ class DatasetSource:
 
     def load_pairs(self) -> datasets.DatasetDict:
         """train / validation / test with `input`, `target` and `length` columns (a sequence task's data)."""
-        raise DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
+        raise self._holds_no_pairs()
 
     def unlabelled_texts(self) -> datasets.Dataset | None:
         """Texts beside the labelled ones that pretraining may read (a `text` column), None where there are none."""
         return None
 
+    def _holds_no_pairs(self) -> DatasetError:
+        """The error of asking a labelled-text dataset for what only a sequence task's pairs have."""
+        return DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
+
     def score_buckets(self) -> list[tuple[int, int]]:
         """The inclusive length buckets a sequence task's exact match is reported in: the training lengths first,
         then those past them, nearest first (the first of those ranks the schemes)."""
-        raise DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
+        raise self._holds_no_pairs()
 
     def pairs_tokenizer(self, data: datasets.DatasetDict) -> PreTrainedTokenizerFast:
         """A sequence task's word-level tokenizer for its pairs `data` (`hf_attn.tasks.length.build_tokenizer`)."""
-        raise DatasetError(f"the {self.kind} dataset holds labelled texts, not input/target pairs")
+        raise self._holds_no_pairs()
 
 
 @dataclasses.dataclass(frozen=True)
