@@ -13,9 +13,17 @@ import torch.nn.functional as F
 from hf_attn import HfAttnConfig
 from hf_attn.analysis.hub import card_for_run
 from hf_attn.experiments.config import Experiment, load_experiment
-from hf_attn.experiments.sequence import generate_answers, score_pairs, sequence_task
-from hf_attn.modeling_hf_attn import HfAttnForCausalLM
-from hf_attn.tasks.length import Pair, exact_match, length_buckets, task_tokenizer, write_pairs
+from hf_attn.experiments.sequence import fill_answers, generate_answers, score_pairs, sequence_task
+from hf_attn.modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM
+from hf_attn.tasks.length import (
+    Pair,
+    encoder_features,
+    exact_match,
+    length_buckets,
+    task_tokenizer,
+    with_mask_token,
+    write_pairs,
+)
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "length" / "rope.yaml"
 TINY = ["dataset.max_train_length=3", "dataset.n_train=64", "dataset.n_validation=16", "dataset.n_test_per_length=2",
@@ -191,3 +199,103 @@ def test_the_shipped_scan_experiment_trains_a_decoder_scored_in_and_past_the_tra
     assert [(row["low"], row["high"], row["count"]) for row in metrics["test_exact_match_by_length"]] == [
         (23, 48, 3_920)]
     assert metrics["vocab_size"] == 5 + 13 + 6  # special tokens, command words, actions
+
+
+# ------------------------------------------------------------------------- an encoder filling the answer's masks
+
+
+def random_encoder(tokenizer, scheme: str = "rope", seed: int = 1) -> HfAttnForMaskedLM:  # noqa: ANN001
+    """A small untrained encoder (a masked LM) whose filled answers differ from input to input."""
+    torch.manual_seed(seed)
+    config = HfAttnConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=64, position_embedding_type=scheme, pad_token_id=tokenizer.pad_token_id,
+                          initializer_range=0.5, max_position_embeddings=64)
+    return HfAttnForMaskedLM(config).eval()
+
+
+def test_encoder_features_hide_the_answer_behind_one_mask_per_word_and_score_only_those_places() -> None:
+    tokenizer = with_mask_token(task_tokenizer("reverse"))
+    features = encoder_features(tokenizer, ["a b c", "j"], ["c b a", "j"])
+    words = [tokenizer.convert_ids_to_tokens(ids) for ids in features["input_ids"]]
+    assert words == [["[BOS]", "a", "b", "c", "[SEP]", "[MASK]", "[MASK]", "[MASK]", "[EOS]"],
+                     ["[BOS]", "j", "[SEP]", "[MASK]", "[EOS]"]]
+    vocab = tokenizer.get_vocab()
+    assert features["labels"] == [[-100] * 5 + [vocab["c"], vocab["b"], vocab["a"]] + [-100],
+                                  [-100] * 3 + [vocab["j"], -100]]
+    # a decoder's vocabulary is left as it was: the mask is the encoder's, added after every other token
+    assert tokenizer.mask_token_id == len(task_tokenizer("reverse"))
+    with pytest.raises(ValueError, match="has none: use with_mask_token"):
+        encoder_features(task_tokenizer("reverse"), ["a"], ["a"])
+
+
+def test_an_encoder_s_answers_are_its_most_likely_token_at_each_mask_read_one_pair_at_a_time() -> None:
+    tokenizer = with_mask_token(task_tokenizer("copy"))
+    model = random_encoder(tokenizer)
+    inputs = ["a", "b c", "j i h", "a a a a", "c d e f g", "b j a i c h", "e", "f g h i"]
+    expected = []
+    with torch.no_grad():  # each pair alone, built by hand: [BOS] input [SEP] [MASK] x n [EOS]
+        for text in inputs:
+            words = ["[BOS]", *text.split(), "[SEP]", *["[MASK]"] * len(text.split()), "[EOS]"]
+            logits = model(input_ids=torch.tensor([tokenizer.convert_tokens_to_ids(words)])).logits[0]
+            start = len(text.split()) + 2
+            expected.append(" ".join(tokenizer.convert_ids_to_tokens(
+                logits[start : start + len(text.split())].argmax(-1).tolist())))
+    pairs = [Pair(text, answer if index % 2 == 0 else text, len(text.split()))
+             for index, (text, answer) in enumerate(zip(inputs, expected))]
+    scores, answers = score_pairs(model, tokenizer, pairs, [(1, 3), (4, 6)])
+    assert answers == expected and len(set(answers)) > 1
+    right = [exact_match(answer, pair.target) for answer, pair in zip(answers, pairs)]
+    assert 0 < sum(right) < len(pairs)
+    assert [(score.correct, score.count) for score in scores] == [
+        (sum(r for r, p in zip(right, pairs) if low <= p.length <= high),
+         sum(1 for p in pairs if low <= p.length <= high)) for low, high in [(1, 3), (4, 6)]]
+
+
+def test_without_positions_an_encoder_fills_every_mask_alike_and_with_them_it_need_not() -> None:
+    # Bidirectional attention without positions is permutation-equivariant: the masks' identical inputs give
+    # identical outputs, so such an encoder's answer repeats one token (a bag of tokens); with positions it need not.
+    tokenizer = with_mask_token(task_tokenizer("reverse"))
+    inputs = ["a b c d e f", "j i h g", "c a b"]
+    for scheme, repeats in (("none", True), ("rope", False)):
+        answers = fill_answers(random_encoder(tokenizer, scheme), tokenizer, inputs, inputs)
+        assert all(len(set(answer.split())) == 1 for answer in answers) is repeats, scheme
+
+
+def test_hf_attn_train_with_is_decoder_false_trains_an_encoder_that_loads_scores_pairs_and_is_carded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from hf_attn import cli
+
+    run = tmp_path / "run"
+    cli.main(["train", "--config", str(CONFIG), "--output-dir", str(run), *TINY, "model.is_decoder=false"])
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert [(row["low"], row["high"]) for row in metrics["test_exact_match_by_length"]] == length_buckets(3)[1:]
+    model = AutoModelForMaskedLM.from_pretrained(run).eval()
+    tokenizer = AutoTokenizer.from_pretrained(run)
+    assert isinstance(model, HfAttnForMaskedLM) and not model.config.is_decoder
+    assert tokenizer.mask_token == "[MASK]" and model.config.vocab_size == len(tokenizer)
+
+    pairs = [Pair(text, " ".join(text.split()[::-1]), len(text.split())) for text in ("a b", "c d e f", "g")]
+    write_pairs(tmp_path / "pairs.jsonl", pairs)
+    expected, _ = score_pairs(model, tokenizer, pairs, None)
+    capsys.readouterr()
+    cli.main(["score-pairs", "--model", str(run), "--pairs", str(tmp_path / "pairs.jsonl"), "--buckets", "1-6"])
+    scored = json.loads(capsys.readouterr().out)["exact_match_by_length"]
+    assert [row["correct"] for row in scored] == [sum(score.correct for score in expected)]
+
+    # the card calls it an encoder, and its example runs: the answer it prints is the model's own filling
+    card = card_for_run(run, "someone/reverse-encoder")
+    assert card.data.pipeline_tag == "fill-mask" and "hf-attn encoder for `reverse`" in card.content
+    snippet = re.search(r"```python\n(.*?)```", card.content, re.DOTALL).group(1)
+    question = re.search(r'tokenizer\("([a-j ]+)", masks', snippet).group(1)
+    snippet = snippet.replace('"someone/reverse-encoder", trust_remote_code=True', repr(str(run)))
+    exec(compile(snippet, "card", "exec"), {})  # noqa: S102 - the card's own example, on the saved folder
+    printed = capsys.readouterr().out.split("#")[0].strip()
+    assert printed == fill_answers(model, tokenizer, [question], [question])[0]
+
+
+def test_an_encoder_refuses_scheduled_sampling() -> None:
+    with pytest.raises(ValueError, match="an encoder .* has no answers to sample"):
+        sequence_task(tiny_experiment("model.is_decoder=false", "scheduled_sampling.schedule=linear"))

@@ -352,18 +352,18 @@ SEQUENCE_CARD_TEMPLATE = """---
 {card_data}
 ---
 
-# hf-attn decoder for {task} ({scheme} positions)
+# hf-attn {noun} for {task} ({scheme} positions)
 
-A {layers}-layer, {heads}-head, d={hidden} Transformer decoder with **{scheme}** position encoding, built with
-hf-attn (a Hugging Face–compatible package whose position scheme is one config field), trained to write the
-answer of {task} after reading its question. Data: {data}.
+A {layers}-layer, {heads}-head, d={hidden} Transformer {noun} with **{scheme}** position encoding, built with
+hf-attn (a Hugging Face–compatible package whose position scheme is one config field), trained to {trained_to}
+the answer of {task} after reading its question. Data: {data}.
 
 A length-generalization probe: it was trained at the lengths of the table's first row and is read past them in
 the others.
 
 ## Exact match by length
 
-Greedy answers, one token at a time until `[EOS]`; ± the binomial standard error over the row's pairs.
+{answers}; ± the binomial standard error over the row's pairs.
 
 | split | lengths | exact match | pairs |
 |---|---|---|---|
@@ -375,19 +375,17 @@ Reproduce: `{command}`
 
 - Position scheme: `{scheme}`; attention: SDPA (eager returns attention weights); pre-norm: {pre_norm}.
 - Tokenizer: word level, one token per symbol of the task ({vocab_size} tokens with `[PAD]` `[BOS]` `[EOS]` `[SEP]`
-  `[UNK]`); a prompt is `[BOS] input [SEP]`, the answer `target [EOS]`; `max_position_embeddings`: {positions}.
+  `[UNK]`{mask_token}); {format}; `max_position_embeddings`: {positions}.
 - Trained with the loss on the answer only: {optimizer_steps} optimizer steps over {n_train} pairs.
 
 ## How to use
 
 ```python
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import {auto_class}, AutoTokenizer
 
-model = AutoModelForCausalLM.from_pretrained("{repo_id}", trust_remote_code=True)
+model = {auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)
 tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
-prompt = tokenizer("{example_input}", return_tensors="pt")
-answer = model.generate(**prompt, max_new_tokens={max_new_tokens}, do_sample=False)
-print(tokenizer.decode(answer[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True))  # {example_target}
+{usage}
 ```
 
 Score it on pairs of your own generator (JSONL, one `{{"input": ..., "target": ...}}` a line):
@@ -409,11 +407,43 @@ def _sequence_task(dataset: dict[str, Any]) -> tuple[str, str, tuple[str, str]]:
             (example.input, example.target))
 
 
+class SequenceReader(NamedTuple):
+    """What a sequence-task card says of how its model answers: a decoder writes, an encoder fills masks."""
+
+    noun: str
+    trained_to: str
+    answers: str
+    format: str
+    mask_token: str
+    auto_class: str
+    pipeline_tag: str
+    usage: str
+
+
+SEQUENCE_READERS = {
+    True: SequenceReader(
+        "decoder", "write", "Greedy answers, one token at a time until `[EOS]`",
+        "a prompt is `[BOS] input [SEP]`, the answer `target [EOS]`", "", "AutoModelForCausalLM", "text-generation",
+        """prompt = tokenizer("{example_input}", return_tensors="pt")
+answer = model.generate(**prompt, max_new_tokens={max_new_tokens}, do_sample=False)
+print(tokenizer.decode(answer[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True))  # {example_target}"""),
+    False: SequenceReader(
+        "encoder", "fill in", "The most likely token at each `[MASK]`, all in one pass",
+        "the model reads `[BOS] input [SEP]`, then one `[MASK]` per word of the answer and `[EOS]`, and fills the "
+        "masks (it is told the answer's length, not its words)", " `[MASK]`", "AutoModelForMaskedLM", "fill-mask",
+        """masks = " ".join([tokenizer.mask_token] * {answer_length})
+inputs = tokenizer("{example_input}", masks, return_tensors="pt")
+filled = model(**inputs).logits.argmax(-1)[inputs["input_ids"] == tokenizer.mask_token_id]
+print(tokenizer.decode(filled))  # {example_target}"""),
+}
+
+
 def build_sequence_card(metrics: dict[str, Any], config: dict[str, Any], repo_id: str) -> ModelCard:
-    """The card of a decoder trained on a sequence task (`hf-attn train` on a `length` or `scan` dataset): exact
-    match by length bucket on validation (the training lengths) and test (past them), from `metrics`, the first
-    test bucket in the model-index."""
+    """The card of a decoder (or an encoder) trained on a sequence task (`hf-attn train` on a `length` or `scan`
+    dataset): exact match by length bucket on validation (the training lengths) and test (past them), from
+    `metrics`, the first test bucket in the model-index."""
     scheme = config["position_embedding_type"]
+    reader = SEQUENCE_READERS[bool(config.get("is_decoder", False))]
     task, data, (example_input, example_target) = _sequence_task(metrics["experiment"]["dataset"])
     buckets = [(split, bucket) for split, key in (("validation", "val_exact_match_by_length"),
                                                   ("test", "test_exact_match_by_length")) for bucket in metrics[key]]
@@ -421,10 +451,10 @@ def build_sequence_card(metrics: dict[str, Any], config: dict[str, Any], repo_id
                      f"{bucket['standard_error']:.3f} | {bucket['count']} |" for split, bucket in buckets)
     first_past = metrics["test_exact_match_by_length"][0]
     card_data = ModelCardData(
-        language="en", license="apache-2.0", library_name="transformers", pipeline_tag="text-generation",
+        language="en", license="apache-2.0", library_name="transformers", pipeline_tag=reader.pipeline_tag,
         model_name=repo_id, tags=["hf-attn", f"position-{scheme}", "custom_code", "length-generalization"],
         eval_results=[EvalResult(
-            task_type="text-generation", dataset_type=task.strip("`"), dataset_name=task.strip("`"),
+            task_type=reader.pipeline_tag, dataset_type=task.strip("`"), dataset_name=task.strip("`"),
             dataset_split=f"test, lengths {first_past['low']}..{first_past['high']}", metric_type="exact_match",
             metric_name="exact match", metric_value=first_past["accuracy"])],
     )
@@ -434,8 +464,11 @@ def build_sequence_card(metrics: dict[str, Any], config: dict[str, Any], repo_id
         command=metrics.get("command") or "see metrics.json", pre_norm=config.get("norm_position", "pre") == "pre",
         vocab_size=config["vocab_size"], positions=config["max_position_embeddings"],
         optimizer_steps=metrics.get("optimizer_steps"), n_train=metrics.get("n_train"), repo_id=repo_id,
-        example_input=example_input, example_target=example_target,
-        max_new_tokens=len(example_target.split()) + 1))
+        noun=reader.noun, trained_to=reader.trained_to, answers=reader.answers, format=reader.format,
+        mask_token=reader.mask_token, auto_class=reader.auto_class,
+        usage=reader.usage.format(example_input=example_input, example_target=example_target,
+                                  max_new_tokens=len(example_target.split()) + 1,
+                                  answer_length=len(example_target.split()))))
 
 
 def card_from_records(metrics: dict[str, Any] | None, config: dict[str, Any], repo_id: str) -> ModelCard:

@@ -4,11 +4,15 @@ The data is a registered sequence task (`hf_attn.tasks`: `length` for the genera
 addition tasks, `scan` for SCAN's length split). A decoder-only `HfAttnForCausalLM`, fresh and sized by the
 experiment's `model` section, reads `[BOS] input [SEP]` and learns to write `target [EOS]`: the loss falls on the
 answer only (`decoder_features`), with teacher forcing or scheduled sampling (the experiment's `scheduled_sampling`
-section, `CausalScheduledSamplingTrainer`). Validation loss picks the checkpoint. The saved folder holds the model
-and the task's word-level tokenizer, so `from_pretrained` loads both and `generate` answers.
+section, `CausalScheduledSamplingTrainer`). With `model.is_decoder: false` the model is an encoder instead, an
+`HfAttnForMaskedLM` that reads `[BOS] input [SEP] [MASK] ... [MASK] [EOS]` and fills the answer's places in one
+pass (`encoder_features`: it is told the answer's length), so that one task compares the two: without positions
+an encoder reads a bag of tokens, where a decoder's causal mask still carries order. Validation loss picks the
+checkpoint. The saved folder holds the model and the task's word-level tokenizer, so `from_pretrained` loads both.
 
-Scores: exact match of greedy answers (batched, stopping at [EOS]) by length bucket, with binomial standard errors,
-on validation (the training lengths) and test (L+1..2L and 4L for a generated task; 23..48 for SCAN).
+Scores: exact match of the answers (a decoder's greedy ones, batched, stopping at [EOS]; an encoder's most likely
+token at each [MASK]) by length bucket, with binomial standard errors, on validation (the training lengths) and
+test (L+1..2L and 4L for a generated task; 23..48 for SCAN).
 `score_saved` scores a saved model on any JSONL file of pairs (`hf-attn score-pairs`).
 
 Every example of every split must fit the experiment's `max_length` (the model's `max_position_embeddings`): a
@@ -21,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +33,19 @@ import datasets
 import torch
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Trainer
 
-from ..modeling_hf_attn import HfAttnForCausalLM
+from ..configuration_hf_attn import HfAttnConfig
+from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
 from ..tasks import dataset_source
 from ..tasks.length import (
     BucketScore,
     Pair,
     decoder_features,
+    encoder_features,
     exact_match_by_length,
     read_pairs,
+    with_mask_token,
 )
-from .config import Experiment
+from .config import Experiment, refuse_scheduled_sampling
 from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, run
@@ -73,22 +80,27 @@ def answer_text(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
+def batches_by_length(inputs: Sequence[str], batch_size: int) -> Iterator[list[int]]:
+    """The inputs' indices in batches of similar length (sorted by words), so that little of a batch is padding."""
+    order = sorted(range(len(inputs)), key=lambda index: len(inputs[index].split()))
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
 @torch.no_grad()
 def generate_answers(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBase, inputs: Sequence[str],
                      targets: Sequence[str], batch_size: int = GENERATION_BATCH_SIZE) -> list[str]:
     """The model's greedy answer to each input (`answer_text`), in the inputs' order.
 
-    Inputs go in batches of similar length (sorted), padded on the left so every prompt ends where generation
-    starts; each batch stops at [EOS] or after one token more than its longest target (an answer that long is
-    wrong whatever follows, so exact match is that of unbounded generation).
+    Inputs go in batches of similar length, padded on the left so every prompt ends where generation starts; each
+    batch stops at [EOS] or after one token more than its longest target (an answer that long is wrong whatever
+    follows, so exact match is that of unbounded generation).
     """
     model.eval()
-    order = sorted(range(len(inputs)), key=lambda index: len(inputs[index].split()))
     answers: list[str] = [""] * len(inputs)
     padding_side, tokenizer.padding_side = tokenizer.padding_side, "left"
     try:
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
+        for batch in batches_by_length(inputs, batch_size):
             prompts = tokenizer([inputs[index] for index in batch], padding=True, return_tensors="pt")
             prompts = prompts.to(model.device)
             longest_target = max(len(targets[index].split()) for index in batch)
@@ -101,13 +113,35 @@ def generate_answers(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBas
     return answers
 
 
-def score_pairs(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[Pair],
-                buckets: Sequence[tuple[int, int]] | None, precision: str = "fp32"
+@torch.no_grad()
+def fill_answers(model: HfAttnForMaskedLM, tokenizer: PreTrainedTokenizerBase, inputs: Sequence[str],
+                 targets: Sequence[str], batch_size: int = GENERATION_BATCH_SIZE) -> list[str]:
+    """An encoder's answer to each input, in the inputs' order: its most likely token at each of the answer's
+    `[MASK]` places (`encoder_features`: as many as the target has words), special tokens kept (an answer
+    holding one is wrong)."""
+    model.eval()
+    answers: list[str] = [""] * len(inputs)
+    for batch in batches_by_length(inputs, batch_size):
+        features = encoder_features(tokenizer, [inputs[index] for index in batch],
+                                    [targets[index] for index in batch])
+        padded = tokenizer.pad({"input_ids": features["input_ids"], "attention_mask": features["attention_mask"]},
+                               return_tensors="pt").to(model.device)
+        predicted = model(**padded).logits.argmax(-1).tolist()
+        for index, ids, labels in zip(batch, predicted, features["labels"]):
+            answer = [token for token, label in zip(ids, labels) if label != IGNORE_INDEX]
+            answers[index] = tokenizer.decode(answer, skip_special_tokens=False)
+    return answers
+
+
+def score_pairs(model: HfAttnForCausalLM | HfAttnForMaskedLM, tokenizer: PreTrainedTokenizerBase,
+                pairs: Sequence[Pair], buckets: Sequence[tuple[int, int]] | None, precision: str = "fp32"
                 ) -> tuple[list[BucketScore], list[str]]:
-    """Exact match of the model's greedy answers by length bucket (`exact_match_by_length`), and the answers."""
+    """Exact match of the model's answers (a decoder's generated, an encoder's filled in) by length bucket
+    (`exact_match_by_length`), and the answers."""
     inputs, targets = [pair.input for pair in pairs], [pair.target for pair in pairs]
+    answer = generate_answers if model.config.is_decoder else fill_answers
     with autocast(precision, model.device):
-        answers = generate_answers(model, tokenizer, inputs, targets)
+        answers = answer(model, tokenizer, inputs, targets)
     return exact_match_by_length(answers, targets, [pair.length for pair in pairs], buckets), answers
 
 
@@ -129,22 +163,29 @@ def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: 
 
 def sequence_task(experiment: Experiment) -> Task:
     """The experiment's sequence task, a fresh decoder with the answer-only loss (teacher forcing or scheduled
-    sampling), scored by `sequence_scores`."""
+    sampling), or with `model.is_decoder: false` an encoder filling the answer's masks, scored by
+    `sequence_scores`."""
     if experiment.init_from is not None or experiment.week3 is not None:
-        raise ValueError("a sequence task trains a new decoder with the task's own word-level tokenizer; drop "
+        raise ValueError("a sequence task trains a new model with the task's own word-level tokenizer; drop "
                          "init_from and --week3.")
+    decoder = experiment.model.get("is_decoder", True)
+    if not decoder:
+        refuse_scheduled_sampling(experiment, "an encoder (model.is_decoder: false), which fills every answer "
+                                              "token at once,")
     source = dataset_source(experiment.dataset)
     data = source.load_pairs()
     if "validation" not in data:
         raise ValueError(f"the {source.kind} dataset has no validation split, which picks the checkpoint: set its "
                          "n_validation.")
     tokenizer = source.pairs_tokenizer(data)
-    features = data.map(lambda batch: decoder_features(tokenizer, batch["input"], batch["target"]), batched=True,
+    features_of = decoder_features if decoder else encoder_features
+    tokenizer = tokenizer if decoder else with_mask_token(tokenizer)
+    features = data.map(lambda batch: features_of(tokenizer, batch["input"], batch["target"]), batched=True,
                         remove_columns=["input", "target", "length"])
     check_max_length(experiment, features)
     return Task(
         tokenizer=tokenizer,
-        model_class=HfAttnForCausalLM,
+        model_class=HfAttnForCausalLM if decoder else HfAttnForMaskedLM,
         train_dataset=features["train"],
         eval_dataset=features["validation"],
         data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORE_INDEX),
@@ -156,7 +197,7 @@ def sequence_task(experiment: Experiment) -> Task:
         model_defaults={"is_decoder": True, "bos_token_id": tokenizer.bos_token_id,
                         "eos_token_id": tokenizer.eos_token_id},
         trainer_class=functools.partial(CausalScheduledSamplingTrainer,
-                                        scheduled_sampling=experiment.scheduled_sampling),
+                                        scheduled_sampling=experiment.scheduled_sampling) if decoder else Trainer,
     )
 
 
@@ -188,6 +229,13 @@ def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]]
         return None
 
 
+def saved_sequence_model(model_dir: str | os.PathLike[str]) -> HfAttnPreTrainedModel:
+    """A saved sequence-task model: the decoder (`HfAttnForCausalLM`) or the encoder (`HfAttnForMaskedLM`) its
+    config's `is_decoder` says it is."""
+    config = HfAttnConfig.from_pretrained(model_dir)
+    return (HfAttnForCausalLM if config.is_decoder else HfAttnForMaskedLM).from_pretrained(model_dir, config=config)
+
+
 def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike[str],
                 buckets: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
     """Exact match by length bucket of a saved task model on a JSONL file of `{"input", "target"}` pairs.
@@ -211,7 +259,7 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
                              "vocabulary; score pairs of the task the model was trained on.")
     pairs = [pair if pair.length is not None else Pair(pair.input, pair.target, len(pair.input.split()))
              for pair in pairs]
-    model = HfAttnForCausalLM.from_pretrained(model_dir)
+    model = saved_sequence_model(model_dir)
     buckets = list(buckets) if buckets is not None else recorded_buckets(model_dir)
     by_bucket, _ = score_pairs(model, tokenizer, pairs, buckets)
     return {"model": str(model_dir), "pairs": str(pairs_path), "n_pairs": len(pairs),

@@ -38,6 +38,9 @@ DIGITS = tuple("0123456789")
 HINT_SYMBOLS = tuple(string.ascii_uppercase + string.ascii_lowercase)
 PAD, BOS, EOS, SEP, UNK = "[PAD]", "[BOS]", "[EOS]", "[SEP]", "[UNK]"
 SPECIAL_TOKENS = (PAD, BOS, EOS, SEP, UNK)
+# The answer's places an encoder fills (`encoder_features`); added to a task's tokenizer by an encoder's run only,
+# so that a decoder's vocabulary (and with it every decoder run) stays as it was.
+MASK = "[MASK]"
 # Draws in a row that may land on an example an earlier split holds before a split is declared impossible.
 MAX_REJECTED_DRAWS = 1_000
 PAIR_FEATURES = Features({"input": Value("string"), "target": Value("string"), "length": Value("int32")})
@@ -300,6 +303,31 @@ def decoder_features(tokenizer: PreTrainedTokenizerFast, inputs: Sequence[str],
     prompts = tokenizer(list(inputs))["input_ids"]
     encoded = tokenizer(list(inputs), list(targets))
     labels = [[-100] * len(prompt) + ids[len(prompt):] for prompt, ids in zip(prompts, encoded["input_ids"])]
+    return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": labels}
+
+
+def with_mask_token(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """`tokenizer` with `[MASK]` added (the last id) if it has no mask token: what an encoder's answer is read at."""
+    if tokenizer.mask_token is None:
+        tokenizer.add_special_tokens({"mask_token": MASK})
+    return tokenizer
+
+
+def encoder_features(tokenizer: PreTrainedTokenizerFast, inputs: Sequence[str],
+                     targets: Sequence[str]) -> dict[str, list[list[int]]]:
+    """`input_ids` and `attention_mask` of `[BOS] input [SEP] [MASK] ... [MASK] [EOS]`, one `[MASK]` per word of
+    the target, and `labels` equal to the target's ids at the masks and -100 elsewhere: an encoder (a masked LM)
+    fills the whole answer in one pass, told its length but not its words. The tokenizer needs a mask token
+    (`with_mask_token`)."""
+    if tokenizer.mask_token is None:
+        raise ValueError("an encoder's answer is read at [MASK] tokens, and this tokenizer has none: "
+                         "use with_mask_token(tokenizer).")
+    answers = tokenizer(list(targets), add_special_tokens=False)["input_ids"]
+    prompts = tokenizer(list(inputs))["input_ids"]
+    masks = [" ".join([tokenizer.mask_token] * len(answer)) for answer in answers]
+    encoded = tokenizer(list(inputs), masks)
+    labels = [[-100] * len(prompt) + answer + [-100] * (len(ids) - len(prompt) - len(answer))
+              for prompt, answer, ids in zip(prompts, answers, encoded["input_ids"])]
     return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": labels}
 
 
