@@ -28,6 +28,7 @@ from hf_attn.experiments.arena.kinds import SequenceCell
 from hf_attn.experiments.config import load_experiment
 
 LENGTH_ARENA = REPO / "configs" / "length" / "arena.yaml"
+ENCODER_ARENA = REPO / "configs" / "length" / "encoder-arena.yaml"
 SCAN_FOLDER = REPO.parent / "shared" / "data" / "scan"
 
 
@@ -54,8 +55,24 @@ def test_the_shipped_length_arena_loads_every_budget(budget: str) -> None:
     assert experiment_for(arena, "sequence", "rope", seed=0, task="reverse").dataset["name"] == "reverse"
     scan = experiment_for(arena, "sequence", "none", seed=0, task="scan")
     assert scan.dataset["kind"] == "scan" and scan.max_length == 64
-    # SCAN's longer schedule is the study's; the tiny budget's few steps go after every task's keys
+    # SCAN's and addition's longer schedules are the study's; the tiny budget's few steps go after every task's keys
     assert scan.training["max_steps"] == {"tiny": 2, "study": 4000}[budget]
+    addition = experiment_for(arena, "sequence", "t5", seed=0, task="addition")
+    assert addition.dataset["name"] == "addition_reversed_hints_random" and addition.max_length == 200
+    assert addition.training["max_steps"] == {"tiny": 2, "study": 10_000}[budget]
+
+
+@pytest.mark.parametrize("budget", ["tiny", "study"])
+def test_the_encoder_arena_is_the_decoder_arena_on_copy_reverse_and_sort_with_an_encoder(budget: str) -> None:
+    decoders, encoders = load_arena(LENGTH_ARENA, budget), load_arena(ENCODER_ARENA, budget)
+    assert encoders.schemes == decoders.schemes and encoders.budget.seeds == decoders.budget.seeds
+    assert list(encoders.tasks) == ["copy", "reverse", "sort"]
+    for scheme in encoders.schemes:
+        for task in encoders.tasks:
+            encoder = experiment_for(encoders, "sequence", scheme, seed=2, task=task)
+            decoder = experiment_for(decoders, "sequence", scheme, seed=2, task=task)
+            assert encoder.model == {**decoder.model, "is_decoder": False}
+            assert dataclasses.replace(encoder, name="", model={}) == dataclasses.replace(decoder, name="", model={})
 
 
 def test_scheme_settings_reach_that_schemes_experiments_and_stamps_only(tmp_path: Path) -> None:
