@@ -130,7 +130,7 @@ def _arena(args: argparse.Namespace) -> None:
 def _score_pairs(args: argparse.Namespace) -> None:
     from .experiments.sequence import score_saved
 
-    print(json.dumps(score_saved(args.model, args.pairs, args.buckets), indent=2))
+    print(json.dumps(score_saved(args.model, args.pairs, args.buckets, args.by_position), indent=2))
 
 
 def _evaluate(args: argparse.Namespace) -> None:
@@ -541,6 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
     score_pairs.add_argument("--buckets", type=length_buckets,
                              help="inclusive length ranges, e.g. 1-8,9-16,32 (default: the run's task's 1..L, L+1..2L, "
                              "4L; else each length)")
+    score_pairs.add_argument("--by-position", action="store_true",
+                             help="also each bucket's word accuracy at each answer position: where a longer answer "
+                             "starts to go wrong")
     score_pairs.set_defaults(func=_score_pairs)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")

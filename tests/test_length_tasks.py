@@ -31,6 +31,7 @@ from hf_attn.tasks.length import (
     mean_reciprocal_rank,
     read_pairs,
     task_tokenizer,
+    word_accuracy_by_position,
     write_pairs,
 )
 from hf_attn.tasks.scan import SCAN_LENGTH_FILES, scan_length_split, scan_tokenizer
@@ -354,6 +355,17 @@ def test_exact_match_by_length_against_hand_values():
         exact_match_by_length(predictions, targets, lengths, buckets=[(1, 2)])
     with pytest.raises(ValueError, match="must be as long as each other, got 7, 7 and 1"):
         exact_match_by_length(predictions, targets, [1])
+
+
+def test_word_accuracy_by_position_against_hand_values():
+    predictions = ["a b c", "a x", "a b c d", "", "z"]
+    targets = ["a b c", "a b c", "a b", "q", "z"]
+    # position 1: a=a, a=a, a=a, ''!=q, z=z; position 2: b=b, x!=b, b=b; position 3: c=c, (missing)!=c
+    assert [(s.low, s.high, s.correct, s.count) for s in word_accuracy_by_position(predictions, targets)] == [
+        (1, 1, 4, 5), (2, 2, 2, 3), (3, 3, 1, 2)]
+    assert word_accuracy_by_position([], []) == []
+    with pytest.raises(ValueError, match="as long as each other, got 1 and 0"):
+        word_accuracy_by_position(["a"], [])
 
 
 def test_mean_reciprocal_rank_against_hand_values():

@@ -47,9 +47,11 @@ def random_decoder(tokenizer, seed: int = 1) -> HfAttnForCausalLM:  # noqa: ANN0
 
 
 @torch.no_grad()
-def greedy_one_by_one(model: HfAttnForCausalLM, tokenizer, text: str, max_new_tokens: int) -> str | None:  # noqa: ANN001
+def greedy_one_by_one(model: HfAttnForCausalLM, tokenizer, text: str, max_new_tokens: int,  # noqa: ANN001
+                      unfinished: bool = False) -> str | None:
     """The greedy answer to one unpadded prompt, each token the argmax of a full forward pass (no cache, no batch);
-    None when no [EOS] comes within `max_new_tokens` (an answer that never ends matches no target)."""
+    None when no [EOS] comes within `max_new_tokens` (an answer that never ends matches no target), or with
+    `unfinished` the tokens written by then."""
     ids = tokenizer(text)["input_ids"]
     answer: list[int] = []
     for _ in range(max_new_tokens):
@@ -57,7 +59,7 @@ def greedy_one_by_one(model: HfAttnForCausalLM, tokenizer, text: str, max_new_to
         if token == tokenizer.eos_token_id:
             return tokenizer.decode(answer)  # every token written, special ones too
         answer.append(token)
-    return None
+    return tokenizer.decode(answer) if unfinished else None
 
 
 def test_the_loss_is_the_mean_cross_entropy_of_the_answer_tokens() -> None:
@@ -152,6 +154,17 @@ def test_hf_attn_train_trains_a_decoder_on_a_sequence_task_that_loads_generates_
     cli.main(["score-pairs", "--model", str(run), "--pairs", str(tmp_path / "pairs.jsonl")])
     assert [(row["low"], row["high"]) for row in json.loads(capsys.readouterr().out)["exact_match_by_length"]] == [
         (1, 3), (4, 6)]
+    # --by-position: each bucket's word accuracy along the answer, counted here from the answers read one by one
+    cli.main(["score-pairs", "--model", str(run), "--pairs", str(tmp_path / "pairs.jsonl"), "--by-position"])
+    for row in json.loads(capsys.readouterr().out)["exact_match_by_length"]:
+        inside = [pair for pair in pairs if row["low"] <= pair.length <= row["high"]]
+        answers = [greedy_one_by_one(model, tokenizer, pair.input, len(pair.target.split()) + 1,
+                                     unfinished=True).split() for pair in inside]
+        expected = [(position + 1, sum(position < len(answer) and answer[position] == pair.target.split()[position]
+                                       for answer, pair in zip(answers, inside) if position < len(pair.target.split())),
+                     sum(position < len(pair.target.split()) for pair in inside))
+                    for position in range(max(len(pair.target.split()) for pair in inside))]
+        assert [(r["position"], r["correct"], r["count"]) for r in row["word_accuracy_by_position"]] == expected
 
     # its card: the measured exact match by bucket, the first bucket past the training lengths in the model-index, no
     # IMDb, and an example whose answer is the task's (reversed by hand)

@@ -44,6 +44,7 @@ from ..tasks.length import (
     exact_match_by_length,
     read_pairs,
     with_mask_token,
+    word_accuracy_by_position,
 )
 from .config import Experiment, refuse_scheduled_sampling
 from .precision import autocast
@@ -237,13 +238,14 @@ def saved_sequence_model(model_dir: str | os.PathLike[str]) -> HfAttnPreTrainedM
 
 
 def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike[str],
-                buckets: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
+                buckets: Sequence[tuple[int, int]] | None = None, by_position: bool = False) -> dict[str, Any]:
     """Exact match by length bucket of a saved task model on a JSONL file of `{"input", "target"}` pairs.
 
     A pair's length is its `length` key, else the number of words of its input. `buckets` default to those of the
     task the run folder's metrics.json names (1..L, L+1..2L, 4L; SCAN 1..22, 23..48), else each length on its own.
     A pair holding a word the model's tokenizer does not know is refused in one line: the model could not read or
-    write it.
+    write it. `by_position` adds, for each bucket, the answers' word accuracy at each position
+    (`word_accuracy_by_position`): where along a longer answer the model starts to fail.
     """
     from transformers import AutoTokenizer
 
@@ -261,6 +263,14 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
              for pair in pairs]
     model = saved_sequence_model(model_dir)
     buckets = list(buckets) if buckets is not None else recorded_buckets(model_dir)
-    by_bucket, _ = score_pairs(model, tokenizer, pairs, buckets)
-    return {"model": str(model_dir), "pairs": str(pairs_path), "n_pairs": len(pairs),
-            "exact_match_by_length": bucket_records(by_bucket)}
+    by_bucket, answers = score_pairs(model, tokenizer, pairs, buckets)
+    scores = {"model": str(model_dir), "pairs": str(pairs_path), "n_pairs": len(pairs),
+              "exact_match_by_length": bucket_records(by_bucket)}
+    if by_position:
+        for record in scores["exact_match_by_length"]:
+            inside = [(answer, pair.target) for answer, pair in zip(answers, pairs)
+                      if record["low"] <= pair.length <= record["high"]]
+            record["word_accuracy_by_position"] = [
+                {"position": score.low, "correct": score.correct, "count": score.count, "accuracy": score.accuracy}
+                for score in word_accuracy_by_position(*zip(*inside))]
+    return scores

@@ -387,6 +387,27 @@ def exact_match_by_length(
     return [BucketScore(low, high, correct, count) for (low, high), (correct, count) in counts.items() if count]
 
 
+def word_accuracy_by_position(predictions: Sequence[str], targets: Sequence[str]) -> list[BucketScore]:
+    """Where along the answer a model goes wrong: for each word position i of the targets (1-based, as a
+    `BucketScore` whose bounds are both i), of the targets with at least i words, how many predictions hold the
+    target's i-th word there (a prediction shorter than its target misses the words it lacks)."""
+    if len(predictions) != len(targets):
+        raise ValueError(f"predictions and targets must be as long as each other, got {len(predictions)} and "
+                         f"{len(targets)}.")
+    correct: list[int] = []
+    count: list[int] = []
+    for prediction, target in zip(predictions, targets):
+        predicted = prediction.split()
+        for position, word in enumerate(target.split()):
+            if position == len(count):
+                correct.append(0)
+                count.append(0)
+            count[position] += 1
+            correct[position] += position < len(predicted) and predicted[position] == word
+    return [BucketScore(position, position, right, total)
+            for position, (right, total) in enumerate(zip(correct, count), start=1)]
+
+
 def mean_reciprocal_rank(accuracies: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """The mean reciprocal rank of each scheme across tasks, as Kazemnejad et al. (NeurIPS 2023) report it.
 
