@@ -171,6 +171,11 @@ class HfAttnConfig(PreTrainedConfig):
         sparse_prediction: masked-LM only: when labels are given, run the vocabulary projection on the
             labelled (masked) positions alone and return their logits as (masked tokens, vocab), as
             ModernBERT does; with 15% masking that skips ~85% of the largest matmul of pretraining.
+        unpad_inputs: with padding in a batch (and no cache or cross-attention, no hidden states or attention
+            weights asked for), run every step but attention on the real tokens only, as ModernBERT unpads: the
+            projections and the feed-forward then cost the batch's real tokens, not batch x longest. The padding's
+            hidden states are zero. `False` computes them like any token's (the same real tokens' states, up to
+            rounding).
 
     Example:
         ```python
@@ -222,6 +227,7 @@ class HfAttnConfig(PreTrainedConfig):
     sparse_prediction: bool = False
     rtd_generator_layers: int = count(1)
     rtd_loss_weight: float = positive_number(50.0)
+    unpad_inputs: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
         # Configs saved by hf_attn 1.0 name a dropout implementation; dropout is torch's now, and inactive at

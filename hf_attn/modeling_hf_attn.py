@@ -47,7 +47,7 @@ from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_hf_attn import HfAttnConfig
-from .masking import BandBlocks, band_blocks, key_padding_mask, self_attention_mask
+from .masking import BandBlocks, RealTokens, band_blocks, key_padding_mask, real_tokens, self_attention_mask
 from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
 
 logger = logging.get_logger(__name__)
@@ -227,14 +227,18 @@ class HfAttnAttention(nn.Module):
         hidden_states: torch.Tensor,
         context: torch.Tensor | None,
         positions: AttentionPositions | None,
+        real: RealTokens | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied."""
-        batch, query_length, _ = hidden_states.shape
+        """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied; `real`: the
+        hidden states are the real tokens alone, projected and then padded."""
+        batch, query_length = (real.batch, real.length) if real is not None else hidden_states.shape[:2]
         if context is not None:
             key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
             query = self.scoring.project_query(self.q_proj(hidden_states))
             return self._heads(batch, query_length, query, key, value)
         projected = self.qkv_proj(hidden_states)
+        if real is not None:
+            projected = real.pad(projected)
         if self.scoring.projects_query:  # W joins the fused projection's query part, before RoPE rotates it
             query, key_and_value = projected.split([self.split_sizes[0], sum(self.split_sizes[1:])], dim=-1)
             projected = torch.cat((self.scoring.project_query(query), key_and_value), dim=-1)
@@ -277,19 +281,21 @@ class HfAttnAttention(nn.Module):
         cache: Cache | None = None,
         causal_only: bool = False,
         band: BandBlocks | None = None,
+        real: RealTokens | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None).
         `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`).
         `band`: compute only the scores within the sliding window, block by block (`local_attention_forward`);
-        `attention_mask` is then None and `positions.bias` already cut to the blocks."""
-        batch, query_length, _ = hidden_states.shape
+        `attention_mask` is then None and `positions.bias` already cut to the blocks. `real`: `hidden_states` are
+        a padded batch's real tokens alone, (1, tokens, hidden), and so is the output; attention runs padded."""
+        batch, query_length = (real.batch, real.length) if real is not None else hidden_states.shape[:2]
         if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
             query = self.scoring.project_query(self.q_proj(hidden_states))
             query = query.view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
             cached = cache.cross_attention_cache.layers[self.layer_idx]
             key, value = cached.keys, cached.values
         else:
-            query, key, value = self._project(hidden_states, context, positions)
+            query, key, value = self._project(hidden_states, context, positions, real)
             query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
             if self.is_cross_attention and cache is not None:
                 key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
@@ -350,8 +356,8 @@ class HfAttnAttention(nn.Module):
             )
         if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
             output = output.masked_fill(empty_query_rows, 0.0)
-        output = self.o_proj(output.reshape(batch, query_length, self.num_heads * self.head_dim))
-        return output, weights
+        output = output.reshape(batch, query_length, self.num_heads * self.head_dim)
+        return self.o_proj(real.take(output) if real is not None else output), weights
 
 
 def local_attention_forward(
@@ -457,6 +463,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
         cache: Cache | None = None,
         causal_only: bool = False,
         band: BandBlocks | None = None,
+        real: RealTokens | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         # The scheme's bias comes as a tensor argument of its own: reentrant gradient checkpointing carries the
         # gradients of tensor arguments only, and a learned bias (t5, fire) needs its gradient.
@@ -471,6 +478,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
             cache=cache.self_attention_cache if is_encoder_decoder_cache else cache,
             causal_only=causal_only,
             band=band,
+            real=real,
         )
         hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
         cross_weights = None
@@ -826,6 +834,16 @@ class HfAttnModel(HfAttnPreTrainedModel):
         # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
         causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
         cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
+        # With padding, every step but attention runs on the real tokens alone (`unpad_inputs`); not with a cache
+        # or cross-attention (their keys are another sequence's), nor when each layer's hidden states or attention
+        # weights are returned (every slot's, as without unpadding).
+        real = None
+        if (self.config.unpad_inputs and cache is None and encoder_hidden_states is None and not masks_given
+                and not output_attentions
+                and not kwargs.get("output_hidden_states", self.config.output_hidden_states)):
+            real = real_tokens(attention_mask)
+        if real is not None:
+            hidden_states = real.take(hidden_states)
 
         for layer in self.layers:
             hidden_states, _, _ = layer(
@@ -840,8 +858,12 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 cache=cache,
                 causal_only=causal_only and layer.attention_type == "full_attention",
                 band=band if layer.attention_type == "sliding_attention" else None,
+                real=real,
             )
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=self.norm(hidden_states), cache=cache)
+        hidden_states = self.norm(hidden_states)
+        if real is not None:
+            hidden_states = real.pad(hidden_states)
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:

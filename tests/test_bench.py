@@ -133,6 +133,13 @@ def test_other_sections_and_outputs(toy_run: tuple[dict, str, Path]) -> None:
         assert realistic["fixed"]["padded_tokens"] == 12 * width
         assert realistic["grouped"]["padded_tokens"] <= realistic["dynamic"]["padded_tokens"] <= 12 * width
         assert len({r["real_tokens"] for r in realistic.values()}) == 1
+        for row in realistic.values():  # hf-attn unpadded and padded, and RoPE's peers, on the same batches
+            epochs = row["epoch_s_by_model"]
+            assert list(epochs) == ["hf-attn", "hf-attn (unpad_inputs=False)", "RoFormer", "ModernBERT"]
+            assert row["epoch_s"] == epochs["hf-attn"]
+            assert row["speedup_vs_peer"] == min(epochs["RoFormer"], epochs["ModernBERT"]) / epochs["hf-attn"]
+            assert row["fastest_peer"] == min(("RoFormer", "ModernBERT"), key=epochs.__getitem__)
+            assert row["speedup_vs_padded"] == epochs["hf-attn (unpad_inputs=False)"] / epochs["hf-attn"]
     # Truncating shorter can only cut tokens, never add them.
     assert runs[0]["rows"][0]["real_tokens"] <= runs[1]["rows"][0]["real_tokens"]
     profiles = results["profile"]["models"]

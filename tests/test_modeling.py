@@ -115,9 +115,10 @@ def test_fully_masked_rows_are_exactly_zero_never_nan() -> None:
     real_rows = weights[0].sum(-1)
     torch.testing.assert_close(real_rows, torch.ones_like(real_rows))
     sdpa = build(attn="sdpa", **overrides)
+    real = attention_mask.bool()  # (the padding's states: zeros where the model unpads, computed with the weights)
     with torch.no_grad():
-        torch.testing.assert_close(sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state,
-                                   output.last_hidden_state, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[real],
+                                   output.last_hidden_state[real], atol=1e-5, rtol=1e-5)
 
 
 def test_an_sdpa_model_runs_sdpa_and_returns_eager_weights_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,11 +140,12 @@ def test_an_sdpa_model_runs_sdpa_and_returns_eager_weights_on_request(monkeypatc
         actual = sdpa(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         assert len(kernel_calls) == 2  # one per layer
         with_weights = sdpa(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
-    torch.testing.assert_close(actual, expected.last_hidden_state, atol=1e-5, rtol=1e-5)
+    real = attention_mask.bool()  # (the padding's states: zeros where the model unpads, computed with the weights)
+    torch.testing.assert_close(actual[real], expected.last_hidden_state[real], atol=1e-5, rtol=1e-5)
     assert len(with_weights.attentions) == 2 and with_weights.attentions[0].shape == (3, 4, 12, 12)
     for a, e in zip(with_weights.attentions, expected.attentions, strict=True):
         torch.testing.assert_close(a, e)
-    torch.testing.assert_close(with_weights.last_hidden_state, actual, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(with_weights.last_hidden_state[real], actual[real], atol=1e-5, rtol=1e-5)
     assert torch.all(with_weights.attentions[0][2, :, :, 4:] == 0)  # padded keys get no weight
 
 
@@ -312,10 +314,11 @@ def test_recorded_hidden_states_are_each_layers_input_then_the_output() -> None:
         assert torch.equal(output.hidden_states[0], model.embed_tokens(input_ids))  # RoPE adds nothing here
         assert torch.equal(output.hidden_states[-1], output.last_hidden_state)
         model.norm = torch.nn.Identity()
+        real = attention_mask.bool()  # the padding's states: computed here, zeros where the cut model unpads
         for depth in range(1, len(layers)):
             model.layers = layers[:depth]
             cut = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            torch.testing.assert_close(output.hidden_states[depth], cut)
+            torch.testing.assert_close(output.hidden_states[depth][real], cut[real])
         model.layers, model.norm = layers, norm
         as_tuple = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                          output_attentions=True, return_dict=False)

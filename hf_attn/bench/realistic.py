@@ -8,15 +8,18 @@ random, since only the shapes matter for speed.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch import nn
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
-from .models import Candidate, hf_attn_config
-from .settings import WEEK3_VOCAB, BenchSettings
+from .models import ANCHOR_BUILDERS, Candidate, best_backend, hf_attn_config
+from .settings import OWN_DROPOUT_ANCHORS, WEEK3_VOCAB, BenchSettings, peer_families
 from .timing import make_batch, timed, train_step
 
 STRATEGIES = ("fixed", "dynamic", "grouped")
@@ -75,22 +78,41 @@ def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, 
     }
 
 
+REALISTIC_UNPADDED = "hf-attn"
+REALISTIC_PADDED = "hf-attn (unpad_inputs=False)"
+
+
+def realistic_models(settings: BenchSettings, max_length: int) -> dict[str, Callable[[], nn.Module]]:
+    """What the section trains, by name: hf-attn (which computes only a padded batch's real tokens outside
+    attention, `unpad_inputs`), hf-attn computing the padding too, and the scheme's peers among the anchors (as in
+    the throughput section), which compute every padded slot."""
+    config = hf_attn_config(settings, settings.realistic_scheme, max_length)
+    models: dict[str, Callable[[], nn.Module]] = {
+        REALISTIC_UNPADDED: lambda: HfAttnForSequenceClassification(config),
+        REALISTIC_PADDED: lambda: HfAttnForSequenceClassification(dataclasses.replace(config, unpad_inputs=False)),
+    }
+    for anchor in settings.anchors:
+        if anchor in peer_families(settings.realistic_scheme) and anchor not in OWN_DROPOUT_ANCHORS:
+            models[anchor] = functools.partial(ANCHOR_BUILDERS[anchor][1], settings, max_length)
+    return models
+
+
 def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_length: int,
                     device: torch.device) -> dict[str, Any]:
-    """The three padding strategies over one epoch of reviews truncated to `max_length`, interleaved
-    batch by batch in a rotating order."""
+    """The three padding strategies over one epoch of reviews truncated to `max_length`, for every model of
+    `realistic_models`, interleaved batch by batch in a rotating order."""
     lengths = [max(1, min(n, max_length)) for n in all_lengths]
-    config = hf_attn_config(settings, settings.realistic_scheme, max_length)
-    # One model and optimizer per strategy, all from the same initial weights, so no strategy trains on
-    # weights another has moved.
-    candidates = {}
+    builders = realistic_models(settings, max_length)
+    # One model and optimizer per strategy and model, all of a model from the same initial weights, so no
+    # strategy trains on weights another has moved.
+    candidates: dict[tuple[str, str], Candidate] = {}
     for strategy in STRATEGIES:
-        torch.manual_seed(settings.seed)
-        model = HfAttnForSequenceClassification(config).to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
-        candidates[strategy] = Candidate(
-            "hf-attn", settings.realistic_scheme, settings.realistic_backend, model, optimizer
-        )
+        for name, build in builders.items():
+            torch.manual_seed(settings.seed)
+            model = build().to(device)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
+            backend = settings.realistic_backend if name.startswith("hf-attn") else best_backend(model)
+            candidates[strategy, name] = Candidate(name, settings.realistic_scheme, backend, model, optimizer)
 
     generator = torch.Generator().manual_seed(settings.seed)
     plans: dict[str, list[dict[str, torch.Tensor]]] = {}
@@ -110,20 +132,29 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
         stats[strategy] = {"strategy": strategy, "batches": len(batches), "real_tokens": sum(lengths),
                            "padded_tokens": padded, "padding_efficiency": sum(lengths) / padded}
 
-    for strategy, candidate in candidates.items():  # warm-up on each strategy's first batch
+    for (strategy, _), candidate in candidates.items():  # warm-up on each strategy's first batch
         candidate.prepare(True)
         train_step(candidate, plans[strategy][0])
-    totals = dict.fromkeys(STRATEGIES, 0.0)
+    order = list(candidates)
+    totals = dict.fromkeys(order, 0.0)
     for index in range(len(plans["fixed"])):
-        shift = index % len(STRATEGIES)
-        for strategy in STRATEGIES[shift:] + STRATEGIES[:shift]:
-            candidate = candidates[strategy]
+        shift = index % len(order)
+        for strategy, name in order[shift:] + order[:shift]:
+            candidate = candidates[strategy, name]
             candidate.prepare(True)
-            totals[strategy] += timed(lambda: train_step(candidate, plans[strategy][index]), device)
+            totals[strategy, name] += timed(lambda: train_step(candidate, plans[strategy][index]), device)
+    peers = [name for name in builders if not name.startswith("hf-attn")]
     rows = []
     for strategy, stat in stats.items():
-        stat["epoch_s"] = totals[strategy]
-        stat["speedup_vs_fixed"] = totals["fixed"] / totals[strategy]
+        epochs = {name: totals[strategy, name] for name in builders}
+        stat["epoch_s"] = epochs[REALISTIC_UNPADDED]
+        stat["speedup_vs_fixed"] = totals["fixed", REALISTIC_UNPADDED] / epochs[REALISTIC_UNPADDED]
+        stat["epoch_s_by_model"] = epochs
+        if peers:
+            fastest = min(peers, key=epochs.__getitem__)
+            stat["fastest_peer"] = fastest
+            stat["speedup_vs_peer"] = epochs[fastest] / epochs[REALISTIC_UNPADDED]
+        stat["speedup_vs_padded"] = epochs[REALISTIC_PADDED] / epochs[REALISTIC_UNPADDED]
         rows.append(stat)
     return {"max_length": max_length,
             "truncated_fraction": sum(n > max_length for n in all_lengths) / len(all_lengths), "rows": rows}

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .settings import ANCHORS, CELL_GOAL, DEFAULT_PEERS, OWN_DROPOUT_ANCHORS, PEERS
+from .settings import ANCHORS, CELL_GOAL, OWN_DROPOUT_ANCHORS, peer_families
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -113,7 +113,7 @@ def _format_goals(section: dict[str, Any]) -> list[str]:
             and "speedup_vs_peer" in r]
     cells = _cells(rows)
     by_cell = {(r["scheme"], r["mode"], r["seq"], _precision(r)): r for r in rows}
-    body = [[scheme, ", ".join(PEERS.get(scheme, DEFAULT_PEERS)),
+    body = [[scheme, ", ".join(peer_families(scheme)),
              *(f"{by_cell[(scheme, mode, seq, precision)]['speedup_vs_peer']:.2f}x "
                f"({by_cell[(scheme, mode, seq, precision)]['fastest_peer']})" for mode, _, seq, precision in cells)]
             for scheme in dict.fromkeys(r["scheme"] for r in rows)]
@@ -233,6 +233,15 @@ def _format_realistic(section: dict[str, Any]) -> list[str]:
         out += [f"### Truncated to {run['max_length']} tokens ({run['truncated_fraction']:.0%} of reviews longer)", "",
                 _table(["padding", "batches", "real tokens", "padded tokens", "efficiency", "epoch s", "vs fixed"],
                        rows), ""]
+        if "epoch_s_by_model" in run["rows"][0]:  # records from before the peers joined the section have hf-attn alone
+            models = list(run["rows"][0]["epoch_s_by_model"])
+            peer = [[r["strategy"], *(f"{r['epoch_s_by_model'][name]:.1f}" for name in models),
+                     _ratio(r["speedup_vs_padded"]),
+                     f"{r['speedup_vs_peer']:.2f}x ({r['fastest_peer']})" if "speedup_vs_peer" in r else ""]
+                    for r in run["rows"]]
+            out += ["Epoch seconds of every model on the same batches (hf-attn computes only the real tokens outside "
+                    "attention; the others every padded slot):", "",
+                    _table(["padding", *models, "hf-attn vs padded", "hf-attn vs fastest peer"], peer), ""]
     return out
 
 

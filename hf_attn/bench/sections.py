@@ -30,7 +30,7 @@ from .models import (
     encoder_layers,
     hf_attn_config,
 )
-from .settings import ANCHORS, CELL_GOAL, DEFAULT_PEERS, PEERS, BenchSettings
+from .settings import ANCHORS, CELL_GOAL, BenchSettings, peer_families
 from .timing import (
     MIB,
     infer_step,
@@ -97,11 +97,6 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
                 rows += case
     return {"models": models, "matmul_peak": peaks, "matmul_interleaved": interleaved_peaks, "rows": rows,
             "goals": goal_summary(rows)}
-
-
-def peer_families(scheme: str) -> tuple[str, ...]:
-    """The transformers models an hf-attn scheme is judged against (`settings.PEERS`)."""
-    return PEERS.get(scheme, DEFAULT_PEERS)
 
 
 def add_speedups(case: list[dict[str, Any]]) -> None:

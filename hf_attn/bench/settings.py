@@ -18,6 +18,12 @@ PRECISIONS = ("fp32", "bf16")
 # models, which do the same rotation work; every other scheme against all three.
 PEERS = {"rope": ("RoFormer", "ModernBERT")}
 DEFAULT_PEERS = ("BERT", "RoFormer", "ModernBERT")
+
+
+def peer_families(scheme: str) -> tuple[str, ...]:
+    """The transformers models an hf-attn scheme is judged against (`PEERS`)."""
+    return PEERS.get(scheme, DEFAULT_PEERS)
+
 # The goal per (precision, mode, length) cell: at least this fraction of the fastest peer's speed.
 CELL_GOAL = 0.95
 SECTIONS = ("throughput", "scaling", "realistic", "generation")

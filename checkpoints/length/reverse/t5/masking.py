@@ -26,6 +26,39 @@ def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None
     return attention_mask.bool()[:, None, None, :]
 
 
+@dataclass
+class RealTokens:
+    """Where a padded batch's real tokens sit, so that every token-wise step (projections, feed-forward, norms,
+    dropout, residuals) runs on them alone and only attention sees the padded (batch, length) layout, as
+    ModernBERT's unpadding: a batch of texts of unequal length then costs its real tokens, not batch x longest.
+
+    Token-wise states are (1, tokens, ...), the real tokens in row-major order; `indices` (tokens,) are their flat
+    positions in (batch x length).
+    """
+
+    batch: int
+    length: int
+    indices: torch.Tensor
+
+    def take(self, padded: torch.Tensor) -> torch.Tensor:
+        """(batch, length, ...) -> (1, tokens, ...): the real tokens' states."""
+        return padded.flatten(0, 1).index_select(0, self.indices)[None]
+
+    def pad(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(1, tokens, ...) -> (batch, length, ...): the real tokens' states back in place, zeros at the padding."""
+        rows = tokens.new_zeros(self.batch * self.length, *tokens.shape[2:])
+        return rows.index_copy(0, self.indices, tokens[0]).unflatten(0, (self.batch, self.length))
+
+
+def real_tokens(attention_mask: torch.Tensor | None) -> RealTokens | None:
+    """The `RealTokens` of a (batch, length) 1/0 padding mask, or None when nothing is padding, and while a graph is
+    captured (`torch.compile`, export): the number of real tokens is read back to the host."""
+    if attention_mask is None or is_tracing(attention_mask) or bool(attention_mask.all()):
+        return None
+    batch, length = attention_mask.shape
+    return RealTokens(batch, length, attention_mask.flatten().nonzero().squeeze(1))
+
+
 def distance_mask(
     query_length: int,
     key_length: int,
