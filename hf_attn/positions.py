@@ -4,10 +4,11 @@ A scheme can act at two places, and each class overrides only the hook it needs:
 
 * `embed(inputs_embeds, position_ids)`: absolute schemes add a vector per position once, after the
   token embedding (`sinusoidal`, `learned`).
-* `attention_positions(position_ids, key_length)`: relative schemes hand every attention layer what
-  it needs: RoPE's cos/sin to rotate queries and keys, or an additive bias of the key-query offset
-  (ALiBi's fixed slopes, T5's learned buckets, FIRE's learned function). The model calls it once per
-  forward pass and passes the result to all layers.
+* in attention, relative schemes: `rotation(position_ids, key_length)`, RoPE's cos/sin to rotate queries and
+  keys, or `relative_bias(offsets, query_positions)`, an additive bias of the key-query offset (ALiBi's fixed
+  slopes, T5's learned buckets, FIRE's learned function). The model asks `attention_positions` once per forward
+  pass and passes the result to all layers; sliding layers that compute only their band ask `band_bias`, the
+  bias of the scores inside the band alone, so that its cost too grows linearly with the length.
 
 Adding a scheme is one small subclass of `PositionScheme` plus one line in `POSITION_SCHEMES`. What the rest of
 the package asks of a scheme (whether every length has positions, whether `rope_parameters` configure it,
@@ -32,6 +33,7 @@ from transformers.utils import is_tracing
 
 if TYPE_CHECKING:
     from .configuration_hf_attn import HfAttnConfig
+    from .masking import BandBlocks
 
 
 @dataclass
@@ -67,8 +69,35 @@ class PositionScheme(nn.Module):
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return inputs_embeds
 
-    def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
-        return AttentionPositions()
+    def attention_positions(self, position_ids: torch.Tensor, key_length: int, bias: bool = True
+                            ) -> AttentionPositions:
+        """What every attention layer needs for the queries of `position_ids`, the last of `key_length` slots:
+        RoPE's tables and the scores' bias over every query and key, (1|batch, heads, query, key) (not built
+        without `bias`: sliding layers by blocks take `band_bias`)."""
+        offsets = key_minus_query(position_ids, key_length) if bias else None
+        return AttentionPositions(
+            rotary=self.rotation(position_ids, key_length),
+            bias=self.relative_bias(offsets, position_ids) if offsets is not None else None,
+        )
+
+    def band_bias(self, position_ids: torch.Tensor, band: BandBlocks) -> torch.Tensor | None:
+        """The scores' bias inside a band's blocks alone, (batch x blocks, heads, block, span), as `band`'s
+        attention takes it: linear in the length, where `attention_positions`' bias is quadratic."""
+        offsets = band.key_slots[:, None, :] - band.query_slots[:, :, None]  # (blocks, block, span)
+        bias = self.relative_bias(offsets, position_ids[:, band.query_slots])
+        if bias is None:
+            return None
+        bias = bias.movedim(1, 2)  # (1|batch, blocks, heads, block, span)
+        return bias.expand(band.batch, *bias.shape[1:]).reshape(-1, *bias.shape[2:])
+
+    def rotation(self, position_ids: torch.Tensor, key_length: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """RoPE's cos and signed sin for the queries and keys of `position_ids` (None: no rotation)."""
+        return None
+
+    def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor | None:
+        """The scores' bias of key-minus-query slot `offsets` (..., query, key), for queries at `query_positions`
+        (1|batch, ..., query): (1|batch, heads, ..., query, key), or None when the scheme adds none."""
+        return None
 
     def reset_buffers(self) -> None:
         """Recompute the scheme's fp32 buffers (called by `_init_weights`: non-persistent buffers are not loaded)."""
@@ -224,7 +253,7 @@ class RotaryPositions(PositionScheme):
         inv_freq, self.attention_scaling = self._frequencies(self.config.max_position_embeddings)
         self.inv_freq = inv_freq.float().to(device)
 
-    def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
+    def rotation(self, position_ids: torch.Tensor, key_length: int) -> tuple[torch.Tensor, torch.Tensor]:
         inv_freq, attention_scaling = self.inv_freq, self.attention_scaling
         if self.rope_type == "dynamic" and key_length > self.config.max_position_embeddings:
             # NTK-aware frequencies depend on the actual length beyond training; within it they are fixed.
@@ -233,7 +262,7 @@ class RotaryPositions(PositionScheme):
         cos, sin = rotary_tables(angles, self.config.rope_layout)
         if attention_scaling != 1.0:
             cos, sin = cos * attention_scaling, sin * attention_scaling
-        return AttentionPositions(rotary=(cos, sin))
+        return cos, sin
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -271,9 +300,9 @@ class AlibiPositions(PositionScheme):
     def reset_buffers(self) -> None:
         self.slopes = alibi_slopes(self.config.num_attention_heads).to(self.slopes.device)
 
-    def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
-        distance = key_minus_query(position_ids, key_length).abs().float()  # (Q, K)
-        return AttentionPositions(bias=-self.slopes.to(distance.device)[None, :, None, None] * distance)
+    def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor:
+        slopes = self.slopes.to(offsets.device).view(1, -1, *[1] * offsets.dim())
+        return -slopes * offsets.abs().float()
 
 
 def t5_buckets(
@@ -322,18 +351,14 @@ class T5Positions(PositionScheme):
                 f"{config.relative_attention_num_buckets}); T5 uses 128."
             )
 
-    def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
-        # The bias depends on the offset alone: bucket each offset in [-K, K) once, then spread them over (Q, K).
-        every_offset = torch.arange(-key_length, key_length, device=position_ids.device)
+    def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor:
         buckets = t5_buckets(
-            every_offset,
+            offsets,
             bidirectional=not self.config.is_decoder,
             num_buckets=self.config.relative_attention_num_buckets,
             max_distance=self.config.relative_attention_max_distance,
         )
-        by_offset = self.relative_attention_bias(buckets).T  # (heads, 2K)
-        bias = by_offset[:, key_minus_query(position_ids, key_length) + key_length]  # (heads, Q, K)
-        return AttentionPositions(bias=bias[None])
+        return self.relative_attention_bias.weight.T[:, buckets][None]  # (1, heads, ..., Q, K)
 
 
 class FirePositions(PositionScheme):
@@ -366,16 +391,16 @@ class FirePositions(PositionScheme):
         init.constant_(self.c, self.initial_c)
         init.constant_(self.threshold_scale, 1.0)
 
-    def attention_positions(self, position_ids: torch.Tensor, key_length: int) -> AttentionPositions:
+    def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor:
         c = self.c.float()
         threshold = (self.threshold_scale.float() * self.initial_threshold).abs()
         # |c x|: c is learned and could turn negative.
-        distance = torch.log((c * key_minus_query(position_ids, key_length).float()).abs() + 1)  # (Q, K)
-        query = torch.maximum(position_ids.float(), threshold)  # (B|1, Q)
+        distance = torch.log((c * offsets.float()).abs() + 1)  # (..., Q, K)
+        query = torch.maximum(query_positions.float(), threshold)  # (B|1, ..., Q)
         normaliser = torch.log((c * query).abs() + 1) + self.eps
-        inputs = (distance / normaliser[..., None])[..., None]  # (B|1, Q, K, 1)
-        bias = self.mlp(inputs.to(self.mlp[0].weight.dtype))  # (B|1, Q, K, heads)
-        return AttentionPositions(bias=bias.permute(0, 3, 1, 2))
+        inputs = (distance / normaliser[..., None])[..., None]  # (B|1, ..., Q, K, 1)
+        bias = self.mlp(inputs.to(self.mlp[0].weight.dtype))  # (B|1, ..., Q, K, heads)
+        return bias.movedim(-1, 1)
 
 
 POSITION_SCHEMES: dict[str, type[PositionScheme]] = {

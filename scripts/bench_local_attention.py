@@ -1,7 +1,7 @@
 """Sliding-window attention computed by blocks against full attention and against the dense-mask path it replaces.
 
-The reference encoder (the bench's shape: d 384, 4 layers, 4 heads, FFN 1536; RoPE; fp32; batch 1; inference) at
-each length, three ways with the same weights:
+The reference encoder (the bench's shape: d 384, 4 layers, 4 heads, FFN 1536; RoPE, or `--scheme`; fp32; batch 1;
+inference) at each length, three ways with the same weights:
 
 * `full`: every layer attends to every token;
 * `sliding (dense mask)`: every layer a sliding window of radius `--window` (each token sees `--window` keys on
@@ -39,16 +39,17 @@ from hf_attn.bench.runner import this_cpu
 from hf_attn.bench.settings import BenchSettings
 from hf_attn.masking import band_blocks, distance_mask
 from hf_attn.modeling_hf_attn import LOCAL_MIN_BLOCK, local_attention_forward
+from hf_attn.positions import POSITION_SCHEMES
 
 WAYS = ("full", "sliding (dense mask)", "sliding (band)")
 
 
-def build(way: str, window: int, max_length: int) -> HfAttnModel:
+def build(way: str, window: int, max_length: int, scheme: str) -> HfAttnModel:
     """The reference encoder of `way`, seeded so that every way has the same weights."""
     settings = BenchSettings()
     overrides = {} if way == "full" else {"sliding_window": window}
     torch.manual_seed(0)
-    model = HfAttnModel(hf_attn_config(settings, "rope", max_length, attention_dropout=0.0, hidden_dropout=0.0,
+    model = HfAttnModel(hf_attn_config(settings, scheme, max_length, attention_dropout=0.0, hidden_dropout=0.0,
                                        **overrides)).eval()
     if way == "sliding (dense mask)":
         model._band_blocks = lambda *args, **kwargs: None  # today's path: the window as an n x n mask
@@ -74,9 +75,9 @@ def flop_ratios(length: int, window: int) -> dict[str, float]:
     return ratios
 
 
-def time_ways(lengths: list[int], window: int, repeats: int) -> dict[str, dict[str, float]]:
+def time_ways(lengths: list[int], window: int, repeats: int, scheme: str) -> dict[str, dict[str, float]]:
     """Median seconds of one forward pass of each way at each length, interleaved."""
-    models = {way: build(way, window, max(lengths)) for way in WAYS}
+    models = {way: build(way, window, max(lengths), scheme) for way in WAYS}
     timings: dict[str, dict[str, list[float]]] = {str(n): {way: [] for way in WAYS} for n in lengths}
     with torch.inference_mode():
         for length in lengths:
@@ -97,7 +98,7 @@ def time_attention_alone(lengths: list[int], window: int, repeats: int) -> dict[
     model builds it once for all its layers."""
     settings = BenchSettings()
     heads = settings.num_attention_heads
-    module = build("full", window, max(lengths)).layers[0].self_attn
+    module = build("full", window, max(lengths), "none").layers[0].self_attn
     timings: dict[str, dict[str, list[float]]] = {str(n): {way: [] for way in WAYS} for n in lengths}
     cpu = torch.device("cpu")
     with torch.inference_mode():
@@ -127,9 +128,9 @@ def time_attention_alone(lengths: list[int], window: int, repeats: int) -> dict[
     return {n: {way: statistics.median(times) for way, times in by_way.items()} for n, by_way in timings.items()}
 
 
-def peak_memory(way: str, length: int, window: int) -> float:
+def peak_memory(way: str, length: int, window: int, scheme: str) -> float:
     """MiB by which one forward pass raises the maximum resident set size, in a fresh process."""
-    command = [sys.executable, __file__, "--memory-of", way, str(length), str(window)]
+    command = [sys.executable, __file__, "--memory-of", way, str(length), str(window), "--scheme", scheme]
     result = subprocess.run([*command, "--threads", str(torch.get_num_threads())],
                             capture_output=True, text=True, check=True)
     return float(result.stdout.strip().splitlines()[-1])
@@ -143,10 +144,10 @@ def resident_kib(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}: the memory probe needs Linux")
 
 
-def memory_probe(way: str, length: int, window: int) -> None:
+def memory_probe(way: str, length: int, window: int, scheme: str) -> None:
     """Print the MiB by which one forward pass raises the resident set above what it was before the pass: the peak
     (VmHWM) is reset first (writing 5 to /proc/self/clear_refs), so building the model does not hide it."""
-    model = build(way, window, length)
+    model = build(way, window, length, scheme)
     input_ids = torch.randint(0, 500, (1, length), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode():
         Path("/proc/self/clear_refs").write_text("5")
@@ -163,22 +164,24 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=64, help="radius: keys seen on each side of a token")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own choice)")
+    parser.add_argument("--scheme", default="rope", choices=list(POSITION_SCHEMES),
+                        help="the encoder's position scheme (a bias scheme's bias is computed in the band too)")
     parser.add_argument("--memory-of", nargs=3, metavar=("WAY", "LENGTH", "WINDOW"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_of:
         if args.threads:
             torch.set_num_threads(args.threads)
         way, length, window = args.memory_of
-        memory_probe(way, int(length), int(window))
+        memory_probe(way, int(length), int(window), args.scheme)
         return
     if args.out is None:
         parser.error("--out is required")
     if args.threads:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
-    times = time_ways(args.lengths, args.window, args.repeats)
+    times = time_ways(args.lengths, args.window, args.repeats, args.scheme)
     attention_times = time_attention_alone(args.lengths, args.window, args.repeats)
-    memory = {str(n): {way: peak_memory(way, n, args.window) for way in WAYS} for n in args.lengths}
+    memory = {str(n): {way: peak_memory(way, n, args.window, args.scheme) for way in WAYS} for n in args.lengths}
     rows = {}
     for n in args.lengths:
         seconds, flops = times[str(n)], flop_ratios(n, args.window)
@@ -195,7 +198,8 @@ def main() -> None:
             "measured_over_predicted": measured / flops["layer (window)"],
         }
     record = {
-        "what": "reference encoder (d 384, 4 layers, 4 heads, FFN 1536, RoPE), fp32, batch 1, inference; sliding "
+        "what": f"reference encoder (d 384, 4 layers, 4 heads, FFN 1536, {args.scheme} positions), fp32, batch 1, "
+                "inference; sliding "
                 f"window of radius {args.window} ({2 * args.window + 1} keys) in every layer",
         "command": "python scripts/bench_local_attention.py " + " ".join(sys.argv[1:]),
         "block": max(args.window, LOCAL_MIN_BLOCK),

@@ -165,7 +165,7 @@ def test_a_loop_of_bases_is_an_error_not_a_recursion(tmp_path: Path, files: dict
 # Every experiment file; arena files list experiments and are tested in test_arena.py, accelerate's launch
 # configurations in test_accelerate_configs.py.
 CONFIGS = sorted(path for path in (REPO / "configs").rglob("*.yaml")
-                 if path.parent.name not in ("arena", "accelerate") and path.name != "arena.yaml")
+                 if path.parent.name not in ("arena", "accelerate") and not path.name.endswith("arena.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[str(path.relative_to(REPO / "configs")) for path in CONFIGS])

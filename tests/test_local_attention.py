@@ -13,7 +13,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnModel
 from hf_attn import modeling_hf_attn as modeling
-from hf_attn.masking import band_blocks
+from hf_attn.masking import BandBlocks, band_blocks
 from hf_attn.modeling_hf_attn import eager_attention_forward, local_attention_forward
 
 BIAS_SCHEMES = ["alibi", "t5", "fire"]
@@ -52,6 +52,14 @@ def direct_attention(query, key, value, window, causal, padding, bias, scaling):
     return output
 
 
+def cut_into_blocks(scores: torch.Tensor, blocks: BandBlocks) -> torch.Tensor:
+    """(1|batch, heads, length, length) -> (batch x blocks, heads, block, span): each block's part of `scores`, read
+    at the slots the block reads."""
+    cut = scores[:, :, blocks.query_slots[:, :, None], blocks.key_slots[:, None, :]]  # (1|B, heads, blocks, ...)
+    cut = cut.transpose(1, 2)
+    return cut.expand(blocks.batch, *cut.shape[1:]).reshape(-1, *cut.shape[2:])
+
+
 @pytest.mark.parametrize("attention_function", [sdpa_attention_forward, eager_attention_forward])
 @pytest.mark.parametrize(("length", "window", "block"), [(11, 2, 3), (11, 2, 4), (7, 20, 4), (5, 1, 8)])
 @pytest.mark.parametrize("causal", [False, True])
@@ -66,7 +74,7 @@ def test_band_blocks_give_the_attention_of_a_direct_loop(attention_function, len
     blocks = band_blocks(padding[:, None, None, :], 2, length, causal=causal, sliding_window=window, block=block,
                          device=torch.device("cpu"))
     output, weights = local_attention_forward(Heads(), query, key, value, blocks, attention_function, scaling=0.5,
-                                              position_bias=blocks.scores(bias))
+                                              position_bias=cut_into_blocks(bias, blocks))
     expected = direct_attention(query, key, value, window, causal, padding, bias, 0.5)
     assert weights is None
     torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
@@ -82,9 +90,10 @@ def test_band_blocks_read_only_the_keys_around_each_block() -> None:
 
 def model(scheme: str, is_decoder: bool, attn: str, **overrides: object) -> HfAttnModel:
     torch.manual_seed(0)
-    config = HfAttnConfig(**tiny_config_kwargs(
-        position_embedding_type=scheme, is_decoder=is_decoder, sliding_window=WINDOW, max_position_embeddings=128,
-        layer_types=["sliding_attention", "full_attention"], num_key_value_heads=2, **overrides))
+    config = HfAttnConfig(**tiny_config_kwargs(**{
+        "position_embedding_type": scheme, "is_decoder": is_decoder, "sliding_window": WINDOW,
+        "max_position_embeddings": 128, "layer_types": ["sliding_attention", "full_attention"],
+        "num_key_value_heads": 2, **overrides}))
     built = HfAttnModel(config)
     built.set_attn_implementation(attn)
     return built.eval()
@@ -138,6 +147,40 @@ def test_gradients_by_blocks_equal_the_dense_mask(monkeypatch, scheme: str) -> N
     assert by_blocks.keys() == dense.keys()
     for name in dense:
         torch.testing.assert_close(by_blocks[name], dense[name], atol=1e-4, rtol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("is_decoder", [False, True])
+@pytest.mark.parametrize("scheme", BIAS_SCHEMES)
+def test_the_band_bias_is_the_dense_bias_read_inside_the_blocks(scheme: str, is_decoder: bool) -> None:
+    """`band_bias` computes only the band's entries; they equal the dense bias over every query and key, cut into
+    the blocks; per-row position ids (a left-padded FIRE row starts at its first token) included."""
+    positions = model(scheme, is_decoder, "sdpa").positions
+    position_ids = torch.stack([torch.arange(LENGTH), (torch.arange(LENGTH) - 5).clamp(min=0)])
+    blocks = band_blocks(None, 2, LENGTH, causal=is_decoder, sliding_window=WINDOW, block=32,
+                         device=torch.device("cpu"))
+    with torch.no_grad():
+        dense = positions.attention_positions(position_ids, LENGTH).bias
+        torch.testing.assert_close(positions.band_bias(position_ids, blocks), cut_into_blocks(dense, blocks))
+        assert positions.attention_positions(position_ids, LENGTH, bias=False).bias is None
+
+
+@pytest.mark.parametrize("scheme", BIAS_SCHEMES)
+def test_with_every_layer_sliding_no_bias_over_every_query_and_key_is_built(monkeypatch, scheme: str) -> None:  # noqa: ANN001
+    """Only the band's bias: the dense (length x length) one is never computed, and the states are the dense
+    path's."""
+    encoder = model(scheme, False, "sdpa", layer_types=["sliding_attention"] * 2)
+    input_ids, attention_mask = batch()
+    shapes = []
+    relative_bias = type(encoder.positions).relative_bias
+    monkeypatch.setattr(type(encoder.positions), "relative_bias",
+                        lambda self, offsets, query: shapes.append(tuple(offsets.shape)) or relative_bias(self, offsets,
+                                                                                                         query))
+    with torch.no_grad():
+        by_blocks, dense = run_both_ways(
+            monkeypatch, lambda: encoder(input_ids, attention_mask=attention_mask).last_hidden_state)
+    assert shapes[0] != (LENGTH, LENGTH) and shapes[-1] == (LENGTH, LENGTH)  # by blocks, then the dense path
+    assert len(shapes) == 2
+    torch.testing.assert_close(by_blocks, dense, atol=1e-5, rtol=1e-5)
 
 
 def test_asking_for_the_weights_returns_them_whole() -> None:

@@ -182,10 +182,6 @@ class BandBlocks:
         padded = nn.functional.pad(states.transpose(1, 2), (0, 0, 0, 0, before, after))
         return padded.unfold(1, size, self.block).transpose(-1, -2).flatten(0, 1)  # (batch x blocks, heads, size, d)
 
-    def scores(self, scores: torch.Tensor) -> torch.Tensor:
-        """(1|batch, heads, length, length) -> (batch x blocks, heads, block, span): e.g. a position bias."""
-        return fold_blocks(scores[:, :, self.query_slots[:, :, None], self.key_slots[:, None, :]], self.batch)
-
 
 def band_blocks(
     padding: torch.Tensor | None,

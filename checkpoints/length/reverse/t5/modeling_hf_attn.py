@@ -819,7 +819,9 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 attention_mask, length, cache, hidden_states.device, by_blocks=band is not None
             )
         key_length = cache.get_mask_sizes(length, 0)[0] if static else past_length + length
-        positions = self.positions.attention_positions(position_ids, key_length)
+        # The bias over every query and key only where a layer reads it: sliding layers by blocks take the band's.
+        dense_bias = band is None or "full_attention" in self.config.layer_types
+        positions = self.positions.attention_positions(position_ids, key_length, bias=dense_bias)
         if static and positions.bias is not None:
             raise ValueError(
                 f"position_embedding_type={self.config.position_embedding_type!r} adds a bias over the keys, which "
@@ -828,8 +830,8 @@ class HfAttnModel(HfAttnPreTrainedModel):
             )
         empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
         biases = {"full_attention": positions.bias, "sliding_attention": positions.bias}
-        if band is not None and positions.bias is not None:
-            biases["sliding_attention"] = band.scores(positions.bias)
+        if band is not None:
+            biases["sliding_attention"] = self.positions.band_bias(position_ids, band)
         # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
         # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
         causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
