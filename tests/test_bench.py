@@ -125,7 +125,8 @@ def test_other_sections_and_outputs(toy_run: tuple[dict, str, Path]) -> None:
     assert {(r["seq"], r["backend"]) for r in scaling} == {(8, "eager"), (8, "sdpa"), (16, "eager"), (16, "sdpa")}
     assert (out / "scaling.png").stat().st_size > 0
     runs = results["realistic"]["runs"]
-    assert [run["max_length"] for run in runs] == [16, 32]
+    assert [(run["max_length"], run["precision"]) for run in runs] == [(16, "fp32"), (32, "fp32"), (16, "bf16"),
+                                                                        (32, "bf16")]
     for run in runs:
         width = run["max_length"]
         realistic = {r["strategy"]: r for r in run["rows"]}

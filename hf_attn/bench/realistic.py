@@ -73,8 +73,8 @@ def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, 
                      f"trained on the sample's {len(texts):,} training reviews",
         "length_median": ordered[len(ordered) // 2],
         "length_p90": ordered[int(0.9 * (len(ordered) - 1))],
-        "runs": [realistic_epoch(settings, all_lengths, max_length, device)
-                 for max_length in settings.realistic_max_lengths],
+        "runs": [realistic_epoch(settings, all_lengths, max_length, device, precision)
+                 for precision in settings.precision for max_length in settings.realistic_max_lengths],
     }
 
 
@@ -98,9 +98,9 @@ def realistic_models(settings: BenchSettings, max_length: int) -> dict[str, Call
 
 
 def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_length: int,
-                    device: torch.device) -> dict[str, Any]:
+                    device: torch.device, precision: str = "fp32") -> dict[str, Any]:
     """The three padding strategies over one epoch of reviews truncated to `max_length`, for every model of
-    `realistic_models`, interleaved batch by batch in a rotating order."""
+    `realistic_models`, interleaved batch by batch in a rotating order, training in `precision`."""
     lengths = [max(1, min(n, max_length)) for n in all_lengths]
     builders = realistic_models(settings, max_length)
     # One model and optimizer per strategy and model, all of a model from the same initial weights, so no
@@ -134,7 +134,7 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
 
     for (strategy, _), candidate in candidates.items():  # warm-up on each strategy's first batch
         candidate.prepare(True)
-        train_step(candidate, plans[strategy][0])
+        train_step(candidate, plans[strategy][0], precision)
     order = list(candidates)
     totals = dict.fromkeys(order, 0.0)
     for index in range(len(plans["fixed"])):
@@ -142,7 +142,7 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
         for strategy, name in order[shift:] + order[:shift]:
             candidate = candidates[strategy, name]
             candidate.prepare(True)
-            totals[strategy, name] += timed(lambda: train_step(candidate, plans[strategy][index]), device)
+            totals[strategy, name] += timed(lambda: train_step(candidate, plans[strategy][index], precision), device)
     peers = [name for name in builders if not name.startswith("hf-attn")]
     rows = []
     for strategy, stat in stats.items():
@@ -156,5 +156,5 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
             stat["speedup_vs_peer"] = epochs[fastest] / epochs[REALISTIC_UNPADDED]
         stat["speedup_vs_padded"] = epochs[REALISTIC_PADDED] / epochs[REALISTIC_UNPADDED]
         rows.append(stat)
-    return {"max_length": max_length,
+    return {"max_length": max_length, "precision": precision,
             "truncated_fraction": sum(n > max_length for n in all_lengths) / len(all_lengths), "rows": rows}

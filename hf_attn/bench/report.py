@@ -230,7 +230,9 @@ def _format_realistic(section: dict[str, Any]) -> list[str]:
         rows = [[r["strategy"], r["batches"], f"{r['real_tokens']:,}", f"{r['padded_tokens']:,}",
                  f"{r['padding_efficiency']:.0%}", f"{r['epoch_s']:.1f}", _ratio(r["speedup_vs_fixed"])]
                 for r in run["rows"]]
-        out += [f"### Truncated to {run['max_length']} tokens ({run['truncated_fraction']:.0%} of reviews longer)", "",
+        precision = f", {run['precision']}" if "precision" in run else ""  # records before #51: fp32 alone
+        out += [f"### Truncated to {run['max_length']} tokens{precision} ({run['truncated_fraction']:.0%} of reviews "
+                "longer)", "",
                 _table(["padding", "batches", "real tokens", "padded tokens", "efficiency", "epoch s", "vs fixed"],
                        rows), ""]
         if "epoch_s_by_model" in run["rows"][0]:  # records from before the peers joined the section have hf-attn alone
