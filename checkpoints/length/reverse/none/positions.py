@@ -31,9 +31,10 @@ from transformers import initialization as init
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.utils import is_tracing
 
+from .masking import BandBlocks, fold_blocks
+
 if TYPE_CHECKING:
     from .configuration_hf_attn import HfAttnConfig
-    from .masking import BandBlocks
 
 
 @dataclass
@@ -84,11 +85,8 @@ class PositionScheme(nn.Module):
         """The scores' bias inside a band's blocks alone, (batch x blocks, heads, block, span), as `band`'s
         attention takes it: linear in the length, where `attention_positions`' bias is quadratic."""
         offsets = band.key_slots[:, None, :] - band.query_slots[:, :, None]  # (blocks, block, span)
-        bias = self.relative_bias(offsets, position_ids[:, band.query_slots])
-        if bias is None:
-            return None
-        bias = bias.movedim(1, 2)  # (1|batch, blocks, heads, block, span)
-        return bias.expand(band.batch, *bias.shape[1:]).reshape(-1, *bias.shape[2:])
+        bias = self.relative_bias(offsets, position_ids[:, band.query_slots])  # (1|batch, heads, blocks, ...)
+        return fold_blocks(bias, band.batch) if bias is not None else None
 
     def rotation(self, position_ids: torch.Tensor, key_length: int) -> tuple[torch.Tensor, torch.Tensor] | None:
         """RoPE's cos and signed sin for the queries and keys of `position_ids` (None: no rotation)."""
