@@ -398,7 +398,7 @@ class FirePositions(PositionScheme):
         normaliser = torch.log((c * query).abs() + 1) + self.eps
         inputs = (distance / normaliser[..., None])[..., None]  # (B|1, ..., Q, K, 1)
         bias = self.mlp(inputs.to(self.mlp[0].weight.dtype))  # (B|1, ..., Q, K, heads)
-        return bias.movedim(-1, 1)
+        return bias.movedim(bias.dim() - 1, 1)  # a positive dimension: TorchScript's ONNX export takes no -1 here
 
 
 POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
