@@ -172,10 +172,11 @@ class HfAttnConfig(PreTrainedConfig):
             labelled (masked) positions alone and return their logits as (masked tokens, vocab), as
             ModernBERT does; with 15% masking that skips ~85% of the largest matmul of pretraining.
         unpad_inputs: with padding in a batch (and no cache or cross-attention, no hidden states or attention
-            weights asked for), run every step but attention on the real tokens only, as ModernBERT unpads: the
-            projections and the feed-forward then cost the batch's real tokens, not batch x longest. The padding's
-            hidden states are zero. `False` computes them like any token's (the same real tokens' states, up to
-            rounding).
+            weights asked for, no graph being captured by `torch.compile` or export), run every step but attention
+            on the real tokens only, as ModernBERT unpads: the projections and the feed-forward then cost the
+            batch's real tokens, not batch x longest. The padding's hidden states are then zero; `False` (and the
+            cases above) computes them like any token's. The real tokens' states are the same either way, up to
+            rounding.
 
     Example:
         ```python
