@@ -80,6 +80,7 @@ def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, 
 
 REALISTIC_UNPADDED = "hf-attn"
 REALISTIC_PADDED = "hf-attn (unpad_inputs=False)"
+HF_ATTN_MODELS = (REALISTIC_UNPADDED, REALISTIC_PADDED)
 
 
 def realistic_models(settings: BenchSettings, max_length: int) -> dict[str, Callable[[], nn.Module]]:
@@ -111,7 +112,7 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
             torch.manual_seed(settings.seed)
             model = build().to(device)
             optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
-            backend = settings.realistic_backend if name.startswith("hf-attn") else best_backend(model)
+            backend = settings.realistic_backend if name in HF_ATTN_MODELS else best_backend(model)
             candidates[strategy, name] = Candidate(name, settings.realistic_scheme, backend, model, optimizer)
 
     generator = torch.Generator().manual_seed(settings.seed)
@@ -143,7 +144,7 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
             candidate = candidates[strategy, name]
             candidate.prepare(True)
             totals[strategy, name] += timed(lambda: train_step(candidate, plans[strategy][index], precision), device)
-    peers = [name for name in builders if not name.startswith("hf-attn")]
+    peers = [name for name in builders if name not in HF_ATTN_MODELS]
     rows = []
     for strategy, stat in stats.items():
         epochs = {name: totals[strategy, name] for name in builders}
