@@ -175,14 +175,23 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def best_backend(model: nn.Module) -> str:
-    """SDPA where the model supports it (RoFormer does not, in transformers 5), eager otherwise."""
-    return "sdpa" if getattr(model, "_supports_sdpa", False) else "eager"
+def supported_backends(model: nn.Module, backends: Sequence[str]) -> list[str]:
+    """Those of `backends` the model runs: SDPA only where it has it (RoFormer does not, in transformers 5)."""
+    return [backend for backend in backends if backend != "sdpa" or getattr(model, "_supports_sdpa", False)]
+
+
+def training_backend(model: nn.Module, attention_dropout: float, device: torch.device) -> str:
+    """The attention a model trains fastest with on `device`: eager on a CPU when attention dropout is on, since
+    SDPA's CPU kernels take no dropout and it falls back to its unfused math path (eager's work, and more);
+    elsewhere SDPA where the model has it."""
+    if device.type == "cpu" and attention_dropout > 0:
+        return "eager"
+    return supported_backends(model, ("sdpa", "eager"))[0]
 
 
 def build_candidates(settings: BenchSettings, max_length: int, device: torch.device) -> list[Candidate]:
-    """hf-attn for every scheme x backend (and every variant x backend), then each anchor with its fastest
-    attention; every model starts from the same seed."""
+    """hf-attn for every scheme x backend (and every variant x backend), then each anchor with every backend it
+    supports (`supported_backends`); every model starts from the same seed."""
     candidates: list[Candidate] = []
 
     def add(family: str, scheme: str, backends: Sequence[str], model: nn.Module) -> None:
@@ -202,5 +211,5 @@ def build_candidates(settings: BenchSettings, max_length: int, device: torch.dev
         scheme, build = ANCHOR_BUILDERS[anchor]
         torch.manual_seed(settings.seed)
         model = build(settings, max_length)
-        add(anchor, scheme, [best_backend(model)], model)
+        add(anchor, scheme, supported_backends(model, settings.backends), model)
     return candidates

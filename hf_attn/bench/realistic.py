@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
-from .models import ANCHOR_BUILDERS, Candidate, best_backend, hf_attn_config
+from .models import ANCHOR_BUILDERS, Candidate, hf_attn_config, training_backend
 from .settings import OWN_DROPOUT_ANCHORS, WEEK3_VOCAB, BenchSettings, peer_families
 from .timing import make_batch, timed, train_step
 
@@ -67,7 +67,7 @@ def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, 
     all_lengths = all_lengths[: settings.epoch_reviews]
     ordered = sorted(all_lengths)
     return {
-        "scheme": settings.realistic_scheme, "backend": settings.realistic_backend, "reviews": len(all_lengths),
+        "scheme": settings.realistic_scheme, "reviews": len(all_lengths),
         "batch": settings.realistic_batch,
         "tokenizer": f"Week 3 byte-level BPE (vocab {vocab} of {settings.realistic_vocab_size} asked, min_freq 5), "
                      f"trained on the sample's {len(texts):,} training reviews",
@@ -107,14 +107,15 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
     # One model and optimizer per strategy and model, all of a model from the same initial weights, so no
     # strategy trains on weights another has moved.
     candidates: dict[tuple[str, str], Candidate] = {}
+    backends: dict[str, str] = {}
     for strategy in STRATEGIES:
         for name, build in builders.items():
             torch.manual_seed(settings.seed)
             model = build().to(device)
             optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
-            backend = settings.realistic_backend if name in HF_ATTN_MODELS else best_backend(model)
+            backend = settings.realistic_backend or training_backend(model, settings.attention_dropout, device)
             candidates[strategy, name] = Candidate(name, settings.realistic_scheme, backend, model, optimizer)
-
+            backends[name] = backend
     generator = torch.Generator().manual_seed(settings.seed)
     plans: dict[str, list[dict[str, torch.Tensor]]] = {}
     stats: dict[str, dict[str, Any]] = {}
@@ -157,5 +158,5 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
             stat["speedup_vs_peer"] = epochs[fastest] / epochs[REALISTIC_UNPADDED]
         stat["speedup_vs_padded"] = epochs[REALISTIC_PADDED] / epochs[REALISTIC_UNPADDED]
         rows.append(stat)
-    return {"max_length": max_length, "precision": precision,
+    return {"max_length": max_length, "precision": precision, "backends": backends,
             "truncated_fraction": sum(n > max_length for n in all_lengths) / len(all_lengths), "rows": rows}

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,13 +23,13 @@ from .flops import gemm_flops, gemm_operands, linear_weights, matmul_peak, step_
 from .models import (
     ANCHOR_BUILDERS,
     Candidate,
-    best_backend,
     build_candidates,
     count_parameters,
     encoder_layers,
     hf_attn_config,
+    supported_backends,
 )
-from .settings import ANCHORS, CELL_GOAL, BenchSettings, peer_families
+from .settings import ANCHORS, BenchSettings, is_goal_row, peer_families, ratio_summary
 from .timing import (
     MIB,
     infer_step,
@@ -100,36 +99,39 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
 
 
 def add_speedups(case: list[dict[str, Any]]) -> None:
-    """Speed-ups (anchor time / this time) of every row of one (mode, length, precision) case against each
-    anchor, and of every hf-attn row against the fastest of its scheme's peers (`speedup_vs_peer`)."""
-    anchor_ms = {r["family"]: r["median_ms"] for r in case if r["family"] in ANCHORS}
+    """Speed-ups (anchor time / this time) of every row of one (mode, length, precision) case against each anchor
+    at the fastest of its attentions, and of every hf-attn row against the fastest of its scheme's peers
+    (`speedup_vs_peer`, `fastest_peer`, `fastest_peer_backend`). The fastest of hf-attn's own attentions for a
+    scheme is that scheme's `goal` row: each side at its best."""
+    fastest: dict[tuple[str, str], dict[str, Any]] = {}
     for row in case:
-        for family, ms in anchor_ms.items():
-            row[f"speedup_vs_{family}"] = ms / row["median_ms"]
-        peers = [family for family in peer_families(row["scheme"]) if family in anchor_ms]
+        key = (row["family"], row["scheme"])
+        if key not in fastest or row["median_ms"] < fastest[key]["median_ms"]:
+            fastest[key] = row
+    anchors = {family: row for (family, _), row in fastest.items() if family in ANCHORS}
+    for row in case:
+        for family, anchor in anchors.items():
+            row[f"speedup_vs_{family}"] = anchor["median_ms"] / row["median_ms"]
+        peers = [family for family in peer_families(row["scheme"]) if family in anchors]
         if row["family"] not in ANCHORS and peers:
-            row["fastest_peer"] = min(peers, key=anchor_ms.__getitem__)
-            row["speedup_vs_peer"] = anchor_ms[row["fastest_peer"]] / row["median_ms"]
-
-
-def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows the issue's goals are about: hf-attn's defaults with SDPA, one per scheme and cell."""
-    return [r for r in rows if r["family"] == "hf-attn" and r["backend"] == "sdpa" and "speedup_vs_peer" in r]
+            peer = min(peers, key=lambda family: anchors[family]["median_ms"])
+            row.update(fastest_peer=peer, fastest_peer_backend=anchors[peer]["backend"],
+                       speedup_vs_peer=anchors[peer]["median_ms"] / row["median_ms"])
+            if row["family"] == "hf-attn":
+                row["goal"] = row is fastest["hf-attn", row["scheme"]]
 
 
 def goal_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per precision and over all: the cells (scheme x mode x length) at `CELL_GOAL` of the fastest peer or
-    better, the geometric mean of the ratios, and hf-attn's training MFU range (per precision only: the
+    """Per precision and over all: the goal rows' cells (scheme x mode x length) at `CELL_GOAL` of the fastest
+    peer or better, the geometric mean of the ratios, and hf-attn's training MFU range (per precision only: the
     peaks differ)."""
     summary: dict[str, Any] = {}
-    cells = goal_rows(rows)
+    cells = [r for r in rows if is_goal_row(r)]
     for precision in [*dict.fromkeys(r["precision"] for r in cells), "all"]:
         chosen = [r for r in cells if precision in ("all", r["precision"])]
         training_mfu = [r["mfu"] for r in chosen if r["mode"] == "train" and precision != "all"]
         summary[precision] = {
-            "cells": len(chosen), "met": sum(r["speedup_vs_peer"] >= CELL_GOAL for r in chosen),
-            "geomean": statistics.geometric_mean(r["speedup_vs_peer"] for r in chosen),
-            "worst": min(r["speedup_vs_peer"] for r in chosen),
+            **ratio_summary([r["speedup_vs_peer"] for r in chosen]),
             "training_mfu": [min(training_mfu), max(training_mfu)] if training_mfu else None,
         }
     return summary if cells else {}
@@ -168,7 +170,8 @@ def profile_training(settings: BenchSettings, device: torch.device) -> dict[str,
         scheme, build = ANCHOR_BUILDERS[settings.profile_anchor]
         torch.manual_seed(settings.seed)
         anchor = build(settings, seq)
-        candidates.append(Candidate(settings.profile_anchor, scheme, best_backend(anchor), anchor, None))
+        backend = supported_backends(anchor, (settings.profile_backend, "eager"))[0]  # hf-attn's where it has it
+        candidates.append(Candidate(settings.profile_anchor, scheme, backend, anchor, None))
     generator = torch.Generator().manual_seed(settings.seed)
     batch = make_batch(size, [seq] * size, seq, settings.vocab_size, generator, device)
     profiles = {}
