@@ -122,6 +122,15 @@ def test_goals_summarise_hf_attn_at_its_fastest_against_its_fastest_peer(toy_run
         assert goal["met"] == sum(ratio >= 1.0 for ratio in ratios)
         assert goal["geomean"] == pytest.approx(math.prod(ratios) ** (1 / len(ratios)))
     assert section["goals"]["all"]["training_mfu"] is None  # peaks of two precisions are not one yardstick
+    # The ceiling of each scheme's cells: 1 / the MFU of the fastest peer at its fastest attention.
+    ceilings = markdown.split("The ceiling", 1)[1].split("###", 1)[0]
+    for scheme in POSITION_SCHEMES:
+        expected = []
+        for r in (r for r in section["rows"] if r.get("goal") and r["scheme"] == scheme):
+            peer = min((x for x in section["rows"] if (x["family"], x["mode"], x["seq"], x["precision"])
+                        == (r["fastest_peer"], r["mode"], r["seq"], r["precision"])), key=lambda x: x["median_ms"])
+            expected.append(f"{1 / peer['mfu']:.2f}x")
+        assert f"| {scheme} | {' | '.join(expected)} |" in ceilings
     for precision in ("fp32", "bf16"):
         ratios = [r["speedup_vs_peer"] for r in section["rows"] if r.get("goal") and r["precision"] == precision]
         ratios += [r["speedup_vs_peer"] for run in results["realistic"]["runs"] if run["precision"] == precision
