@@ -175,8 +175,13 @@ def test_other_sections_and_outputs(toy_run: tuple[dict, str, Path]) -> None:
             assert row["speedup_vs_peer"] == min(epochs["RoFormer"], epochs["ModernBERT"]) / epochs["hf-attn"]
             assert row["fastest_peer"] == min(("RoFormer", "ModernBERT"), key=epochs.__getitem__)
             assert row["speedup_vs_padded"] == epochs["hf-attn (unpad_inputs=False)"] / epochs["hf-attn"]
-        # Every model trains with eager attention on a CPU with attention dropout (SDPA's CPU kernels take none).
-        assert run["backends"] == dict.fromkeys(epochs, "eager")
+            # Each model at the fastest of its attentions (RoFormer has eager alone).
+            timed = row["epoch_s_by_model_and_backend"]
+            assert set(timed) == {f"{name} {backend}" for name in epochs for backend in ("eager", "sdpa")} - {
+                "RoFormer sdpa"}
+            for name, seconds in epochs.items():
+                assert seconds == min(value for key, value in timed.items() if key.rsplit(" ", 1)[0] == name)
+                assert timed[f"{name} {row['backend_by_model'][name]}"] == seconds
     # Truncating shorter can only cut tokens, never add them.
     assert runs[0]["rows"][0]["real_tokens"] <= runs[1]["rows"][0]["real_tokens"]
     profiles = results["profile"]["models"]

@@ -180,15 +180,6 @@ def supported_backends(model: nn.Module, backends: Sequence[str]) -> list[str]:
     return [backend for backend in backends if backend != "sdpa" or getattr(model, "_supports_sdpa", False)]
 
 
-def training_backend(model: nn.Module, attention_dropout: float, device: torch.device) -> str:
-    """The attention a model trains fastest with on `device`: eager on a CPU when attention dropout is on, since
-    SDPA's CPU kernels take no dropout and it falls back to its unfused math path (eager's work, and more);
-    elsewhere SDPA where the model has it."""
-    if device.type == "cpu" and attention_dropout > 0:
-        return "eager"
-    return supported_backends(model, ("sdpa", "eager"))[0]
-
-
 def build_candidates(settings: BenchSettings, max_length: int, device: torch.device) -> list[Candidate]:
     """hf-attn for every scheme x backend (and every variant x backend), then each anchor with every backend it
     supports (`supported_backends`); every model starts from the same seed."""

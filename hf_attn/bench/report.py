@@ -286,6 +286,11 @@ def _format_scaling(section: dict[str, Any]) -> list[str]:
             _table(header, rows), ""]
 
 
+def _attention(row: dict[str, Any], model: str) -> str:
+    """" (eager)": the attention a realistic row timed `model` with (older records: one for all, in the heading)."""
+    return f" ({row['backend_by_model'][model]})" if "backend_by_model" in row else ""
+
+
 def _format_realistic(section: dict[str, Any]) -> list[str]:
     attention = f" {section['backend']}" if "backend" in section else ""  # later records: per model, in each run
     out = [f"## Realistic batches (one epoch of {section['reviews']} IMDb reviews, hf-attn {section['scheme']}"
@@ -303,15 +308,14 @@ def _format_realistic(section: dict[str, Any]) -> list[str]:
                        rows), ""]
         if "epoch_s_by_model" in run["rows"][0]:  # records from before the peers joined the section have hf-attn alone
             models = list(run["rows"][0]["epoch_s_by_model"])
-            peer = [[r["strategy"], *(f"{r['epoch_s_by_model'][name]:.1f}" for name in models),
+            peer = [[r["strategy"], *(f"{r['epoch_s_by_model'][name]:.1f}{_attention(r, name)}" for name in models),
                      _ratio(r["speedup_vs_padded"]),
                      f"{r['speedup_vs_peer']:.2f}x ({r['fastest_peer']})" if "speedup_vs_peer" in r else ""]
                     for r in run["rows"]]
+            at_best = ", each at the fastest of its attentions" if "backend_by_model" in run["rows"][0] else ""
             out += ["Epoch seconds of every model on the same batches (hf-attn computes only the real tokens outside "
-                    "attention; the others every padded slot):", "",
-                    _table(["padding", *(f"{name} ({run['backends'][name]})" if "backends" in run else name
-                                         for name in models), "hf-attn vs padded", "hf-attn vs fastest peer"],
-                           peer), ""]
+                    f"attention; the others every padded slot){at_best}:", "",
+                    _table(["padding", *models, "hf-attn vs padded", "hf-attn vs fastest peer"], peer), ""]
     return out
 
 

@@ -118,9 +118,8 @@ class BenchSettings:
     # Realistic-batches section.
     realistic_scheme: str = _setting("rope", "hf-attn position scheme of the realistic section")
     realistic_backend: str | None = _setting(
-        None, "attention implementation of every model in the realistic section (default: each model's for training "
-        "on the device, `models.training_backend`: eager on a CPU with attention dropout, SDPA elsewhere where the "
-        "model has it)")
+        None, "attention implementation of every model in the realistic section (default: each of --backends the "
+        "model has, its fastest on a strategy's batches counting)")
     realistic_batch: int = _setting(32, "training batch size of the realistic section")
     realistic_max_lengths: tuple[int, ...] = _setting(
         (128, 512), "truncation lengths, each also the width of fixed padding")
