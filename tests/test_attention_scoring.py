@@ -10,6 +10,7 @@ import torch
 from helpers import REPO, tiny_config_kwargs
 
 from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnModel
+from hf_attn.modeling_hf_attn import eager_attention_forward
 from hf_attn.positions import POSITION_SCHEMES, PositionScheme
 
 # (scoring, scale_attn_weights, a position scheme it combines with that reaches the scores)
@@ -79,6 +80,27 @@ def test_self_and_cross_attention_weights_are_the_scorings_formula(scoring: str,
     key, _ = cross_attn.kv_proj(encoder_states[0]).split(cross_attn.split_sizes[1:], dim=-1)
     expected = hand_scores(cross_attn, heads(query, 4), heads(key, 2), scale).softmax(dim=-1)
     torch.testing.assert_close(output.cross_attentions[0][0], expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_precision_weights_are_as_close_to_the_formula_as_a_float32_softmax(dtype: torch.dtype) -> None:
+    """The eager softmax runs in the scores' dtype (no float32 copy of the scores) and the queries carry the
+    scaling: its weights are as close to the formula computed in float64 as those it replaced (scores scaled, then a
+    float32 softmax cast back), and within one rounding of a float32 softmax of the same scores."""
+    attention = decoder("dot", True, "none", num_hidden_layers=1).model.layers[0].self_attn
+    torch.manual_seed(1)
+    query = (torch.randn(2, 4, 40, 8) * 3).to(dtype)
+    key, value = (torch.randn(2, 2, 40, 8) * 3).to(dtype), torch.randn(2, 2, 40, 8).to(dtype)
+    scaling = 8**-0.5
+    _, weights = eager_attention_forward(attention, query, key, value, None, scaling)
+    keys = key.repeat_interleave(2, dim=1)
+    exact = (query.double() @ keys.double().transpose(-1, -2) * scaling).softmax(dim=-1)
+    replaced = torch.softmax(query @ keys.transpose(-1, -2) * scaling, dim=-1, dtype=torch.float32).to(dtype)
+    assert weights.dtype == dtype
+    error, replaced_error = ((w.double() - exact).abs().max() for w in (weights, replaced))
+    assert error <= 1.25 * replaced_error
+    same_scores = torch.softmax((query * scaling) @ keys.transpose(-1, -2), dim=-1, dtype=torch.float32).to(dtype)
+    torch.testing.assert_close(weights, same_scores, atol=torch.finfo(dtype).eps, rtol=torch.finfo(dtype).eps)
 
 
 @pytest.mark.parametrize(("scoring", "scale", "scheme"), SCORINGS)

@@ -77,15 +77,20 @@ def eager_attention_forward(
     masked row into NaN) and zeroed again after it, so a fully masked row has weights exactly 0.
     Inputs are (batch, heads, seq, head_dim); the output is (batch, seq, heads, head_dim) like
     transformers' other attention functions.
+
+    Two passes over the (seq x seq) scores are left out: the queries are scaled instead (a scaling other than 1
+    is a dot product's, linear in the query), and the softmax runs in the scores' dtype, whose kernels
+    accumulate bfloat16 and float16 in float32: its weights are those of a float32 softmax cast back, to one
+    rounding, without writing and reading a float32 copy of the scores.
     """
     key = repeat_kv(key, module.num_key_value_groups)
     value = repeat_kv(value, module.num_key_value_groups)
-    scores = module.scoring(query, key) * scaling  # (B, H, Q, K)
+    scores = module.scoring(query * scaling, key)  # (B, H, Q, K)
     if position_bias is not None:
         scores = scores + position_bias
     if attention_mask is not None:
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = torch.softmax(scores, dim=-1).to(query.dtype)
     if attention_mask is not None:
         weights = weights.masked_fill(~attention_mask, 0.0)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
