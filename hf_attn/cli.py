@@ -133,6 +133,14 @@ def _score_pairs(args: argparse.Namespace) -> None:
     print(json.dumps(score_saved(args.model, args.pairs, args.buckets, args.by_position), indent=2))
 
 
+def _write_pairs(args: argparse.Namespace) -> None:
+    from .tasks.length import write_length_splits
+
+    for path, count in write_length_splits(args.task, args.max_train_length, args.n_train, args.n_validation,
+                                           args.n_test_per_length, args.seed, Path(args.output_dir)).items():
+        print(f"{path}: {count} pairs")
+
+
 def _evaluate(args: argparse.Namespace) -> None:
     from .experiments.classification import evaluate_saved
 
@@ -545,6 +553,18 @@ def build_parser() -> argparse.ArgumentParser:
                              help="also each bucket's word accuracy at each answer position: where a longer answer "
                              "starts to go wrong")
     score_pairs.set_defaults(func=_score_pairs)
+
+    write_pairs = commands.add_parser("write-pairs", help="write a generated length task's train / validation / test "
+                                      "pairs as JSONL, for score-pairs or another model (docs/length-tasks.md)")
+    write_pairs.add_argument("task", help="copy, reverse, sort, addition, ... (an unknown name lists them)")
+    write_pairs.add_argument("--max-train-length", type=positive_int, required=True,
+                             help="L: train and validation at 1..L, test at L+1..2L and 4L")
+    write_pairs.add_argument("--n-train", type=positive_int, required=True)
+    write_pairs.add_argument("--n-validation", type=positive_int, required=True)
+    write_pairs.add_argument("--n-test-per-length", type=positive_int, required=True)
+    write_pairs.add_argument("--seed", type=int, default=0)
+    write_pairs.add_argument("--output-dir", type=output_folder, required=True, help="gets SPLIT.jsonl")
+    write_pairs.set_defaults(func=_write_pairs)
 
     predict = commands.add_parser("predict", help="classify texts with a saved model: one result line per text")
     predict.add_argument("--model", required=True, type=model_with_tokenizer)

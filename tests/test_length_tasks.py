@@ -16,7 +16,7 @@ import torch
 from helpers import REPO, SHARED, tiny_config_kwargs
 from transformers import AutoTokenizer
 
-from hf_attn import HfAttnConfig, HfAttnForCausalLM
+from hf_attn import HfAttnConfig, HfAttnForCausalLM, cli
 from hf_attn.tasks import dataset_source
 from hf_attn.tasks.length import (
     LENGTH_TASKS,
@@ -27,7 +27,6 @@ from hf_attn.tasks.length import (
     get_length_task,
     length_buckets,
     length_splits,
-    main,
     mean_reciprocal_rank,
     read_pairs,
     task_tokenizer,
@@ -409,15 +408,18 @@ def test_a_bad_pairs_line_is_refused_naming_the_file_and_line(tmp_path, line, pr
 
 
 def test_the_command_line_writes_each_split_as_a_pairs_file(tmp_path, capsys):
-    main(["sort", "--max-train-length", "3", "--n-train", "8", "--n-validation", "4", "--n-test-per-length", "2",
-          "--seed", "5", "--output-dir", str(tmp_path)])
+    cli.main(["write-pairs", "sort", "--max-train-length", "3", "--n-train", "8", "--n-validation", "4",
+              "--n-test-per-length", "2", "--seed", "5", "--output-dir", str(tmp_path)])
     drawn = draw_length_splits("sort", 3, n_train=8, n_validation=4, n_test_per_length=2, seed=5)
     assert {split: read_pairs(tmp_path / f"{split}.jsonl") for split in drawn} == drawn
     assert f"{tmp_path / 'test.jsonl'}: 8 pairs" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        main(["copy", "--max-train-length", "1", "--n-train", "200", "--n-validation", "1", "--n-test-per-length",
-              "1", "--output-dir", str(tmp_path)])
-    assert "copy: 1000 draws in a row for validation" in capsys.readouterr().err
+    for task, problem in (("copy", "copy: 1000 draws in a row for validation"),
+                          ("cpy", "unknown length task 'cpy'; choose one of copy, reverse, sort")):
+        with pytest.raises(SystemExit):
+            cli.main(["write-pairs", task, "--max-train-length", "1", "--n-train", "200", "--n-validation", "1",
+                      "--n-test-per-length", "1", "--output-dir", str(tmp_path)])
+        error = capsys.readouterr().err
+        assert error.startswith("hf-attn write-pairs: error: ") and problem in error and "Traceback" not in error
 
 
 def test_a_causal_lm_learns_from_the_answer_only_and_generates_from_the_prompt():

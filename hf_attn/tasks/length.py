@@ -480,30 +480,13 @@ def _parse_pair_line(line: str, where: str) -> Pair:
 # --------------------------------------------------------------------------------------------- command line
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """`python -m hf_attn.tasks.length TASK --max-train-length L ... --output-dir DIR`: write DIR/SPLIT.jsonl."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m hf_attn.tasks.length",
-                                     description="Write a length task's train / validation / test pairs as JSONL.")
-    parser.add_argument("task", choices=list(LENGTH_TASKS))
-    parser.add_argument("--max-train-length", type=int, required=True, help="L: train and validation at 1..L")
-    parser.add_argument("--n-train", type=int, required=True)
-    parser.add_argument("--n-validation", type=int, required=True)
-    parser.add_argument("--n-test-per-length", type=int, required=True, help="pairs at each of L+1..2L and 4L")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output-dir", type=Path, required=True)
-    args = parser.parse_args(argv)
-    try:
-        splits = draw_length_splits(args.task, args.max_train_length, args.n_train, args.n_validation,
-                                    args.n_test_per_length, args.seed)
-    except ValueError as error:
-        parser.error(str(error))
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+def write_length_splits(task: str, max_train_length: int, n_train: int, n_validation: int, n_test_per_length: int,
+                        seed: int, output_dir: Path) -> dict[Path, int]:
+    """`draw_length_splits`' splits as `output_dir/SPLIT.jsonl` (`hf-attn write-pairs`): each file and its count."""
+    splits = draw_length_splits(task, max_train_length, n_train, n_validation, n_test_per_length, seed)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
     for split, pairs in splits.items():
-        write_pairs(args.output_dir / f"{split}.jsonl", pairs)
-        print(f"{args.output_dir / f'{split}.jsonl'}: {len(pairs)} pairs")
-
-
-if __name__ == "__main__":
-    main()
+        write_pairs(output_dir / f"{split}.jsonl", pairs)
+        written[output_dir / f"{split}.jsonl"] = len(pairs)
+    return written
