@@ -111,12 +111,14 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
     for strategy in STRATEGIES:
         for name, build in builders.items():
             torch.manual_seed(settings.seed)
-            first = build()
+            model = build()
             backends = ([settings.realistic_backend] if settings.realistic_backend
-                        else supported_backends(first, settings.backends))
+                        else supported_backends(model, settings.backends))
             for backend in backends:
-                torch.manual_seed(settings.seed)
-                model = (first if backend == backends[0] else build()).to(device)
+                if backend != backends[0]:
+                    torch.manual_seed(settings.seed)
+                    model = build()
+                model.to(device)
                 optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
                 candidates[strategy, name, backend] = Candidate(name, settings.realistic_scheme, backend, model,
                                                                 optimizer)
@@ -149,23 +151,26 @@ def realistic_epoch(settings: BenchSettings, all_lengths: Sequence[int], max_len
             candidate = candidates[key]
             candidate.prepare(True)
             totals[key] += timed(lambda: train_step(candidate, plans[key[0]][index], precision), device)
+    fastest_backend: dict[tuple[str, str], str] = {}  # (strategy, model) -> its fastest attention on those batches
+    for strategy, name, backend in order:
+        best = fastest_backend.get((strategy, name))
+        if best is None or totals[strategy, name, backend] < totals[strategy, name, best]:
+            fastest_backend[strategy, name] = backend
     peers = [name for name in builders if name not in HF_ATTN_MODELS]
     rows = []
     for strategy, stat in stats.items():
-        # Each model at the fastest of its attentions on this strategy's batches.
-        fastest_backends = {name: min((key for key in order if key[:2] == (strategy, name)), key=totals.__getitem__)[2]
-                            for name in builders}
-        epochs = {name: totals[strategy, name, backend] for name, backend in fastest_backends.items()}
-        stat.update(epoch_s=epochs[REALISTIC_UNPADDED], epoch_s_by_model=epochs, backend_by_model=fastest_backends,
-                    epoch_s_by_model_and_backend={f"{name} {backend}": totals[strategy, name, backend]
-                                                  for (_, name, backend) in order if _ == strategy})
-        stat["speedup_vs_fixed"] = (min(totals[key] for key in order if key[:2] == ("fixed", REALISTIC_UNPADDED))
-                                    / epochs[REALISTIC_UNPADDED])
+        backends = {name: fastest_backend[strategy, name] for name in builders}
+        epochs = {name: totals[strategy, name, backend] for name, backend in backends.items()}
+        fixed = totals["fixed", REALISTIC_UNPADDED, fastest_backend["fixed", REALISTIC_UNPADDED]]
+        stat.update(epoch_s=epochs[REALISTIC_UNPADDED], epoch_s_by_model=epochs, backend_by_model=backends,
+                    epoch_s_by_model_and_backend={f"{name} {backend}": seconds for (run_strategy, name, backend),
+                                                  seconds in totals.items() if run_strategy == strategy},
+                    speedup_vs_fixed=fixed / epochs[REALISTIC_UNPADDED],
+                    speedup_vs_padded=epochs[REALISTIC_PADDED] / epochs[REALISTIC_UNPADDED])
         if peers:
             fastest = min(peers, key=epochs.__getitem__)
             stat["fastest_peer"] = fastest
             stat["speedup_vs_peer"] = epochs[fastest] / epochs[REALISTIC_UNPADDED]
-        stat["speedup_vs_padded"] = epochs[REALISTIC_PADDED] / epochs[REALISTIC_UNPADDED]
         rows.append(stat)
     return {"max_length": max_length, "precision": precision,
             "truncated_fraction": sum(n > max_length for n in all_lengths) / len(all_lengths), "rows": rows}
