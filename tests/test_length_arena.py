@@ -59,7 +59,7 @@ def test_the_shipped_length_arena_loads_every_budget(budget: str) -> None:
     assert scan.training["max_steps"] == {"tiny": 2, "study": 4000}[budget]
     addition = experiment_for(arena, "sequence", "t5", seed=0, task="addition")
     assert addition.dataset["name"] == "addition_reversed_hints_random" and addition.max_length == 200
-    assert addition.training["max_steps"] == {"tiny": 2, "study": 10_000}[budget]
+    assert addition.training["max_steps"] == {"tiny": 2, "study": 20_000}[budget]
 
 
 @pytest.mark.parametrize("budget", ["tiny", "study"])
