@@ -28,11 +28,15 @@ def model_folder(value: str, needs: tuple[str, ...] = ("config.json",)) -> str:
             raise argparse.ArgumentTypeError(f"model folder {value} does not exist, and no Hub repo of that name is in "
                                              "the local cache (HF_HUB_OFFLINE is set, so the Hub is not asked)")
         return value
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value} is a file; pass the folder that holds a saved model")
     missing = [name for name in needs if not (path / name).is_file()]
     if missing:
-        raise argparse.ArgumentTypeError(
-            f"{value} holds no {' or '.join(missing)}; pass a folder written by `hf-attn train` (model and tokenizer)"
-        )
+        models = sorted(child.name for child in path.iterdir()
+                        if child.is_dir() and all((child / name).is_file() for name in needs))
+        hint = (f"its subfolders {', '.join(models)} are model folders: pass one, e.g. {path / models[0]}" if models
+                else "pass a folder written by `hf-attn train` (model and tokenizer)")
+        raise argparse.ArgumentTypeError(f"{value} holds no {' or '.join(missing)}; {hint}")
     return value
 
 

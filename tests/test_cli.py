@@ -46,6 +46,26 @@ def test_a_model_folder_that_is_not_a_model_is_a_usage_error(
     assert "Traceback" not in error
 
 
+def test_a_folder_of_model_folders_is_refused_naming_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for scheme in ("rope", "alibi"):
+        (tmp_path / scheme).mkdir()
+        for name in ("config.json", "tokenizer.json"):
+            (tmp_path / scheme / name).write_text("{}")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "config.json").write_text("{}")  # no tokenizer: not a folder `evaluate` reads
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--model", str(tmp_path)])
+    error = capsys.readouterr().err
+    assert "its subfolders alibi, rope are model folders" in error and str(tmp_path / "alibi") in error
+
+
+def test_a_file_given_as_the_model_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "README.md").write_text("a card")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["evaluate", "--model", str(tmp_path / "README.md")])
+    assert exit_info.value.code == 2 and "README.md is a file" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["predict", "evaluate", "probe"])
 def test_a_classifier_folder_without_its_tokenizer_is_a_usage_error(
     command: str, capsys: pytest.CaptureFixture[str]
