@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -268,6 +269,30 @@ def test_a_finished_run_of_other_settings_is_trained_again(tmp_path: Path) -> No
     (run_dir / "metrics.json").write_text(json.dumps({"experiment": record}))
     assert trained(run_dir, train, experiment) == {"trained": True}
     assert calls == [experiment.name]
+
+
+def test_a_stage_shorter_than_a_sequence_cell_trains_the_next_one_within_its_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sequence cell took 10 minutes; a 5-minute stage is not refused (its training stops at the stage's end and
+    a later stage resumes it) and gives the next cell's training the time the stage has left."""
+    calls: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(sequence, "train_sequence", fake_training(calls))
+    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    arena = fake_arena(tmp_path)
+    run_arena(arena, tmp_path / "out", tmp_path / "results")
+    cells = tmp_path / "results" / "cells" / "tasks" / "copy" / "sequence"
+    measured = json.loads((cells / "none" / "seed0.json").read_text())
+    (cells / "none" / "seed0.json").write_text(json.dumps({**measured, "seconds": 600.0}))
+    (cells / "rope" / "seed0.json").unlink()
+    shutil.rmtree(tmp_path / "out" / "runs" / "sequence" / "copy" / "rope-seed0")
+    given: list[float] = []
+    train = fake_training(calls)
+    monkeypatch.setattr(sequence, "train_sequence",
+                        lambda experiment, run_dir, **options: given.append(options["max_time"]) or train(
+                            experiment, run_dir, **options))
+    record = run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=5)
+    assert record["measured_now"] == ["tasks/copy/sequence/rope/seed0"] and record["stopped"] is None
+    assert len(given) == 1 and 4.9 < given[0] <= 5.0
 
 
 def test_two_stages_side_by_side_share_the_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

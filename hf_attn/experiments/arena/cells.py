@@ -46,7 +46,8 @@ class Cells:
     Each cell records its stamp, the settings its kind depends on (`Cell.stamp`); `pending` refuses a cell of other
     settings (or measures it again, for a kind `replaced_when_stale`), so that stages of one arena never mix with
     cells of another budget or code version, while an arena that grows keeps every cell it had. A cell is started
-    only when the stage has time for it: as long as the slowest cell of its timing class measured so far.
+    only when the stage has time for it: as long as the slowest cell of its timing class measured so far (a training
+    that checks the stage's time itself and resumes in a later stage, with any; `Cell.checks_its_own_time`).
     """
 
     def __init__(self, root: Path, arena: Arena, command: str | None, clock: StageClock) -> None:

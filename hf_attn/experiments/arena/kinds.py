@@ -124,6 +124,12 @@ class Cell:
         """The model this cell's measurement trains (its time is the training's), if any."""
         return None
 
+    def checks_its_own_time(self) -> bool:
+        """Whether the cell's measurement is a training that checks the stage's time itself, stopping at its end with
+        a checkpoint that a later stage on this machine resumes: the stage starts it with any time left, and a stage
+        shorter than it is not refused."""
+        return self.trains() is not None
+
     def wanted(self, run: ArenaRun) -> bool:
         """Whether the cell is part of the arena, as far as the run knows yet."""
         return True
@@ -379,6 +385,9 @@ class SequenceCell(Cell):
     @property
     def timing_class(self) -> str:
         return f"{self.kind}:{self.task}"  # a task's runs take about as long as each other, whatever the seed
+
+    def checks_its_own_time(self) -> bool:
+        return True  # `ArenaRun.sequence_metrics` trains within the stage's time, resumed from its last checkpoint
 
     def depends_on(self, arena: Arena) -> tuple[str, ...]:
         return ("sequence", "budget.sequence", "overrides", f"tasks.{self.task}")

@@ -124,7 +124,8 @@ class ArenaRun:
     """One stage of an arena: its cells left to measure, listed once (`pending`), and the models they are measured
     with, pretrained, trained or read when a pending cell first needs them. Every decision reads `pending`: which
     classifiers to train (`to_train`), which encoders to pretrain or read (those a pending cell needs), and whether
-    a cell left could ever fit the stage (`Cells.check_fits`, before anything starts)."""
+    a cell left that cannot resume in a later stage could ever fit this one (`Cells.check_fits`, before anything
+    starts)."""
 
     def __init__(self, arena: Arena, output_dir: Path, results: Path, max_time: float | None = None,
                  checkpoints: str | os.PathLike[str] | None = None) -> None:
@@ -144,7 +145,8 @@ class ArenaRun:
         self.to_train = sorted(model for model in needed
                                if model.role == "classifier" and not self._finished_here(model))
         trainings = {ClassifierCell(scheme=model.scheme, seed=model.seed).timing_class for model in self.to_train}
-        self.cells.check_fits(max_time, {cell.timing_class for cell in self.pending} | trainings)
+        self.cells.check_fits(max_time, {cell.timing_class for cell in self.pending if not cell.checks_its_own_time()}
+                              | trainings)
 
     def measure_all(self, measure: bool = True) -> dict[str, Any]:
         """Measure the pending cells in order (until the stage stops; none without `measure`), then write the report
@@ -166,7 +168,7 @@ class ArenaRun:
                         for model in sorted(cell.needs(self.arena)):
                             self.model(model)
                         self.cells.measure(cell, functools.partial(cell.measure, self),
-                                           needs_seconds=0.0 if cell.trains() else None)  # a training checks its own
+                                           needs_seconds=0.0 if cell.checks_its_own_time() else None)
         except StageStopped as stop:
             record["stopped"] = str(stop)
         record["skipped_as_claimed"] = skipped
