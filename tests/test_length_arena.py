@@ -202,6 +202,14 @@ def test_the_table_is_the_mean_of_the_seeds_with_their_standard_error(fake_seque
     assert "| alibi | 2 | 0.995 ± 0.005 | 0.405 ± 0.005 | 0.005 ± 0.005 |" in table
 
 
+def test_each_task_says_what_its_cells_took(fake_sequence_runs: dict[str, Any]) -> None:
+    cells = fake_sequence_runs["results"] / "cells" / "tasks" / "sort" / "sequence"
+    seconds = [json.loads(path.read_text())["seconds"] for path in cells.glob("*/seed*.json")]
+    table = (fake_sequence_runs["results"] / "arena.md").read_text()
+    assert len(seconds) == 6 and (f"6 cells, {statistics.median(seconds) / 60:.1f} minutes each (median; "
+                                  f"{min(seconds) / 60:.1f}-{max(seconds) / 60:.1f}), training and scoring.") in table
+
+
 def test_the_mean_reciprocal_rank_counts_only_tasks_every_scheme_learned(fake_sequence_runs: dict[str, Any]) -> None:
     rank = fake_sequence_runs["second"]["mean_reciprocal_rank"]
     # sort: alibi reaches 0.905 in distribution (below 0.95), so sort ranks nothing; copy ranks none > alibi > rope.
@@ -237,7 +245,8 @@ def test_the_ranking_seed_by_seed_gives_the_rankings_spread() -> None:
     past = {("copy", "a"): (0.5, 0.2), ("copy", "b"): (0.3, 0.4), ("sort", "a"): (0.9, 0.8), ("sort", "b"): (0.1, 0.3)}
     record = {"settings": {"schemes": ["a", "b"]}, "sequence": {
         task: {scheme: {seed: {"val_exact_match_by_length": bucket_rows((1.0,), [(1, 8)]),
-                               "test_exact_match_by_length": bucket_rows((past[task, scheme][seed],), [(9, 16)])}
+                               "test_exact_match_by_length": bucket_rows((past[task, scheme][seed],), [(9, 16)]),
+                               "seconds": 60.0}
                         for seed in (0, 1)} for scheme in ("a", "b")} for task in ("copy", "sort")}}
     arena_report.summarize_sequences(record)
     rank = record["mean_reciprocal_rank"]

@@ -396,7 +396,8 @@ class SequenceCell(Cell):
         return sequence_summary(run.sequence_metrics(self.task, self.scheme, self.seed))
 
     def report(self, record: dict[str, Any], cell: dict[str, Any]) -> None:
-        record["sequence"].setdefault(self.task, {}).setdefault(self.scheme, {})[str(self.seed)] = cell_summary(cell)
+        record["sequence"].setdefault(self.task, {}).setdefault(self.scheme, {})[str(self.seed)] = {
+            **cell_summary(cell), "seconds": cell["seconds"]}  # what a stage of the task costs: the report says
 
 
 CELL_KINDS: dict[str, type[Cell]] = {kind.kind: kind for kind in (

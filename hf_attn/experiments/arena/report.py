@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,9 @@ def summarize_sequences(record: dict[str, Any]) -> None:
                                     "se": error, "seeds": len(values), "count": bucket["count"]})
             summaries.setdefault(task, {})[scheme] = buckets
     record["sequence_summary"] = summaries
+    record["sequence_minutes"] = {task: _minutes([cell["seconds"] for by_seed in by_scheme.values()
+                                                  for cell in by_seed.values()])
+                                  for task, by_scheme in record["sequence"].items()}
     schemes = record["settings"]["schemes"]
     complete = {task: by_scheme for task, by_scheme in summaries.items() if set(by_scheme) == set(schemes)}
     unlearned = {task: sorted(scheme for scheme, buckets in by_scheme.items() if buckets[0]["value"] < LEARNED)
@@ -106,6 +110,12 @@ def summarize_sequences(record: dict[str, Any]) -> None:
                                 for scheme in schemes} if by_seed else {}}
 
 
+def _minutes(seconds: list[float]) -> dict[str, Any]:
+    """What the cells of a task took, training and scoring: how many, the median and the range, in minutes."""
+    return {"cells": len(seconds), "median": statistics.median(seconds) / 60, "low": min(seconds) / 60,
+            "high": max(seconds) / 60}
+
+
 def _sequence_lines(record: dict[str, Any]) -> list[str]:
     """The sequence tasks' tables (exact match by length bucket, each scheme) and the mean reciprocal rank."""
     seeds = record["seeds"]
@@ -125,6 +135,9 @@ def _sequence_lines(record: dict[str, Any]) -> list[str]:
                 row = [f"{bucket['value']:.3f} ± {bucket['se']:.3f}" for bucket in buckets]
                 row[0] += "" if buckets[0]["value"] >= LEARNED else " *"
                 lines.append(f"| {scheme} | {buckets[0]['seeds']} | " + " | ".join(row) + " |")
+        minutes = record["sequence_minutes"][task]
+        lines += ["", f"{minutes['cells']} cells, {minutes['median']:.1f} minutes each (median; "
+                  f"{minutes['low']:.1f}-{minutes['high']:.1f}), training and scoring."]
     rank = record.get("mean_reciprocal_rank", {})
     if rank.get("by_scheme"):
         order = sorted(rank["by_scheme"].items(), key=lambda item: -item[1])
