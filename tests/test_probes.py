@@ -9,6 +9,7 @@ import torch
 from helpers import tiny_config_kwargs
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification, HfAttnModel
+from hf_attn.analysis import plots
 from hf_attn.analysis.plots import plot_rope_decay, plot_sinusoidal_table, rope_offset_scores
 from hf_attn.analysis.probes import (
     CONTEXT_WORDS,
@@ -157,3 +158,17 @@ def test_contextual_probe_refuses_a_missing_word_and_a_single_context(tokenizer)
         contextual_similarity(model, tokenizer, "bank", ("He sat on the river bank.", "A bankrupt firm."))
     with pytest.raises(ValueError, match="at least two contexts"):
         contextual_similarity(model, tokenizer, "bank", ("He sat on the river bank.",))
+
+
+def test_line_panels_wrap_into_rows_ticked_at_their_lengths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda figure, path: figures.append(figure) or Path(path))
+    lines = {"rope": ([8, 16, 32], [1.0, 0.2, 0.0], [0.0, 0.05, 0.0]), "none": ([8, 16, 32], [1.0, 0.4, 0.1])}
+    panels = [(f"task {number}", "exact match", lines) for number in range(4)] + [
+        ("scan", "exact match", {"rope": ([22, 48], [1.0, 0.1])})]
+    plots.plot_line_panels(panels, tmp_path / "p.png", "length", log_x=True)
+    axes = figures[0].axes
+    assert len(axes) == 6 and [axis.get_visible() for axis in axes] == [True] * 5 + [False]  # 2 rows of 3
+    assert axes[0].get_position().y0 > axes[3].get_position().y1  # the fourth panel starts the second row
+    assert [label.get_text() for label in axes[0].get_xticklabels()] == ["8", "16", "32"]
+    assert [label.get_text() for label in axes[4].get_xticklabels()] == ["22", "48"]

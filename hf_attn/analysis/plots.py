@@ -132,28 +132,37 @@ def plot_line_panels(
     path: str | os.PathLike[str],
     xlabel: str,
     log_x: bool = False,
+    columns: int = 3,
 ) -> Path:
-    """Panels side by side, each (title, y label, {line name: (xs, ys) or (xs, ys, standard errors)}; errors
-    are drawn as bars, so a reader sees which gaps are noise), with a shared x label; `log_x`
-    spaces the x axis in powers of 2 (lengths that double). Lines named `group/variant` share a colour per
-    group (a position scheme) and a line style per variant (a reading, an attention mode)."""
+    """Panels in rows of at most `columns`, each (title, y label, {line name: (xs, ys) or (xs, ys, standard
+    errors)}; errors are drawn as bars, so a reader sees which gaps are noise), with a shared x label; `log_x`
+    spaces the x axis in powers of 2 (lengths that double), ticked at the lines' own x values. Lines named
+    `group/variant` share a colour per group (a position scheme) and a line style per variant (a reading, an
+    attention mode)."""
     names = [name for _, _, series in panels for name in series]
     groups = list(dict.fromkeys(name.split("/", 1)[0] for name in names))
     variants = list(dict.fromkeys(name.partition("/")[2] for name in names))
     styles = ("-", "--", ":", "-.", (0, (5, 1)), (0, (1, 3)))
-    figure, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
-    for axis, (title, ylabel, series) in zip(axes[0], panels):
+    width = min(len(panels), columns)
+    rows = -(-len(panels) // width)
+    figure, axes = plt.subplots(rows, width, figsize=(6.5 * width, 4.5 * rows), squeeze=False)
+    for axis, (title, ylabel, series) in zip(axes.flat, panels):
         for name, (xs, ys, *errors) in series.items():
             group, _, variant = name.partition("/")
             axis.errorbar(xs, ys, yerr=errors[0] if errors else None, capsize=3, marker="o", label=name,
                           color=f"C{groups.index(group) % 10}", linestyle=styles[variants.index(variant) % len(styles)])
         if log_x:
             axis.set_xscale("log", base=2)
+            ticks = sorted({x for xs, *_ in series.values() for x in xs})
+            axis.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
+            axis.minorticks_off()
         axis.set_xlabel(xlabel)
         axis.set_ylabel(ylabel)
         axis.set_title(title)
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
     # One legend for all panels, right of them: inside a panel it hides the points of a dozen lines.
-    handles = {label: handle for axis in axes[0] for handle, label in zip(*axis.get_legend_handles_labels())}
+    handles = {label: handle for axis in axes.flat for handle, label in zip(*axis.get_legend_handles_labels())}
     if handles:
         figure.legend(list(handles.values()), list(handles), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     figure.tight_layout()
