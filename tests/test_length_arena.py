@@ -146,7 +146,8 @@ def fake_training(calls: list[tuple[str, str, int]], seconds: float = 0.0) -> Ca
         values = tuple(min(1.0, value + 0.01 * experiment.seed) for value in ACCURACIES[task][scheme])
         metrics = {"val_exact_match_by_length": bucket_rows(values[:1], [(1, 8)]),
                    "test_exact_match_by_length": bucket_rows(values[1:], [(9, 16), (32, 32)])[:2],
-                   "val_loss": 0.1, "optimizer_steps": 2000, "test_errors": [{"input": "a"}] * 9}
+                   "val_loss": 0.1, "optimizer_steps": 2000, "test_errors": [{"input": "a"}] * 9, "precision": "fp32",
+                   "experiment": {"precision": "auto"}}
         metrics["test_exact_match_by_length"][1]["count"] = COUNTS[2]
         run_dir.mkdir(parents=True)
         (run_dir / "metrics.json").write_text(json.dumps(metrics))
@@ -189,6 +190,7 @@ def test_sequence_cells_come_seed_by_seed_then_task_by_task_and_are_kept(fake_se
     cell = json.loads((fake_sequence_runs["results"] / "cells/tasks/sort/sequence/rope/seed1.json").read_text())
     assert cell["test_exact_match_by_length"][0]["accuracy"] == pytest.approx(0.71)
     assert len(cell["test_errors"]) == 5
+    assert cell["precision"] == "fp32" and "experiment" not in cell  # what `auto` meant there, not the whole run
 
 
 def test_the_table_is_the_mean_of_the_seeds_with_their_standard_error(fake_sequence_runs: dict[str, Any]) -> None:
