@@ -126,6 +126,9 @@ def test_hf_attn_train_trains_a_decoder_on_a_sequence_task_that_loads_generates_
     run = tmp_path / "run"
     cli.main(["train", "--config", str(CONFIG), "--output-dir", str(run), *TINY])
     metrics = json.loads((run / "metrics.json").read_text())
+    # evaluated every 2 of 4 steps; the checkpoint kept (and scored) is the one of the lowest validation loss
+    assert [entry["step"] for entry in metrics["val_loss_by_step"]] == [2, 4]
+    assert metrics["val_loss"] == pytest.approx(min(entry["loss"] for entry in metrics["val_loss_by_step"]))
     assert [(row["low"], row["high"]) for row in metrics["val_exact_match_by_length"]] == [(1, 3)]
     assert [(row["low"], row["high"]) for row in metrics["test_exact_match_by_length"]] == length_buckets(3)[1:]
     assert [row["count"] for row in metrics["test_exact_match_by_length"]] == [6, 2]

@@ -148,8 +148,11 @@ def score_pairs(model: HfAttnForCausalLM | HfAttnForMaskedLM, tokenizer: PreTrai
 
 def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: datasets.DatasetDict,
                     buckets: list[tuple[int, int]]) -> dict[str, Any]:
-    """Validation loss; exact match by length bucket on validation and test; the first wrong test answers."""
-    scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"]}
+    """Validation loss, of the kept checkpoint and at each evaluation during training (where a run sat on a plateau
+    and when it left it); exact match by length bucket on validation and test; the first wrong test answers."""
+    by_step = [{"step": entry["step"], "loss": entry["eval_loss"]}
+               for entry in trainer.state.log_history if "eval_loss" in entry]
+    scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"], "val_loss_by_step": by_step}
     precision = "bf16" if trainer.args.bf16 else "fp32"
     for split, prefix in SCORED_SPLITS:
         pairs = [Pair(row["input"], row["target"], row["length"]) for row in data[split]]
