@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import runpy
 import shutil
 import socket
 import statistics
@@ -341,3 +342,18 @@ def test_a_cell_another_live_process_holds_is_left_and_a_dead_ones_claim_taken_o
     assert sorted(calls) == sorted(cell for cell in ALL_CELLS if cell != ("copy", "rope", 0))
     assert (claims / "cells--tasks--copy--sequence--rope--seed0.claim").is_file()  # not ours to give back
     assert not (claims / "cells--tasks--sort--sequence--none--seed1.claim").exists()
+
+
+def test_loss_curves_of_finished_runs_come_from_their_last_checkpoint(tmp_path: Path) -> None:
+    script = runpy.run_path(str(REPO / "scripts" / "sequence_loss_curves.py"))
+    for run, checkpoints in (("none-seed0", (8000, 10000)), ("rope-seed0", (2000,))):
+        for step in checkpoints:  # an earlier checkpoint's history is a prefix of the last one's
+            folder = tmp_path / run / f"checkpoint-{step}"
+            folder.mkdir(parents=True)
+            history = [{"step": 1, "loss": 2.0}, *({"step": done, "eval_loss": 1.0 / done}
+                                                   for done in range(2000, step + 1, 2000))]
+            (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (tmp_path / "none-seed0" / "metrics.json").write_text("{}")  # rope-seed0 is not finished: left out
+    curves = script["loss_curves"](tmp_path)
+    assert list(curves) == ["none-seed0"]
+    assert curves["none-seed0"] == [{"step": step, "loss": 1.0 / step} for step in range(2000, 10001, 2000)]
