@@ -125,9 +125,10 @@ class Cell:
         return None
 
     def checks_its_own_time(self) -> bool:
-        """Whether the cell's measurement is a training that checks the stage's time itself, stopping at its end with
-        a checkpoint that a later stage on this machine resumes: the stage starts it with any time left, and a stage
-        shorter than it is not refused."""
+        """Whether the cell's measurement is a training that checks the stage's time itself, so the stage starts the
+        cell with any time left: a classifier's training asks for its own and its readings' time
+        (`ArenaRun.classifier_metrics`); a sequence task's decoder trains with what is left and resumes in a later
+        stage on this machine, so a stage shorter than it is not refused either (`SequenceCell`)."""
         return self.trains() is not None
 
     def wanted(self, run: ArenaRun) -> bool:
