@@ -13,16 +13,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from transformers.trainer_utils import get_last_checkpoint
+
+from hf_attn.experiments.sequence import validation_loss_by_step
+
 
 def loss_curves(runs: Path) -> dict[str, list[dict[str, Any]]]:
     """Each finished run's (a folder with `metrics.json`) validation loss by step, from its last checkpoint."""
     curves = {}
     for run in sorted(path for path in runs.iterdir() if (path / "metrics.json").is_file()):
-        states = sorted(run.glob("checkpoint-*/trainer_state.json"), key=lambda path: int(path.parent.name[11:]))
-        if states:
-            history = json.loads(states[-1].read_text())["log_history"]
-            curves[run.name] = [{"step": entry["step"], "loss": entry["eval_loss"]}
-                                for entry in history if "eval_loss" in entry]
+        checkpoint = get_last_checkpoint(str(run))
+        if checkpoint is not None:
+            state = json.loads((Path(checkpoint) / "trainer_state.json").read_text())
+            curves[run.name] = validation_loss_by_step(state["log_history"])
     return curves
 
 

@@ -146,12 +146,17 @@ def score_pairs(model: HfAttnForCausalLM | HfAttnForMaskedLM, tokenizer: PreTrai
     return exact_match_by_length(answers, targets, [pair.length for pair in pairs], buckets), answers
 
 
+def validation_loss_by_step(log_history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluations of a Trainer's `log_history` (its state, saved in each checkpoint's trainer_state.json) as
+    `{"step", "loss"}` rows."""
+    return [{"step": entry["step"], "loss": entry["eval_loss"]} for entry in log_history if "eval_loss" in entry]
+
+
 def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: datasets.DatasetDict,
                     buckets: list[tuple[int, int]]) -> dict[str, Any]:
     """Validation loss, of the kept checkpoint and at each evaluation during training (where a run sat on a plateau
     and when it left it); exact match by length bucket on validation and test; the first wrong test answers."""
-    by_step = [{"step": entry["step"], "loss": entry["eval_loss"]}
-               for entry in trainer.state.log_history if "eval_loss" in entry]
+    by_step = validation_loss_by_step(trainer.state.log_history)  # before `evaluate` logs the kept checkpoint's
     scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"], "val_loss_by_step": by_step}
     precision = "bf16" if trainer.args.bf16 else "fp32"
     for split, prefix in SCORED_SPLITS:
