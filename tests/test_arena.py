@@ -205,8 +205,30 @@ def test_cells_of_another_budget_are_refused_naming_the_settings_that_differ(tmp
     cell = arena_module.kinds.MaskedLMCell(scheme="rope", length=128)
     arena_module.Cells(tmp_path, tiny, None, arena_module.StageClock(None)).measure(cell, lambda: {"value": 1.0})
     with pytest.raises(ArenaConfigError, match=r"mlm/rope/128.json was measured with other settings "
-                                               r"\(budget.mlm_tokens, budget.pretraining differ\)"):
+                                               r"\(budget.mlm_tokens, budget.pretraining.dataset, "
+                                               r"budget.pretraining.evals_per_epoch, budget.pretraining.limit_eval, "
+                                               r"\d+ more differ\)"):
         arena_module.Cells(tmp_path, small, None, arena_module.StageClock(None)).pending([cell])
+
+
+def test_a_cell_follows_its_experiment_files_keys_not_their_path(tmp_path: Path) -> None:
+    """An experiment file edited after a cell was measured makes the cell stale (named down to the key); the same
+    keys in a file moved elsewhere do not."""
+    pretraining_file = (ARENA_FILE.parent / yaml.safe_load(ARENA_FILE.read_text())["pretraining"]).resolve()
+    cell = arena_module.kinds.MaskedLMCell(scheme="rope", length=128)
+
+    def arena_with(folder: Path, keys: dict[str, Any]) -> Any:
+        folder.mkdir()
+        (folder / "pretraining.yaml").write_text(yaml.safe_dump({"base": str(pretraining_file), **keys}))
+        return load_arena(write_arena(folder, pretraining=str(folder / "pretraining.yaml")), "tiny")
+
+    def cells(arena: Any) -> Any:
+        return arena_module.Cells(tmp_path / "results", arena, None, arena_module.StageClock(None))
+
+    cells(arena_with(tmp_path / "first", {})).measure(cell, lambda: {"value": 1.0})
+    assert cells(arena_with(tmp_path / "moved", {})).pending([cell]) == []
+    with pytest.raises(ArenaConfigError, match=r"other settings \(pretraining.model.hidden_size differ\)"):
+        cells(arena_with(tmp_path / "edited", {"model": {"hidden_size": 8}})).pending([cell])
 
 
 def test_a_reading_reports_both_splits_with_a_binomial_standard_error(arena_runs: dict[str, Any]) -> None:

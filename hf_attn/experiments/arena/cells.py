@@ -39,6 +39,22 @@ class StageClock:
             raise StageStopped(f"{left:.1f} minutes of --max-time left, {what} needs {max(needs_minutes, 0):.1f}")
 
 
+NAMED_DIFFERENCES = 4  # the settings a refusal names before it counts the rest
+
+
+def changed_keys(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted names of the keys whose values differ between two mappings, down to the innermost mapping
+    (`sequence.model.hidden_size`, not `sequence`)."""
+    changed = []
+    for key in sorted(old.keys() | new.keys()):
+        before, after = old.get(key), new.get(key)
+        if isinstance(before, dict) and isinstance(after, dict):
+            changed += changed_keys(before, after, f"{prefix}{key}.")
+        elif before != after:
+            changed.append(f"{prefix}{key}")
+    return changed
+
+
 class Cells:
     """The arena's finished measurements, one JSON file each under `root` (a `Cell`'s `path`): read back once, or
     measured and written at once (through a temporary file, so an interrupted write leaves no half cell).
@@ -87,8 +103,9 @@ class Cells:
         old, new = record.get("stamp") or {}, cell.stamp(self.arena)
         if not isinstance(old.get("settings"), dict):
             return f"a stamp of another form: {old}"
-        changed = sorted(key for key in old["settings"].keys() | new["settings"].keys()
-                         if old["settings"].get(key) != new["settings"].get(key))
+        changed = changed_keys(old["settings"], new["settings"])
+        if len(changed) > NAMED_DIFFERENCES:
+            changed = changed[:NAMED_DIFFERENCES] + [f"{len(changed) - NAMED_DIFFERENCES} more"]
         changed += [f"{key} {old.get(key)} -> {new[key]}" for key in ("kind", "version") if old.get(key) != new[key]]
         return ", ".join(changed) + " differ"
 

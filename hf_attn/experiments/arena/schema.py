@@ -94,9 +94,14 @@ class Arena:
 
     def settings(self) -> dict[str, Any]:
         """The arena's settings as the record keeps them; each kind of cell is stamped with those it depends on
-        (`kinds.Cell.depends_on`, `budget.KEY` for a budget's key)."""
+        (`kinds.Cell.depends_on`, `budget.KEY` for a budget's key). An experiment file stands for its keys (its
+        `base:` chain merged in), so that a cell measured before the file changed is refused, not mixed in; the
+        files' paths are kept under `experiment_files`."""
         settings = dataclasses.asdict(self)
         settings["path"] = str(self.path)
+        settings["experiment_files"] = {kind: settings[kind] for kind in EXPERIMENT_KINDS if settings[kind]}
+        for kind, path in settings["experiment_files"].items():
+            settings[kind] = read_experiment_file(path)
         return settings
 
 
@@ -139,6 +144,7 @@ ARENA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 CLASSIFIER_KEYS = ("classifier", "pretraining", "rope_scalings", "read_lengths", "mlm_lengths", "speed_lengths",
                    "speed_batch_sizes", "sliding_window", "window_stride")
 SEQUENCE_KEYS = ("sequence", "tasks")
+EXPERIMENT_KINDS = ("classifier", "pretraining", "sequence")  # the keys that name an experiment file
 BUDGET_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "classifier": (lambda value: isinstance(value, dict), "a mapping of classifier experiment keys"),
     "pretraining": (lambda value: isinstance(value, dict), "a mapping of pretraining experiment keys"),
@@ -198,7 +204,7 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
         raise ArenaConfigError(f"{path}: no budget {budget!r}; choose one of {sorted(raw['budgets'])}.")
     budget_raw = raw.pop("budgets")[budget] or {}
     _check_mapping(budget_raw, BUDGET_RULES, f"{path} [budgets.{budget}]", required=())
-    files = {kind: str(path.parent / raw[kind]) for kind in ("classifier", "pretraining", "sequence") if kind in raw}
+    files = {kind: str(path.parent / raw[kind]) for kind in EXPERIMENT_KINDS if kind in raw}
     arena = Arena(path=path, budget_name=budget, budget=Budget(**budget_raw), overrides=tuple(overrides),
                   **{**raw, **files})
     for scheme in arena.schemes:
