@@ -113,6 +113,22 @@ def lengths_list(value: str) -> list[int]:
     return sorted({int(part) for part in parts})
 
 
+def names_list(value: str) -> list[str]:
+    """`arena --schemes / --tasks`: comma-separated names (the arena says which it has)."""
+    names = [part.strip() for part in value.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated names (e.g. fire,alibi), got {value!r}")
+    return names
+
+
+def seeds_list(value: str) -> list[int]:
+    """`arena --seeds`: comma-separated whole numbers (the arena says which it has)."""
+    parts = [part.strip() for part in value.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers (e.g. 1,2), got {value!r}")
+    return [int(part) for part in parts]
+
+
 def length_buckets(value: str) -> list[tuple[int, int]]:
     """`score-pairs --buckets`: comma-separated inclusive length ranges, `LOW-HIGH` or one length (`1-8,9-16,32`)."""
     buckets = []

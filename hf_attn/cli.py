@@ -20,6 +20,7 @@ from .arguments import (
     minutes,
     model_folder,
     model_with_tokenizer,
+    names_list,
     output_file,
     output_folder,
     positive_int,
@@ -27,6 +28,7 @@ from .arguments import (
     read_length,
     reading_policy,
     run_folder,
+    seeds_list,
 )
 from .experiments.precision import PRECISIONS
 
@@ -117,8 +119,9 @@ def _arena(args: argparse.Namespace) -> None:
 
     arena = load_arena(args.config, args.budget, _overrides(args))
     results = args.results or str(Path(args.output_dir) / "results")
+    only = {field: values for field in ARENA_LIMITS if (values := getattr(args, f"{field}s"))}
     record = run_arena(arena, args.output_dir, results, max_time=args.max_time, checkpoints=args.checkpoints,
-                       report_only=args.report_only)
+                       report_only=args.report_only, only=only)
     if args.report_only and not any((Path(results) / "cells").rglob("*.json")):
         print(f"{results}/cells/ holds no cells: the table is empty; point --results at an arena's results folder")
     print(f"measured {len(record['measured_now'])} new cell(s); table, JSON and plots in {results}/")
@@ -454,6 +457,8 @@ def _bench_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run_from_args)
 
 
+# What `hf-attn arena` can limit a stage to (the arena module's `CELL_FIELDS`), with how each option is read.
+ARENA_LIMITS = {"scheme": names_list, "task": names_list, "seed": seeds_list}
 DATASET_HELP = ("a data file (CSV, TSV, JSON, JSONL, parquet), a folder of them, a Hub id, an IMDb copy (parquet "
                 "folder, aclImdb/) or 'sample'")
 
@@ -515,6 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
     arena.add_argument("--report-only", action="store_true",
                        help="measure nothing: redraw the table, JSON and plots from the cells in --results (after "
                        "pulling another machine's stage, say)")
+    for field, parse in ARENA_LIMITS.items():
+        arena.add_argument(f"--{field}s", type=parse, metavar=f"{field.upper()}S",
+                           help=f"measure only the cells of these {field}s, comma-separated, and the models they "
+                           "need; the table still shows every cell there is")
     arena.add_argument("overrides", nargs="*", help="key=value overrides of both experiments")
     arena.set_defaults(func=_arena)
 

@@ -510,6 +510,45 @@ def test_an_arena_that_gains_a_scheme_measures_only_that_schemes_cells(
     assert set(record["reading"]) >= {"none/direct/whole", "rope/linear/whole", "alibi/windows/whole"}
 
 
+def test_a_stage_limited_to_a_scheme_measures_its_cells_and_the_next_stage_the_rest(
+        tmp_path: Path, fake_measures: list[tuple[str, str]], capsys: pytest.CaptureFixture[str]) -> None:
+    """`--schemes rope`: rope's encoder, classifier and cells, not none's, nor speed (of every scheme together), nor
+    the readings of whole reviews (their length is measured with the first scheme's classifier); the same command
+    without it measures exactly what is left."""
+    config = str(write_arena(tmp_path, **GROWING_ARENA))
+    command = ["arena", "--config", config, "--budget", "tiny", "--output-dir", str(tmp_path / "out")]
+    main([*command, "--schemes", "rope"])
+    limited = list(fake_measures)
+    assert {name for call, name in limited if call in ("pretrain", "train")} == {
+        "arena-pretraining-rope", "arena-classifier-rope-seed42"}
+    assert all("none" not in what and call not in ("speed", "whole-length") and not what.endswith("/700")
+               for call, what in limited)
+    fake_measures.clear()
+    main(command)
+    assert {name for call, name in fake_measures if call in ("pretrain", "train")} == {
+        "arena-pretraining-none", "arena-classifier-none-seed42"}
+    assert [call for call in fake_measures if call[0] == "speed"] and all(
+        "rope" not in what or call == "speed" or what.endswith("/700") for call, what in fake_measures)
+    assert {what for call, what in fake_measures if call == "read" and "rope" in what} == {
+        "rope-seed42/direct/700", "rope-seed42/windows/700", "rope-seed42/linear/700"}
+    main(command)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("measured 0 new cell(s)")
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    (["--schemes", "rope,xpos"], "has no cell of scheme xpos; choose among none, sinusoidal, learned, rope, alibi"),
+    (["--seeds", "7"], "has no cell of seed 7; choose among 42"),
+    (["--tasks", "addition"], "has no cell of task addition; choose among imdb"),
+])
+def test_a_stage_limited_to_what_the_arena_lacks_is_refused_naming_what_it_has(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["arena", "--config", str(write_arena(tmp_path)), "--budget", "tiny", "--output-dir", str(tmp_path),
+              *option])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_an_arena_that_gains_a_read_length_measures_only_its_readings(
         tmp_path: Path, fake_measures: list[tuple[str, str]]) -> None:
     record, calls = grown_arena(tmp_path, fake_measures, read_lengths=[128, 256, "whole"])

@@ -194,6 +194,22 @@ def test_sequence_cells_come_seed_by_seed_then_task_by_task_and_are_kept(fake_se
     assert cell["precision"] == "fp32" and "experiment" not in cell  # what `auto` meant there, not the whole run
 
 
+def test_stages_limited_to_tasks_schemes_and_seeds_measure_those_cells_in_the_arenas_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(sequence, "train_sequence", fake_training(calls))
+    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    arena, measured = fake_arena(tmp_path), []
+    for only in ({"task": ["sort"], "seed": [1]}, {"scheme": ["alibi", "none"]}, {}):
+        calls.clear()
+        record = run_arena(arena, tmp_path / "out", tmp_path / "results", only=only)
+        limited = [cell for cell in ALL_CELLS if all(value in only.get(field, [value])
+                                                     for field, value in zip(("task", "scheme", "seed"), cell))]
+        assert calls == [cell for cell in limited if cell not in measured]
+        measured += calls
+    assert sorted(measured) == sorted(ALL_CELLS) and len(record["sequence"]["sort"]["rope"]) == 2
+
+
 def test_the_table_is_the_mean_of_the_seeds_with_their_standard_error(fake_sequence_runs: dict[str, Any]) -> None:
     buckets = fake_sequence_runs["second"]["sequence_summary"]["copy"]["alibi"]
     for bucket, base in zip(buckets, ACCURACIES["copy"]["alibi"]):

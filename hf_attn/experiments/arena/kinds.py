@@ -305,9 +305,12 @@ class ReadingCell(Cell):
 
     def wanted(self, run: ArenaRun) -> bool:
         """Windows only past the training length (one window is the direct reading); a `whole` of unknown length
-        counts as past it."""
+        counts as past it where this stage measures that length first, and waits for a stage that does where it is
+        limited to other cells (`run.only`)."""
         length = run.tokens(self.read, self.split)
-        return self.reading != "windows" or length is None or length > run.training_length
+        if length is None:
+            return run.selected(WholeLengthCell(task=self.task, split=self.split))
+        return self.reading != "windows" or length > run.training_length
 
     def measure(self, run: ArenaRun) -> dict[str, Any]:
         experiment = run.experiment("classifier", self.scheme, self.seed)

@@ -7,7 +7,7 @@ import functools
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from .cells import Cells, Claims, StageClock, StageStopped
 from .kinds import SPLITS, Cell, ClassifierCell, Model, ReadingCell, WholeLengthCell, plan
 from .measure import na
 from .report import standard_error, summarize_sequences, write_report
-from .schema import WHOLE, Arena, experiment_for
+from .schema import WHOLE, Arena, ArenaConfigError, experiment_for
 
 
 def holds(recorded: Any, current: Any) -> bool:
@@ -100,9 +100,25 @@ def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
     write_checkpoint(source, committed, overwrite=True, max_checkpoints=schemes)
 
 
+CELL_FIELDS = ("scheme", "task", "seed")  # what a stage can be limited to (`run_arena`'s `only`)
+
+
+def check_only(arena: Arena, only: Mapping[str, Collection[Any]]) -> None:
+    """Refuse an `only` that names a field other than `CELL_FIELDS`, or a value the arena has no cell of."""
+    cells = plan(arena)
+    for field, values in only.items():
+        if field not in CELL_FIELDS:
+            raise ArenaConfigError(f"a stage is limited by {', '.join(CELL_FIELDS)}, not {field!r}")
+        known = list(dict.fromkeys(getattr(cell, field) for cell in cells if hasattr(cell, field)))
+        unknown = [value for value in values if value not in known]
+        if unknown:
+            raise ArenaConfigError(f"{arena.path} (budget {arena.budget_name}) has no cell of {field} "
+                                   f"{', '.join(map(str, unknown))}; choose among {', '.join(map(str, known))}")
+
+
 def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str | os.PathLike[str] | None = None,
               max_time: float | None = None, checkpoints: str | os.PathLike[str] | None = None,
-              report_only: bool = False) -> dict[str, Any]:
+              report_only: bool = False, only: Mapping[str, Collection[Any]] | None = None) -> dict[str, Any]:
     """Measure every cell of `arena` not yet in `results_dir`, then write the table and plots there (default
     `output_dir/results`); returns the table's record.
 
@@ -112,11 +128,14 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
     time for; what it finished is kept (cells in `results_dir/cells`, encoders in `checkpoints`), the record says
     `stopped`, and the same command continues. `checkpoints` is where each scheme's encoder is committed as
     float16 (`checkpoints/SCHEME`), for a stage on another machine to continue from or fine-tune from. With
-    `report_only`, nothing is measured: the table is redrawn from the cells there are.
+    `report_only`, nothing is measured: the table is redrawn from the cells there are. `only` limits what the stage
+    measures to the cells of some schemes, tasks or seeds (`{"scheme": ["fire"], "seed": [1]}`), and the models
+    they need; the table still shows every cell there is.
     """
     output_dir = Path(output_dir)
     results = Path(results_dir) if results_dir is not None else output_dir / "results"
-    run = ArenaRun(arena, output_dir, results, None if report_only else max_time, checkpoints)
+    check_only(arena, only or {})
+    run = ArenaRun(arena, output_dir, results, None if report_only else max_time, checkpoints, only or {})
     return run.measure_all(measure=not report_only)
 
 
@@ -128,7 +147,8 @@ class ArenaRun:
     starts)."""
 
     def __init__(self, arena: Arena, output_dir: Path, results: Path, max_time: float | None = None,
-                 checkpoints: str | os.PathLike[str] | None = None) -> None:
+                 checkpoints: str | os.PathLike[str] | None = None,
+                 only: Mapping[str, Collection[Any]] | None = None) -> None:
         self.arena = arena
         self.runs = output_dir / "runs"
         self.results = results
@@ -140,7 +160,8 @@ class ArenaRun:
         self._encoders: dict[str, tuple[Path, dict[str, Any]]] = {}
         self.training_length = self.experiment("classifier", arena.schemes[0]).max_length if arena.classifier else None
         self.plan = plan(arena)
-        self.pending = [cell for cell in self.cells.pending(self.plan) if cell.wanted(self)]
+        self.only = only or {}
+        self.pending = [cell for cell in self.cells.pending(self.plan) if self.selected(cell) and cell.wanted(self)]
         needed = {model for cell in self.pending for model in (*cell.needs(arena), cell.trains()) if model}
         self.to_train = sorted(model for model in needed
                                if model.role == "classifier" and not self._finished_here(model))
@@ -180,6 +201,12 @@ class ArenaRun:
         summarize_sequences(record)
         write_report(record, self.results)
         return record
+
+    def selected(self, cell: Cell) -> bool:
+        """Whether `cell` is one this stage measures: with `only`, a cell that has each field named, with a value
+        given (a speed cell, of every scheme together, or IMDb's longest review, of no seed, is left by a stage
+        limited to some schemes or seeds)."""
+        return all(hasattr(cell, field) and getattr(cell, field) in values for field, values in self.only.items())
 
     def claim_names(self, cell: Cell) -> list[str]:
         """The claims a stage holds while it measures `cell` (`Claims`): the cell, and every model its measuring
