@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,7 +16,7 @@ from transformers import TrainerCallback
 
 from hf_attn import cli
 from hf_attn.analysis.checkpoint import write_checkpoint
-from hf_attn.experiments import precision
+from hf_attn.experiments import precision, stages
 from hf_attn.experiments.classification import train
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
 from hf_attn.experiments.precision import PrecisionError, resolve_precision
@@ -78,6 +80,37 @@ def test_a_stopped_stage_resumes_to_the_result_of_a_run_never_stopped(tmp_path: 
     assert resumed["optimizer_steps"] == straight["optimizer_steps"] == 16
     assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
     assert resumed["val_accuracy"] == pytest.approx(straight["val_accuracy"])
+
+
+class LateClock(TrainerCallback):
+    """The time as `StageLimit` reads it (`stages.time`): this machine's until step `at` ends, then a day later."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.late = at, False
+
+    def time(self) -> float:
+        return time.time() + (86400.0 if self.late else 0.0)
+
+    def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001, ANN201
+        self.late = state.global_step >= self.at
+
+
+def test_a_stage_stopped_after_a_best_checkpoint_keeps_its_own_under_a_limit_of_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `save_total_limit: 1`, Trainer deletes all but the best checkpoint when train() ends; the checkpoint a
+    stage stops with (step 6, after the best at step 4) is the one stage.json names and the next stage resumes."""
+    experiment = load_experiment(SMOKE, [*STAGED, "training.save_total_limit=1", "early_stopping_patience=null"])
+    straight = train(experiment, tmp_path / "straight")
+    clock = LateClock(at=6)
+    monkeypatch.setattr(stages, "time", SimpleNamespace(time=clock.time))
+    stopped = train(experiment, tmp_path / "staged", max_time=60.0, callbacks=[clock])
+    assert stopped["step"] == 6 and Path(stopped["checkpoint"]).name == "checkpoint-6"
+    assert json.loads((Path(stopped["checkpoint"]) / "stage.json").read_text())["step"] == 6
+    monkeypatch.undo()
+    rates = LearningRates()
+    resumed = train(experiment, tmp_path / "staged", resume=True, callbacks=[rates])
+    assert sorted(rates.by_step) == list(range(7, 17))
+    assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
 
 
 def test_a_stage_continues_on_another_machine_from_its_committed_float16_weights(tmp_path: Path) -> None:

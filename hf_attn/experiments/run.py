@@ -150,6 +150,10 @@ def run(
         set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
         model = build_model(experiment, task.tokenizer, task.model_class, checkpoint, task.label_names)
         args = training_arguments(experiment, output_dir, len(task.train_dataset), **task.arguments)
+        if max_time is not None and args.load_best_model_at_end and args.save_total_limit == 1:
+            # Under a limit of 1, Trainer deletes every checkpoint but the best when train() ends, the one a stopped
+            # stage saves with it: a stage keeps two, the best and the last, for the next stage to resume from
+            args.save_total_limit = 2
         stage_limit = StageLimit(started, max_time)
         callbacks = [*callbacks, TrainingClock(), stage_limit]
         continuation = read_continuation(output_dir)
