@@ -226,7 +226,26 @@ def test_each_task_says_what_its_cells_took(fake_sequence_runs: dict[str, Any]) 
     seconds = [json.loads(path.read_text())["seconds"] for path in cells.glob("*/seed*.json")]
     table = (fake_sequence_runs["results"] / "arena.md").read_text()
     assert len(seconds) == 6 and (f"6 cells, {statistics.median(seconds) / 60:.1f} minutes each (median; "
-                                  f"{min(seconds) / 60:.1f}-{max(seconds) / 60:.1f}), training and scoring.") in table
+                                  f"{min(seconds) / 60:.1f}-{max(seconds) / 60:.1f}), training (over every stage) "
+                                  "and scoring.") in table
+
+
+def test_a_cell_resumed_over_stages_counts_its_training_over_every_stage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell whose training began in an earlier stage took this stage's seconds only; the task's minutes count the
+    training's whole time, which Trainer's clock keeps over the stages (`train_runtime_s`)."""
+    train = fake_training([])
+
+    def resumed(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
+        metrics = train(experiment, run_dir, **options)
+        if experiment.model["position_embedding_type"] == "rope":
+            metrics["train_runtime_s"] = 3000.0  # fifty minutes over two stages, a second in this one
+        return metrics
+
+    monkeypatch.setattr(sequence, "train_sequence", resumed)
+    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    run_arena(fake_arena(tmp_path), tmp_path / "out", tmp_path / "results", only={"task": ["copy"], "seed": [0]})
+    assert "3 cells, 0.0 minutes each (median; 0.0-50.0), training" in (tmp_path / "results" / "arena.md").read_text()
 
 
 def test_the_mean_reciprocal_rank_counts_only_tasks_every_scheme_learned(fake_sequence_runs: dict[str, Any]) -> None:

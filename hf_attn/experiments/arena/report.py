@@ -85,7 +85,7 @@ def summarize_sequences(record: dict[str, Any]) -> None:
                                     "se": error, "seeds": len(values), "count": bucket["count"]})
             summaries.setdefault(task, {})[scheme] = buckets
     record["sequence_summary"] = summaries
-    record["sequence_minutes"] = {task: _minutes([cell["seconds"] for by_seed in by_scheme.values()
+    record["sequence_minutes"] = {task: _minutes([_cell_seconds(cell) for by_seed in by_scheme.values()
                                                   for cell in by_seed.values()])
                                   for task, by_scheme in record["sequence"].items()}
     schemes = record["settings"]["schemes"]
@@ -108,6 +108,12 @@ def summarize_sequences(record: dict[str, Any]) -> None:
         "by_seed": by_seed,
         "seed_mean_and_error": {scheme: _mean_and_error([values[scheme] for values in by_seed.values()], math.nan)
                                 for scheme in schemes} if by_seed else {}}
+
+
+def _cell_seconds(cell: dict[str, Any]) -> float:
+    """What a sequence cell took: its stage's time (training and scoring), or, for a training resumed from an earlier
+    stage, its training time over every stage (`train_runtime_s`), the longer."""
+    return max(cell["seconds"], cell.get("train_runtime_s", 0.0))
 
 
 def _minutes(seconds: list[float]) -> dict[str, Any]:
@@ -137,7 +143,7 @@ def _sequence_lines(record: dict[str, Any]) -> list[str]:
                 lines.append(f"| {scheme} | {buckets[0]['seeds']} | " + " | ".join(row) + " |")
         minutes = record["sequence_minutes"][task]
         lines += ["", f"{minutes['cells']} cells, {minutes['median']:.1f} minutes each (median; "
-                  f"{minutes['low']:.1f}-{minutes['high']:.1f}), training and scoring."]
+                  f"{minutes['low']:.1f}-{minutes['high']:.1f}), training (over every stage) and scoring."]
     rank = record.get("mean_reciprocal_rank", {})
     if rank.get("by_scheme"):
         order = sorted(rank["by_scheme"].items(), key=lambda item: -item[1])
