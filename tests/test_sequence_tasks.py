@@ -200,6 +200,20 @@ def test_score_pairs_refuses_a_bad_file_in_one_line(tmp_path: Path, lines: str, 
         score_saved(tmp_path / "model", tmp_path / "pairs.jsonl")
 
 
+def test_score_pairs_refuses_a_length_in_no_bucket_before_generating(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from hf_attn.experiments import sequence
+
+    tokenizer = task_tokenizer("reverse")
+    random_decoder(tokenizer).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "pairs.jsonl").write_text('{"input": "a b", "target": "b a"}\n{"input": "", "target": ""}\n')
+    monkeypatch.setattr(sequence, "score_pairs", lambda *args: pytest.fail("nothing is generated"))
+    with pytest.raises(ValueError, match=r"pairs.jsonl, pair 2: its length 0 lies in none of the buckets 1-8,9-16,32; "
+                                         r"pass --buckets .* \(e.g. --buckets 1-8,9-16,32,0\)"):
+        sequence.score_saved(tmp_path / "model", tmp_path / "pairs.jsonl", buckets=[(1, 8), (9, 16), (32, 32)])
+
+
 @pytest.mark.slow
 def test_the_shipped_scan_experiment_trains_a_decoder_scored_in_and_past_the_training_lengths(tmp_path: Path) -> None:
     from hf_attn import cli

@@ -245,6 +245,22 @@ def saved_sequence_model(model_dir: str | os.PathLike[str]) -> HfAttnPreTrainedM
     return (HfAttnForCausalLM if config.is_decoder else HfAttnForMaskedLM).from_pretrained(model_dir, config=config)
 
 
+def check_buckets_hold(pairs: Sequence[Pair], buckets: Sequence[tuple[int, int]] | None,
+                       pairs_path: str | os.PathLike[str]) -> None:
+    """Refuse, before anything is generated, a pair whose length lies in no bucket or in two, naming the pair and
+    the option that sets the buckets (None: each length is its own bucket)."""
+    if buckets is None:
+        return
+    for number, pair in enumerate(pairs, start=1):
+        holding = sum(low <= pair.length <= high for low, high in buckets)
+        if holding != 1:
+            written = ",".join(str(low) if low == high else f"{low}-{high}" for low, high in buckets)
+            example = f" (e.g. --buckets {written},{pair.length})" if holding == 0 else ""
+            raise ValueError(f"{pairs_path}, pair {number}: its length {pair.length} lies in "
+                             f"{'none' if holding == 0 else holding} of the buckets {written}; pass --buckets with "
+                             f"each length in exactly one{example}.")
+
+
 def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike[str],
                 buckets: Sequence[tuple[int, int]] | None = None, by_position: bool = False) -> dict[str, Any]:
     """Exact match by length bucket of a saved task model on a JSONL file of `{"input", "target"}` pairs.
@@ -269,8 +285,9 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
                              "vocabulary; score pairs of the task the model was trained on.")
     pairs = [pair if pair.length is not None else Pair(pair.input, pair.target, len(pair.input.split()))
              for pair in pairs]
-    model = saved_sequence_model(model_dir)
     buckets = list(buckets) if buckets is not None else recorded_buckets(model_dir)
+    check_buckets_hold(pairs, buckets, pairs_path)
+    model = saved_sequence_model(model_dir)
     by_bucket, answers = score_pairs(model, tokenizer, pairs, buckets)
     scores = {"model": str(model_dir), "pairs": str(pairs_path), "n_pairs": len(pairs),
               "exact_match_by_length": bucket_records(by_bucket)}
