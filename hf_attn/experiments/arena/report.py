@@ -142,7 +142,8 @@ def _sequence_lines(record: dict[str, Any]) -> list[str]:
                 row[0] += "" if buckets[0]["value"] >= LEARNED else " *"
                 lines.append(f"| {scheme} | {buckets[0]['seeds']} | " + " | ".join(row) + " |")
         minutes = record["sequence_minutes"][task]
-        lines += ["", f"{minutes['cells']} cells, {minutes['median']:.1f} minutes each (median; "
+        cells = f"{minutes['cells']} cell" + ("s" if minutes["cells"] != 1 else "")
+        lines += ["", f"{cells}, {minutes['median']:.1f} minutes each (median; "
                   f"{minutes['low']:.1f}-{minutes['high']:.1f}), training (over every stage) and scoring."]
     rank = record.get("mean_reciprocal_rank", {})
     if rank.get("by_scheme"):
