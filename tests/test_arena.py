@@ -16,7 +16,7 @@ import yaml
 from helpers import REPO, tiny_config_kwargs
 
 from hf_attn import HfAttnConfig
-from hf_attn.cli import main
+from hf_attn.cli import ARENA_LIMITS, main
 from hf_attn.experiments import arena as arena_module
 from hf_attn.experiments import classification, pretraining
 from hf_attn.experiments.arena import (
@@ -533,6 +533,10 @@ def test_a_stage_limited_to_a_scheme_measures_its_cells_and_the_next_stage_the_r
         "rope-seed42/direct/700", "rope-seed42/windows/700", "rope-seed42/linear/700"}
     main(command)
     assert capsys.readouterr().out.splitlines()[-1].startswith("measured 0 new cell(s)")
+
+
+def test_the_command_line_limits_a_stage_by_every_field_the_arena_does() -> None:
+    assert tuple(ARENA_LIMITS) == arena_module.run.CELL_FIELDS
 
 
 @pytest.mark.parametrize(("option", "message"), [
