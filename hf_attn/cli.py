@@ -120,6 +120,8 @@ def _arena(args: argparse.Namespace) -> None:
     arena = load_arena(args.config, args.budget, _overrides(args))
     results = args.results or str(Path(args.output_dir) / "results")
     only = {field: values for field in ARENA_LIMITS if (values := getattr(args, f"{field}s"))}
+    if only and args.report_only:
+        raise ValueError(f"--report-only measures nothing, so --{next(iter(only))}s limits nothing: leave one out")
     record = run_arena(arena, args.output_dir, results, max_time=args.max_time, checkpoints=args.checkpoints,
                        report_only=args.report_only, only=only)
     if args.report_only and not any((Path(results) / "cells").rglob("*.json")):
@@ -523,7 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     for field, parse in ARENA_LIMITS.items():
         arena.add_argument(f"--{field}s", type=parse, metavar=f"{field.upper()}S",
                            help=f"measure only the cells of these {field}s, comma-separated, and the models they "
-                           "need; the table still shows every cell there is")
+                           f"need (a cell of no {field} waits for a stage without it); the table still shows every "
+                           "cell there is")
     arena.add_argument("overrides", nargs="*", help="key=value overrides of both experiments")
     arena.set_defaults(func=_arena)
 

@@ -206,14 +206,15 @@ def test_cells_of_another_budget_are_refused_naming_the_settings_that_differ(tmp
     arena_module.Cells(tmp_path, tiny, None, arena_module.StageClock(None)).measure(cell, lambda: {"value": 1.0})
     with pytest.raises(ArenaConfigError, match=r"mlm/rope/128.json was measured with other settings "
                                                r"\(budget.mlm_tokens, budget.pretraining.dataset, "
-                                               r"budget.pretraining.evals_per_epoch, budget.pretraining.limit_eval, "
-                                               r"\d+ more differ\)"):
+                                               r"budget.pretraining.early_stopping_patience, "
+                                               r"budget.pretraining.evals_per_epoch, \d+ more differ\)"):
         arena_module.Cells(tmp_path, small, None, arena_module.StageClock(None)).pending([cell])
 
 
 def test_a_cell_follows_its_experiment_files_keys_not_their_path(tmp_path: Path) -> None:
-    """An experiment file edited after a cell was measured makes the cell stale (named down to the key); the same
-    keys in a file moved elsewhere do not."""
+    """An experiment file edited after a cell was measured makes the cell stale (named down to the key, a key set to
+    null too); the same keys in a file moved elsewhere do not, nor an edit made while the cell was measured (the
+    cell is of the keys it started with)."""
     pretraining_file = (ARENA_FILE.parent / yaml.safe_load(ARENA_FILE.read_text())["pretraining"]).resolve()
     cell = arena_module.kinds.MaskedLMCell(scheme="rope", length=128)
 
@@ -225,10 +226,19 @@ def test_a_cell_follows_its_experiment_files_keys_not_their_path(tmp_path: Path)
     def cells(arena: Any) -> Any:
         return arena_module.Cells(tmp_path / "results", arena, None, arena_module.StageClock(None))
 
-    cells(arena_with(tmp_path / "first", {})).measure(cell, lambda: {"value": 1.0})
+    first = arena_with(tmp_path / "first", {})
+
+    def measured_while_edited() -> dict[str, Any]:
+        (tmp_path / "first" / "pretraining.yaml").write_text(yaml.safe_dump({"base": str(pretraining_file),
+                                                                             "model": {"hidden_size": 8}}))
+        return {"value": 1.0}
+
+    cells(first).measure(cell, measured_while_edited)
     assert cells(arena_with(tmp_path / "moved", {})).pending([cell]) == []
     with pytest.raises(ArenaConfigError, match=r"other settings \(pretraining.model.hidden_size differ\)"):
-        cells(arena_with(tmp_path / "edited", {"model": {"hidden_size": 8}})).pending([cell])
+        cells(first).pending([cell])
+    with pytest.raises(ArenaConfigError, match=r"other settings \(pretraining.early_stopping_patience differ\)"):
+        cells(arena_with(tmp_path / "nulled", {"early_stopping_patience": None})).pending([cell])
 
 
 def test_a_reading_reports_both_splits_with_a_binomial_standard_error(arena_runs: dict[str, Any]) -> None:
@@ -543,6 +553,7 @@ def test_the_command_line_limits_a_stage_by_every_field_the_arena_does() -> None
     (["--schemes", "rope,xpos"], "has no cell of scheme xpos; choose among none, sinusoidal, learned, rope, alibi"),
     (["--seeds", "7"], "has no cell of seed 7; choose among 42"),
     (["--tasks", "addition"], "has no cell of task addition; choose among imdb"),
+    (["--schemes", "rope", "--report-only"], "--report-only measures nothing, so --schemes limits nothing"),
 ])
 def test_a_stage_limited_to_what_the_arena_lacks_is_refused_naming_what_it_has(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str) -> None:

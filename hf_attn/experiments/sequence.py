@@ -39,6 +39,7 @@ from ..tasks import dataset_source
 from ..tasks.length import (
     BucketScore,
     Pair,
+    buckets_holding,
     decoder_features,
     encoder_features,
     exact_match_by_length,
@@ -252,7 +253,7 @@ def check_buckets_hold(pairs: Sequence[Pair], buckets: Sequence[tuple[int, int]]
     if buckets is None:
         return
     for number, pair in enumerate(pairs, start=1):
-        holding = sum(low <= pair.length <= high for low, high in buckets)
+        holding = len(buckets_holding(pair.length, buckets))
         if holding != 1:
             written = ",".join(str(low) if low == high else f"{low}-{high}" for low, high in buckets)
             example = f" (e.g. --buckets {written},{pair.length})" if holding == 0 else ""

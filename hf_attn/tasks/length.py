@@ -359,6 +359,11 @@ def exact_match(prediction: str, target: str) -> bool:
     return prediction.split() == target.split()
 
 
+def buckets_holding(length: int, buckets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The buckets (inclusive bounds) `length` lies in: exactly one where a table counts it."""
+    return [bucket for bucket in buckets if bucket[0] <= length <= bucket[1]]
+
+
 def exact_match_by_length(
     predictions: Sequence[str],
     targets: Sequence[str],
@@ -378,7 +383,7 @@ def exact_match_by_length(
         buckets = [(length, length) for length in sorted(set(lengths))]
     counts = {bucket: [0, 0] for bucket in buckets}
     for prediction, target, length in zip(predictions, targets, lengths):
-        holding = [bucket for bucket in buckets if bucket[0] <= length <= bucket[1]]
+        holding = buckets_holding(length, buckets)
         if len(holding) != 1:
             raise ValueError(f"length {length} lies in {len(holding)} of the buckets {list(buckets)}; each length "
                              f"must lie in exactly one.")

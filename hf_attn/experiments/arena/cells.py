@@ -40,6 +40,7 @@ class StageClock:
 
 
 NAMED_DIFFERENCES = 4  # the settings a refusal names before it counts the rest
+MISSING = object()  # a key one stamp lacks
 
 
 def changed_keys(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
@@ -47,7 +48,7 @@ def changed_keys(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> 
     (`sequence.model.hidden_size`, not `sequence`)."""
     changed = []
     for key in sorted(old.keys() | new.keys()):
-        before, after = old.get(key), new.get(key)
+        before, after = old.get(key, MISSING), new.get(key, MISSING)  # a key set to null differs from none at all
         if isinstance(before, dict) and isinstance(after, dict):
             changed += changed_keys(before, after, f"{prefix}{key}.")
         elif before != after:
@@ -134,9 +135,9 @@ class Cells:
         """Measure `cell` now and write it, started only with `needs_seconds` (default `seconds_of`) left."""
         self.clock.check((self.seconds_of(cell) if needs_seconds is None else needs_seconds) / 60.0,
                          f"cell {cell.path}")
+        stamp = cell.stamp(self.arena)  # the settings as the measurement starts: a file edited meanwhile is not its
         started = time.perf_counter()
-        record = {**measure(), "seconds": time.perf_counter() - started, "command": self.command,
-                  "stamp": cell.stamp(self.arena)}
+        record = {**measure(), "seconds": time.perf_counter() - started, "command": self.command, "stamp": stamp}
         path = self.root / f"{cell.path}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp")

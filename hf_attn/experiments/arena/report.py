@@ -112,7 +112,8 @@ def summarize_sequences(record: dict[str, Any]) -> None:
 
 def _cell_seconds(cell: dict[str, Any]) -> float:
     """What a sequence cell took: its stage's time (training and scoring), or, for a training resumed from an earlier
-    stage, its training time over every stage (`train_runtime_s`), the longer."""
+    stage, its training time over every stage (`train_runtime_s`), the longer (a resumed cell's scoring, seconds
+    beside a training of minutes, is left out)."""
     return max(cell["seconds"], cell.get("train_runtime_s", 0.0))
 
 

@@ -105,7 +105,6 @@ class Arena:
         return settings
 
 
-
 def _counts(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(is_count(item) for item in value)
 
