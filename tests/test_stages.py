@@ -98,7 +98,8 @@ class LateClock(TrainerCallback):
 def test_a_stage_stopped_after_a_best_checkpoint_keeps_its_own_under_a_limit_of_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With `save_total_limit: 1`, Trainer deletes all but the best checkpoint when train() ends; the checkpoint a
-    stage stops with (step 6, after the best at step 4) is the one stage.json names and the next stage resumes."""
+    stage stops with (step 6, after the best at step 4) is the one stage.json names and the next stage resumes;
+    the stage that finishes the run leaves the best alone, as a run without stages does."""
     experiment = load_experiment(SMOKE, [*STAGED, "training.save_total_limit=1", "early_stopping_patience=null"])
     clock = LateClock(at=6)
     monkeypatch.setattr(stages, "time", SimpleNamespace(time=clock.time))
@@ -107,8 +108,12 @@ def test_a_stage_stopped_after_a_best_checkpoint_keeps_its_own_under_a_limit_of_
     assert json.loads((Path(stopped["checkpoint"]) / "stage.json").read_text())["step"] == 6
     monkeypatch.undo()
     rates = LearningRates()
-    resumed = train(experiment, tmp_path / "staged", resume=True, callbacks=[rates])
+    resumed = train(experiment, tmp_path / "staged", resume=True, max_time=60.0, callbacks=[rates])
     assert sorted(rates.by_step) == list(range(7, 17)) and resumed["optimizer_steps"] == 16
+    # The stage that ends within its time leaves what the limit of 1 leaves a run: the best checkpoint alone
+    straight = train(experiment, tmp_path / "straight")
+    assert sorted(path.name for path in (tmp_path / "staged").glob("checkpoint-*")) == \
+        sorted(path.name for path in (tmp_path / "straight").glob("checkpoint-*"))
 
 
 def test_a_stage_continues_on_another_machine_from_its_committed_float16_weights(tmp_path: Path) -> None:

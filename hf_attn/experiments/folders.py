@@ -95,3 +95,13 @@ def resume_checkpoint(output_dir: Path) -> str:
             f"stopped while writing it; {way_back} start again with --overwrite."
         )
     return checkpoint
+
+
+def keep_only_checkpoint(output_dir: Path, kept: str | None) -> None:
+    """Delete the `checkpoint-*` folders of `output_dir` but `kept` (what Trainer leaves under a
+    `save_total_limit` of 1 when a run ends: the best), from the main process."""
+    if kept is None or not process_state().is_main_process:
+        return
+    for checkpoint in output_dir.glob("checkpoint-*"):
+        if checkpoint.resolve() != Path(kept).resolve():
+            shutil.rmtree(checkpoint)

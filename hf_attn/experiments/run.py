@@ -42,7 +42,7 @@ from ..modeling_hf_attn import HfAttnForReplacedTokenDetection, HfAttnForSequenc
 from ..saved import load_strictly
 from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
 from .config import FINE_TUNING_SETTINGS, Experiment
-from .folders import RunFolderError, claim_output_dir, process_state, resume_checkpoint
+from .folders import RunFolderError, claim_output_dir, keep_only_checkpoint, process_state, resume_checkpoint
 from .precision import default_device, resolve_precision
 from .records import TrainingClock, init_from_metrics, run_record, write_metrics
 from .stages import (
@@ -150,7 +150,8 @@ def run(
         set_seed(experiment.seed)  # before the model exists: its random init must not depend on what ran earlier
         model = build_model(experiment, task.tokenizer, task.model_class, checkpoint, task.label_names)
         args = training_arguments(experiment, output_dir, len(task.train_dataset), **task.arguments)
-        if max_time is not None and args.load_best_model_at_end and args.save_total_limit == 1:
+        keeps_stop_checkpoint = max_time is not None and args.load_best_model_at_end and args.save_total_limit == 1
+        if keeps_stop_checkpoint:
             # Under a limit of 1, Trainer deletes every checkpoint but the best when train() ends, the one a stopped
             # stage saves with it: a stage keeps two, the best and the last, for the next stage to resume from
             args.save_total_limit = 2
@@ -175,6 +176,8 @@ def run(
         if stage_limit.stopped:
             return write_stage(trainer, experiment, output_dir, max_time, started)
         (output_dir / STAGE_RECORD).unlink(missing_ok=True)  # an earlier stage's: this run has ended
+        if keeps_stop_checkpoint:  # ended within its time: the limit of 1 it was asked for holds again
+            keep_only_checkpoint(output_dir, trainer.state.best_model_checkpoint)
         # Scoring evaluates again under other metric prefixes (val_, test_), where early stopping, whose work
         # is done, would warn that it found no eval_loss and "is disabled".
         trainer.remove_callback(EarlyStoppingCallback)

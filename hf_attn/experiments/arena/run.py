@@ -134,8 +134,7 @@ def run_arena(arena: Arena, output_dir: str | os.PathLike[str], results_dir: str
     """
     output_dir = Path(output_dir)
     results = Path(results_dir) if results_dir is not None else output_dir / "results"
-    check_only(arena, only or {})
-    run = ArenaRun(arena, output_dir, results, None if report_only else max_time, checkpoints, only or {})
+    run = ArenaRun(arena, output_dir, results, None if report_only else max_time, checkpoints, only)
     return run.measure_all(measure=not report_only)
 
 
@@ -149,6 +148,8 @@ class ArenaRun:
     def __init__(self, arena: Arena, output_dir: Path, results: Path, max_time: float | None = None,
                  checkpoints: str | os.PathLike[str] | None = None,
                  only: Mapping[str, Collection[Any]] | None = None) -> None:
+        self.only = only or {}
+        check_only(arena, self.only)
         self.arena = arena
         self.runs = output_dir / "runs"
         self.results = results
@@ -160,7 +161,6 @@ class ArenaRun:
         self._encoders: dict[str, tuple[Path, dict[str, Any]]] = {}
         self.training_length = self.experiment("classifier", arena.schemes[0]).max_length if arena.classifier else None
         self.plan = plan(arena)
-        self.only = only or {}
         self.pending = [cell for cell in self.cells.pending(self.plan) if self.selected(cell) and cell.wanted(self)]
         needed = {model for cell in self.pending for model in (*cell.needs(arena), cell.trains()) if model}
         self.to_train = sorted(model for model in needed
