@@ -111,7 +111,7 @@ def test_a_stage_stopped_after_a_best_checkpoint_keeps_its_own_under_a_limit_of_
     resumed = train(experiment, tmp_path / "staged", resume=True, max_time=60.0, callbacks=[rates])
     assert sorted(rates.by_step) == list(range(7, 17)) and resumed["optimizer_steps"] == 16
     # The stage that ends within its time leaves what the limit of 1 leaves a run: the best checkpoint alone
-    straight = train(experiment, tmp_path / "straight")
+    train(experiment, tmp_path / "straight")
     assert sorted(path.name for path in (tmp_path / "staged").glob("checkpoint-*")) == \
         sorted(path.name for path in (tmp_path / "straight").glob("checkpoint-*"))
 
