@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 REPO = Path(__file__).resolve().parents[1]
@@ -19,6 +20,9 @@ SMOKE = REPO / "configs" / "smoke.yaml"
 # multi-GPU DDP and FSDP configurations for `accelerate launch --config_file` (docs/ecosystem.md).
 ACCELERATE_CONFIGS = REPO / "configs" / "accelerate"
 # Overrides that shrink the smoke experiment's model and tokenizer to seconds per run (add row limits).
+# Float32 gradients of one loss computed two ways (blocks or a dense mask, compiled or eager, unpadded or padded):
+# their rounding is ~1e-6 of the gradient's scale on every CPU kind seen (AVX2, AVX-512, AMX); a wrong entry is not.
+GRADIENT_RTOL = 5e-5
 SMOKE_TINY_MODEL = ["model.hidden_size=32", "model.intermediate_size=64", "tokenizer_vocab_size=300"]
 
 
@@ -37,6 +41,18 @@ def tiny_config_kwargs(**overrides: object) -> dict:
     )
     kwargs.update(overrides)
     return kwargs
+
+
+def assert_close_to_scale(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-5, msg: str | None = None) -> None:
+    """`actual` equals `expected` within `rtol` of `expected`'s largest magnitude, element by element.
+
+    Two computations of one sum (another kernel, another order, a CPU with other vector units) differ by rounding
+    in proportion to the sum's terms, not to its result: a gradient entry near zero that sums terms of size ~100
+    carries ~100 x eps of rounding. A tolerance relative to each element fails there on some CPUs; one relative to
+    the tensor's scale holds on every CPU and still catches a wrong entry of any size above that scale's noise.
+    """
+    scale = expected.detach().abs().max().item() if expected.numel() else 0.0
+    torch.testing.assert_close(actual, expected, rtol=0, atol=rtol * max(scale, 1e-6), msg=msg)
 
 
 def require(path: Path) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny_config_kwargs
+from helpers import GRADIENT_RTOL, assert_close_to_scale, tiny_config_kwargs
 from transformers import (
     AutoModelForCausalLM,
     DynamicCache,
@@ -176,7 +176,7 @@ def test_a_cache_filled_while_autograd_records_still_backpropagates() -> None:
     model.zero_grad()
     model(input_ids=input_ids).logits.sum().backward()
     for grad, expected in zip(stepwise, (p.grad for p in model.parameters()), strict=True):
-        torch.testing.assert_close(grad, expected, atol=1e-5, rtol=1e-4)
+        assert_close_to_scale(grad, expected, rtol=GRADIENT_RTOL)
 
 
 def test_the_cache_under_its_transformers_4_name_past_key_values_is_used_with_a_deprecation_warning() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import tiny_config_kwargs
+from helpers import GRADIENT_RTOL, assert_close_to_scale, tiny_config_kwargs
 
 from hf_attn import (
     POSITION_SCHEMES,
@@ -118,7 +118,7 @@ def test_compiled_training_step_matches_eager_gradients() -> None:
     model.zero_grad()
     torch.compile(model, fullgraph=True)(**inputs).loss.backward()
     for name, parameter in model.named_parameters():
-        torch.testing.assert_close(parameter.grad, expected[name], atol=1e-5, rtol=1e-4, msg=name)
+        assert_close_to_scale(parameter.grad, expected[name], rtol=GRADIENT_RTOL, msg=name)
 
 
 def export_onnx(model: HfAttnForSequenceClassification, path: Path, example: tuple[int, int, bool] = EXAMPLE) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import tiny_config_kwargs
+from helpers import GRADIENT_RTOL, assert_close_to_scale, tiny_config_kwargs
 
 from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnForSequenceClassification, HfAttnModel
 from hf_attn.masking import real_tokens
@@ -85,7 +85,7 @@ def test_training_on_an_unpadded_batch_gives_the_padded_computations_loss_and_gr
     torch.testing.assert_close(loss, reference_loss)
     assert grads.keys() == reference_grads.keys()
     for name in grads:
-        torch.testing.assert_close(grads[name], reference_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+        assert_close_to_scale(grads[name], reference_grads[name], rtol=GRADIENT_RTOL, msg=name)
 
 
 def test_hidden_states_asked_for_and_generation_keep_the_padded_layout() -> None:
