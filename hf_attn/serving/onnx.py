@@ -8,8 +8,12 @@ reads any length as windows (a captured graph always cuts windows, docs/export.m
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +41,14 @@ def export_classifier(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     example = tokenizer(["a first review", "and a second, longer one"], padding=True, return_tensors="pt")
     inputs = {name: example[name] for name in INPUT_NAMES}
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-    with torch.no_grad():
+    with torch.no_grad(), _exporters_quiet():
         torch.onnx.export(model, (), str(output_dir / ONNX_FILES["fp32"]), kwargs=inputs, input_names=list(INPUT_NAMES),
                           output_names=["logits"], dynamic_shapes={name: {0: batch, 1: sequence} for name in inputs},
                           dynamo=True, external_data=False, verbose=False)
     if int8:
-        quantize_dynamic(output_dir / ONNX_FILES["fp32"], output_dir / ONNX_FILES["int8"], weight_type=QuantType.QInt8)
+        with _exporters_quiet():
+            quantize_dynamic(output_dir / ONNX_FILES["fp32"], output_dir / ONNX_FILES["int8"],
+                             weight_type=QuantType.QInt8)
     files = {precision: name for precision, name in ONNX_FILES.items() if precision == "fp32" or int8}
     tokenizer.save_pretrained(output_dir)
     model.config.save_pretrained(output_dir)
@@ -55,6 +61,29 @@ def export_classifier(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         record["max_abs_logit_difference"][precision] = float(np.abs(actual - expected).max())
     (output_dir / "export.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+@contextlib.contextmanager
+def _exporters_quiet() -> Iterator[None]:
+    """Keep a good export's chatter off the terminal; errors still raise.
+
+    torch.onnx logs a warning for every torchvision operator it cannot register (torchvision is no dependency),
+    and warns that the dynamic axes keep their names and that a pytree type is deprecated; ONNX Runtime's
+    quantizer logs on the root logger a pre-processing hint and a protobuf dump for the tensors it leaves in
+    float (the padding mask's booleans). None of it concerns the exported model, whose parity `export.json` records.
+    """
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "")]
+    levels = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            for message in ("# The axis name", r"`isinstance\(treespec, LeafSpec\)` is deprecated"):
+                warnings.filterwarnings("ignore", message=message)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 class OnnxClassifier:
