@@ -247,6 +247,26 @@ def test_the_page_shows_load_errors_on_the_status_line(windowed_dir: Path, tmp_p
     assert "**error**" in lines[1] and len(lines) == 2
 
 
+def test_each_scheme_panel_has_a_legend_of_its_own_lines(windowed_dir: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheme's curve (one line) and the attention measured by layer sit side by side: each panel's legend
+    names its own lines, none of the other panel's."""
+    pytest.importorskip("gradio")
+    from hf_attn.analysis import plots
+    from hf_attn.explore.page import scheme_png
+
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda figure, path: drawn.append(figure) or Path(path))
+    explored = load_explored(windowed_dir)
+    layers = explored.model.config.num_hidden_layers
+    scheme_png(explored, torch.rand(layers, 5), 1, tmp_path)
+    (figure,) = drawn
+    curve, measured = (axis.get_legend() for axis in figure.axes[:2])
+    assert [text.get_text() for text in curve.get_texts()] == [f"head_dim {explored.model.config.head_dim}"]
+    assert [text.get_text() for text in measured.get_texts()] == [f"layer {layer}" for layer in range(layers)]
+    assert not figure.legends  # no legend of the whole figure beside the second panel
+
+
 @pytest.mark.browser
 @pytest.mark.timeout(120)
 def test_a_review_typed_in_chromium_gets_the_pipelines_label(windowed_dir: Path, tmp_path: Path) -> None:

@@ -133,12 +133,14 @@ def plot_line_panels(
     xlabel: str,
     log_x: bool = False,
     columns: int = 3,
+    legend_per_panel: bool = False,
 ) -> Path:
     """Panels in rows of at most `columns`, each (title, y label, {line name: (xs, ys) or (xs, ys, standard
     errors)}; errors are drawn as bars, so a reader sees which gaps are noise), with a shared x label; `log_x`
     spaces the x axis in powers of 2 (lengths that double), ticked at the lines' own x values. Lines named
     `group/variant` share a colour per group (a position scheme) and a line style per variant (a reading, an
-    attention mode)."""
+    attention mode). One legend right of all panels serves panels that share their lines (a scheme per line);
+    `legend_per_panel` gives each panel its own, for panels whose lines differ."""
     names = [name for _, _, series in panels for name in series]
     groups = list(dict.fromkeys(name.split("/", 1)[0] for name in names))
     variants = list(dict.fromkeys(name.partition("/")[2] for name in names))
@@ -161,6 +163,12 @@ def plot_line_panels(
         axis.set_title(title)
     for axis in axes.flat[len(panels):]:
         axis.set_visible(False)
+    if legend_per_panel:
+        for axis in axes.flat[:len(panels)]:
+            if axis.get_legend_handles_labels()[1]:
+                axis.legend(fontsize=7)
+        figure.tight_layout()
+        return _save(figure, path)
     # One legend for all panels, right of them: inside a panel it hides the points of a dozen lines.
     handles = {label: handle for axis in axes.flat for handle, label in zip(*axis.get_legend_handles_labels())}
     if handles:

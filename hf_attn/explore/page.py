@@ -142,7 +142,7 @@ def scheme_png(explored: ExploredModel, measured: torch.Tensor, windows: int, fo
          {f"layer {layer}": (distances, row.tolist()) for layer, row in enumerate(measured)}),
     ]
     path = tempfile.NamedTemporaryFile(suffix=".png", dir=folder, delete=False).name
-    return str(plot_line_panels(panels, path, "distance |i - j| (tokens)"))
+    return str(plot_line_panels(panels, path, "distance |i - j| (tokens)", legend_per_panel=True))
 
 
 def pictures(explored: ExploredModel, reading: Reading, window: int, layer: int, head: int,
