@@ -550,7 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=positive_int, help="only the first N reviews of the split")
     evaluate.add_argument("--read-length", "--max-length", type=read_length, help=READ_LENGTH_HELP)
     evaluate.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
-    evaluate.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
+    evaluate.add_argument("--precision", choices=PRECISIONS, default="auto",
+                          help=f"{PRECISION_HELP}; predict, pipeline() and export compute in float32, so a review's "
+                               "score differs slightly from theirs under bf16: fp32 gives theirs")
     evaluate.set_defaults(func=_evaluate)
 
     score_pairs = commands.add_parser("score-pairs", help="exact match by length of a saved sequence-task model on a "
