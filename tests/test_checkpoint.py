@@ -25,10 +25,11 @@ from hf_attn import (
     HfAttnForMaskedLM,
     HfAttnForReplacedTokenDetection,
     HfAttnForSequenceClassification,
+    HfAttnTokenizerFast,
     cli,
 )
 from hf_attn.analysis import checkpoint
-from hf_attn.analysis.hub import MODEL_CODE_FILES, build_model_card
+from hf_attn.analysis.hub import MODEL_AUTO_MAP, MODEL_CODE_FILES, TOKENIZER_AUTO_MAP, build_model_card, push
 from hf_attn.experiments.config import load_experiment
 from hf_attn.experiments.data import LABEL_NAMES, load_sample
 from hf_attn.experiments.pretraining import MaskedLMCollator
@@ -37,7 +38,6 @@ from hf_attn.experiments.run import build_model, load_tokenizer
 from hf_attn.week3 import train_week3_tokenizer
 
 commit_checkpoint = load_tool("commit_checkpoint")
-checkpoint_code = load_tool("checkpoint_code")
 
 TEXTS = ["A wonderful, moving film.", "Dull, lifeless and far too long.", "not bad at all"]
 CLASSIFIER_METRICS = {
@@ -122,9 +122,9 @@ def test_a_classifier_checkpoint_is_float16_on_disk_float32_on_load_and_the_roun
 
     card = (output / "README.md").read_text()
     assert "0.8123" in card and "stored as float16 safetensors" in card and f'repo = "{output}"' in card
+    assert f"```python\n{checkpoint.IMPORT_LINE}\n" in card  # the card's code loads it as the folder needs
     assert json.loads((output / "metrics.json").read_text()) == CLASSIFIER_METRICS
-    assert {"modeling_hf_attn.py", "positions.py", "configuration_hf_attn.py", "tokenizer.json"} <= {
-        path.name for path in output.iterdir()}
+    assert (output / "tokenizer.json").is_file()
     assert not list(output.parent.glob(".*"))  # no staging folder left behind
 
 
@@ -154,11 +154,13 @@ def run_without_hf_attn(folder: Path, auto_class: str, output: str, tmp_path: Pa
     return remote
 
 
-def test_a_checkpoint_loads_with_remote_code_where_hf_attn_is_not_installed(classifier_run: Path,
-                                                                             tmp_path: Path) -> None:
+def test_a_checkpoint_pushed_loads_with_remote_code_where_hf_attn_is_not_installed(classifier_run: Path,
+                                                                                    tmp_path: Path) -> None:
+    """A checkpoint holds no code; the folder `push` uploads (its dry run) carries the package's, and loads."""
     output = tmp_path / "classifier"
     checkpoint.write_checkpoint(classifier_run, output)
-    remote = run_without_hf_attn(output, "AutoModelForSequenceClassification", "logits", tmp_path)
+    push(output, "someone/classifier", dry_run_dir=tmp_path / "upload")
+    remote = run_without_hf_attn(tmp_path / "upload", "AutoModelForSequenceClassification", "logits", tmp_path)
     assert remote["dtype"] == "torch.float32"
     reference = logits(rounded_through_float16(HfAttnForSequenceClassification.from_pretrained(classifier_run)),
                        classifier_run, TEXTS)
@@ -338,66 +340,48 @@ def test_the_committed_checkpoints_keep_the_rules() -> None:
         assert {tensor.dtype for tensor in load_file(folder / "model.safetensors").values()} == {torch.float16}
         assert json.loads((folder / "config.json").read_text())["dtype"] == "float32"
         assert (folder / "README.md").is_file() and (folder / "tokenizer.json").is_file()
+        assert not list(folder.glob("*.py")), "no generated code in git: `hf-attn push` writes it"
         config = json.loads((folder / "config.json").read_text())
+        assert "auto_map" not in config, "no auto_map pointing at code the folder does not hold"
         is_classifier = config["architectures"] == ["HfAttnForSequenceClassification"]
         assert ("neg" in config.get("id2label", {}).values()) == is_classifier, "only a classifier names labels"
 
 
 def test_the_model_code_a_folder_ships_is_every_file_save_pretrained_writes(classifier_run: Path) -> None:
-    """`write_model_code` writes the files transformers' `save_pretrained` copies for a model and its tokenizer
-    (the modules their `auto_map` loads), so no folder misses one that remote code imports."""
+    """`write_model_code` writes the files and `auto_map`s transformers' `save_pretrained` writes for a model and its
+    tokenizer (the modules their `auto_map` loads), so no pushed folder misses one that remote code imports."""
     assert {path.name for path in classifier_run.glob("*.py")} == set(MODEL_CODE_FILES)
+    assert json.loads((classifier_run / "config.json").read_text())["auto_map"] == MODEL_AUTO_MAP
+    assert json.loads((classifier_run / "tokenizer_config.json").read_text())["auto_map"] == TOKENIZER_AUTO_MAP
 
 
-def test_the_committed_checkpoints_ship_the_packages_current_model_code() -> None:
-    """What `trust_remote_code=True` runs where hf_attn is not installed is the package's code of today: each
-    committed folder's copies equal hf_attn's files (refreshed by the one command the failure names)."""
-    stale = checkpoint_code.stale_copies(REPO / "checkpoints")
-    assert not stale, (f"{', '.join(str(path.relative_to(REPO)) for path in stale)} differ from hf_attn/: run "
-                       f"{checkpoint_code.REFRESH_COMMAND}")
-
-
-def test_the_refresh_command_writes_the_packages_code_into_every_checkpoint(
-    classifier_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A copy edited by hand, and one missing, in a checkpoints folder nested like checkpoints/arena/SCHEME: the check
-    lists both with the command and fails; the command makes every copy the package's file, weights untouched."""
-    for folder in (tmp_path / "rope", tmp_path / "arena" / "alibi"):
-        shutil.copytree(classifier_run, folder)
-    (tmp_path / "rope" / "positions.py").write_text("# stale\n")
-    (tmp_path / "arena" / "alibi" / "masking.py").unlink()
-    weights = (tmp_path / "rope" / "model.safetensors").read_bytes()
-    assert checkpoint_code.main(["--check", "--checkpoints", str(tmp_path)]) == 1
-    refresh = checkpoint_code.REFRESH_COMMAND
-    assert capsys.readouterr().out.splitlines() == [
-        f"{tmp_path / 'arena' / 'alibi' / 'masking.py'} differs from hf_attn/masking.py: run {refresh}",
-        f"{tmp_path / 'rope' / 'positions.py'} differs from hf_attn/positions.py: run {refresh}"]
-    assert checkpoint_code.main(["--checkpoints", str(tmp_path)]) == 0
-    for folder in (tmp_path / "rope", tmp_path / "arena" / "alibi"):
-        for name in MODEL_CODE_FILES:
-            assert (folder / name).read_bytes() == (REPO / "hf_attn" / name).read_bytes(), folder / name
-    assert (tmp_path / "rope" / "model.safetensors").read_bytes() == weights
-    assert checkpoint_code.main(["--check", "--checkpoints", str(tmp_path)]) == 0
-
-
-def test_a_checkpoint_of_a_run_with_stale_code_ships_the_packages_code(classifier_run: Path, tmp_path: Path) -> None:
-    """The run folder's own .py files (the code of the day it trained) never reach the checkpoint."""
+def test_a_checkpoint_holds_no_code_and_loads_with_the_installed_package(classifier_run: Path,
+                                                                        tmp_path: Path) -> None:
+    """No generated code in a checkpoint, not even a run folder's own (the code of the day it trained), and no
+    `auto_map` pointing at code that is not there: the installed package's classes load it, with
+    `trust_remote_code=True` too, as a classifier and its tokenizer."""
     run = tmp_path / "run"
     shutil.copytree(classifier_run, run)
     for name in MODEL_CODE_FILES:
         (run / name).write_text("raise ImportError('stale code from training time')\n")
     checkpoint.write_checkpoint(run, tmp_path / "out")
-    for name in MODEL_CODE_FILES:
-        assert (tmp_path / "out" / name).read_bytes() == (REPO / "hf_attn" / name).read_bytes(), name
+    assert not list((tmp_path / "out").glob("*.py"))
+    for name in ("config.json", "tokenizer_config.json"):
+        assert "auto_map" not in json.loads((tmp_path / "out" / name).read_text()), name
+    for trust in (False, True):
+        model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out", trust_remote_code=trust)
+        tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out", trust_remote_code=trust)
+        assert isinstance(model, HfAttnForSequenceClassification) and isinstance(tokenizer, HfAttnTokenizerFast)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("folder", COMMITTED, ids=lambda folder: folder.name)
-def test_a_committed_checkpoint_loads_with_remote_code_where_hf_attn_is_not_installed(folder: Path,
-                                                                                      tmp_path: Path) -> None:
-    """The copies, refreshed from today's package, still run the committed weights: the encoder's last hidden
-    states through remote code equal the package's own model's."""
-    remote = run_without_hf_attn(folder, "AutoModel", "last_hidden_state", tmp_path)
+def test_a_committed_checkpoint_pushed_loads_with_remote_code_where_hf_attn_is_not_installed(folder: Path,
+                                                                                             tmp_path: Path) -> None:
+    """Today's package code, written beside the committed weights by a push, runs them where hf_attn is not
+    installed: the encoder's last hidden states through remote code equal the package's own model's."""
+    push(folder, "someone/checkpoint", dry_run_dir=tmp_path / "upload")
+    remote = run_without_hf_attn(tmp_path / "upload", "AutoModel", "last_hidden_state", tmp_path)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with torch.no_grad():
         expected = AutoModel.from_pretrained(folder).eval()(

@@ -4,8 +4,7 @@ Run folders are not kept from one machine to the next, and pretraining is the ex
 pretrained encoders and the best classifiers are kept as checkpoints (this repository commits them in
 `checkpoints/`, under the size and count rules of `tools/commit_checkpoint.py`). `write_checkpoint` turns a run
 folder into such a folder: the weights as float16 safetensors (half the bytes of float32; float16 keeps 11
-significant bits), a config.json whose `dtype` stays float32, the tokenizer, the modelling code (so that
-`trust_remote_code=True` loads it where this package is not installed), the run's `metrics.json` (so that
+significant bits), a config.json whose `dtype` stays float32, the tokenizer, the run's `metrics.json` (so that
 a run fine-tuned from it with `init_from` records the pretraining) and a model card. Written from the last
 checkpoint of a stage stopped by `--max-time` (`RUN/checkpoint-N`), it also keeps `trainer_state.json` and
 `stage.json`, from which `--continue-from` goes on on another machine.
@@ -32,7 +31,7 @@ from transformers import AutoTokenizer, PreTrainedModel
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import AUTO_CLASSES
 from ..saved import load_strictly
-from .hub import build_description_card, card_from_records, write_model_code
+from .hub import build_description_card, card_from_records, strip_model_code
 
 STORED_DTYPE = torch.float16
 WEIGHTS_NAME = "model.safetensors"  # a checkpoint's one weights file (a run's may be split, with an index)
@@ -47,7 +46,15 @@ This folder was written by `hf-attn checkpoint`: the weights are stored as float
 `from_pretrained` loads them as float32 (the config's `dtype`) unless it is passed `dtype=torch.float16`.
 float16 keeps 11 significant bits, so its outputs differ by float16 rounding from those of the float32
 weights the run trained (on which any score in this card was measured).
+
+The folder holds no code: it loads where hf-attn is installed, once `import hf_attn` has registered its classes
+with transformers' Auto classes. `hf-attn push --model FOLDER --repo-id ID` (or `--dry-run DIR`) writes the code
+beside it, for `trust_remote_code=True` where hf-attn is not installed.
 """
+
+
+# The first line of a checkpoint card's code: the folder holds no code, the installed package's classes load it.
+IMPORT_LINE = "import hf_attn  # registers hf-attn's classes with transformers' Auto classes"
 
 
 class CheckpointError(ValueError):
@@ -126,13 +133,14 @@ def checkpoint_card(metrics: dict[str, Any] | None, config: dict[str, Any], repo
                     encoder_of: str | None = None) -> ModelCard:
     """The model card of a checkpoint: the card of the run's records (`card_from_records`), or for the encoder alone
     (`encoder_of` names the run's model) the card that says what it is; followed by how the weights are stored and
-    which heads were left out."""
+    which heads were left out. Its code imports hf_attn first: the folder holds no code of its own."""
     card = (card_from_records(metrics, config, repo_id) if encoder_of is None
             else build_description_card(metrics, config, repo_id))
     dropped = "" if encoder_of is None else (
         f"\nOnly the encoder of the run's `{encoder_of}` is stored (`hf-attn checkpoint --encoder-only`): its heads "
         "were left out, and a classifier fine-tuned from it starts its head afresh.\n")
-    return ModelCard(card.content + STORAGE_NOTE + dropped)
+    loading = card.content.replace("```python\n", f"```python\n{IMPORT_LINE}\n")
+    return ModelCard(loading + STORAGE_NOTE + dropped)
 
 
 def save_checkpoint_files(model: PreTrainedModel, run_dir: Path, folder: Path, repo_id: str,
@@ -140,16 +148,16 @@ def save_checkpoint_files(model: PreTrainedModel, run_dir: Path, folder: Path, r
     """Write the checkpoint of `model` (loaded from `run_dir`), or of its encoder alone, into the empty `folder`.
 
     The model is saved as `save_pretrained` saves it in float32 (config with `dtype` float32, tied weights
-    once, `auto_map`, and the code: the installed package's modules, which the model's and tokenizer's classes
-    come from, never the run folder's `.py` files), and the weights file is then stored again with every float
-    tensor in float16; only the stored bytes change."""
+    once), without the model code `save_pretrained` writes beside it: the installed package loads the folder, and
+    `hf-attn push` writes the code where a Hub repo needs it. The weights file is then stored again with every
+    float tensor in float16; only the stored bytes change."""
     encoder_of = type(model).__name__ if encoder_only else None
     (model.base_model if encoder_only else model).save_pretrained(folder)
     weights = load_file(folder / WEIGHTS_NAME)
     save_file({name: tensor.to(STORED_DTYPE) if tensor.is_floating_point() else tensor
                for name, tensor in weights.items()}, folder / WEIGHTS_NAME, metadata={"format": "pt"})
     AutoTokenizer.from_pretrained(run_dir).save_pretrained(folder)
-    write_model_code(folder)  # all five files, as every committed folder ships (a word-level tokenizer needs none)
+    strip_model_code(folder)
     for record in RUN_RECORDS:  # kept as they are
         if (run_dir / record).is_file():
             shutil.copy2(run_dir / record, folder / record)
