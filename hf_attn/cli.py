@@ -544,7 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="accuracy and F1 of a saved classifier on a split of a dataset")
     evaluate.add_argument("--model", required=True, type=model_with_tokenizer)
-    evaluate.add_argument("--dataset", default="stanfordnlp/imdb", help=DATASET_HELP)
+    evaluate.add_argument("--dataset", help=DATASET_HELP + " (default: the one the run trained on, as its "
+                          "metrics.json says, with its columns and split; stanfordnlp/imdb for a folder without one)")
     add_column_arguments(evaluate)
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=positive_int, help="only the first N reviews of the split")

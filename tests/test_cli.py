@@ -5,6 +5,7 @@ tokens of a long review; predict reads texts from arguments, a file or standard 
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import time
@@ -26,6 +27,7 @@ from hf_attn import (
     cli,
 )
 from hf_attn.experiments.data import load_sample
+from hf_attn.tasks import load_classification
 from hf_attn.week3 import train_week3_tokenizer
 
 SAVED = Path(__file__).parent / "fixtures" / "pre-1.0" / "alibi-gqa"
@@ -350,6 +352,36 @@ def test_a_learned_position_model_reads_its_length_and_no_more(
     error = capsys.readouterr().err
     assert "`read_length`=17" in error and "cover max_position_embeddings=16 tokens" in error
     assert "window_stride" in error and "Traceback" not in error
+
+
+def test_evaluate_scores_a_run_on_the_data_it_trained_on_and_names_it_when_it_has_moved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run trained on a CSV records the file and its columns (metrics.json's experiment): `evaluate` without
+    --dataset scores that file's test split (it loaded IMDb from the Hub); where the file has moved, one line names
+    it and the --dataset with its columns that scores the run."""
+    model = save_tiny_classifier(tmp_path / "run")
+    with (tmp_path / "reviews.csv").open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["sentence", "sentiment"])
+        writer.writerows([f"a {'good' if i % 2 else 'bad'} film {i}", "good" if i % 2 else "bad"] for i in range(40))
+    spec = {"kind": "datasets", "path": str(tmp_path / "reviews.csv"), "text_column": "sentence",
+            "label_column": "sentiment"}
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"experiment": {"dataset": spec}}))
+    cli.main(["evaluate", "--model", str(tmp_path / "run"), "--precision", "fp32"])
+    scored = json.loads(capsys.readouterr().out)
+    test = load_classification(str(tmp_path / "reviews.csv"), text_column="sentence",
+                               label_column="sentiment").splits["test"]
+    probabilities = first_tokens_probabilities(model, AutoTokenizer.from_pretrained(tmp_path / "run"), test["text"], 16)
+    loss = -probabilities[range(len(test)), test["label"]].log().mean().item()
+    assert scored["test_reviews"] == 4 and scored["test_loss"] == pytest.approx(loss, abs=1e-5)
+
+    (tmp_path / "reviews.csv").rename(tmp_path / "moved.csv")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["evaluate", "--model", str(tmp_path / "run")])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and f"{tmp_path / 'run'} was trained on {tmp_path / 'reviews.csv'}" in error
+    assert error.endswith("--dataset PATH --text-column sentence --label-column sentiment")
 
 
 def test_predict_reads_a_file_or_standard_input_one_text_or_json_object_a_line(
