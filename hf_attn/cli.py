@@ -321,15 +321,16 @@ def _perplexity(args: argparse.Namespace) -> None:
 
 def _baseline(args: argparse.Namespace) -> None:
     from .experiments.baseline import run_tfidf_baseline
-    from .experiments.data import load_imdb
     from .experiments.records import cli_command
+    from .tasks import load_classification
 
     tokenizer = None
     if args.week3:
         from .week3 import load_week3_tokenizer
 
         tokenizer = load_week3_tokenizer(args.week3)
-    metrics = run_tfidf_baseline(load_imdb(args.dataset), tokenizer=tokenizer, max_tokens=args.max_tokens)
+    metrics = run_tfidf_baseline(load_classification(dataset_argument(args)).splits, tokenizer=tokenizer,
+                                 max_tokens=args.max_tokens)
     metrics["command"] = cli_command()
     text = json.dumps(metrics, indent=2, default=str)
     if args.output:
@@ -607,7 +608,8 @@ def build_parser() -> argparse.ArgumentParser:
     perplexity.set_defaults(func=_perplexity)
 
     baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")
-    baseline.add_argument("--dataset", default="stanfordnlp/imdb")
+    baseline.add_argument("--dataset", default="stanfordnlp/imdb", help=DATASET_HELP)
+    add_column_arguments(baseline)
     baseline.add_argument("--week3", help="tokenizer whose first --max-tokens tokens define the input")
     baseline.add_argument("--max-tokens", type=positive_int, default=128)
     baseline.add_argument("--output", type=output_file,
