@@ -7,9 +7,9 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from safetensors import SafetensorError
 
@@ -31,6 +31,7 @@ from .arguments import (
     seeds_list,
 )
 from .experiments.precision import PRECISIONS
+from .prediction_files import INPUT_FORMATS
 
 # Modules of the optional extras (pyproject.toml), for a clear error where one is missing.
 EXTRA_OF_MODULE = {
@@ -154,36 +155,6 @@ def _evaluate(args: argparse.Namespace) -> None:
     print(json.dumps(metrics, indent=2))
 
 
-def read_records(stream: TextIO, jsonl: bool, prediction_keys: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
-    """The texts of `stream` as records with a `text`, one a line, read lazily: a JSON object with a `text` key
-    per line for `jsonl` (blank lines skipped; a ValueError naming the line otherwise), else the line itself (a
-    final newline ends the last text; an empty line in between is an empty text). A line that is not UTF-8
-    (read with `errors="surrogateescape"`) is a ValueError naming it, and so is a record that already has one of
-    the `prediction_keys` (gold labels, say): the prediction is written beside the record's fields, never over
-    them."""
-    from .tokenization_hf_attn import check_encodable
-
-    for number, line in enumerate(stream, 1):
-        line = line.removesuffix("\n")
-        check_encodable(line, f"--input line {number}")
-        if not jsonl:
-            yield {"text": line}
-            continue
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"--input line {number} is not valid JSON ({error}); write one object per line") from None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise ValueError(f'--input line {number} has no "text" string; each line needs {{"text": "..."}}')
-        for key, option in zip(prediction_keys, ("--label-key", "--score-key"), strict=False):
-            if key in record:
-                raise ValueError(f'--input line {number} already has "{key}", which the prediction would overwrite; '
-                                 f"name the prediction's key with {option} (for example {option} predicted_{key})")
-        yield record
-
-
 def text_arguments(texts: Sequence[str], kind: str) -> list[str]:
     """The command line's texts, each checked to be UTF-8 (Python keeps other bytes as lone surrogates, which the
     tokenizer cannot read): a ValueError naming the `kind` and number of the first that is not."""
@@ -195,40 +166,30 @@ def text_arguments(texts: Sequence[str], kind: str) -> list[str]:
 
 
 def _predict(args: argparse.Namespace) -> None:
+    from .prediction_files import check_prediction_keys, input_format, read_records, text_key, write_predictions
     from .saved import classifier_pipeline, classify_in_batches
 
     if bool(args.texts) == (args.input is not None):
         raise ValueError("pass the texts as arguments or --input PATH (- for standard input), one of the two")
     texts = text_arguments(args.texts, "text")
-    classifier = classifier_pipeline(args.model, **reading_policy(args.read_length, args.window_stride))
-    jsonl = args.jsonl or (args.input is not None and args.input.endswith(".jsonl"))
+    if args.input is None and (args.format or args.text_column):
+        raise ValueError("--format and --text-column say how to read --input; texts given as arguments are classified "
+                         "as they are")
+    kind = input_format(args.input, args.format)
+    text = text_key(kind, args.text_column)
     keys = (args.label_key, args.score_key)
-    if len(set(keys)) < 2 or "text" in keys:
-        raise ValueError(f"--label-key and --score-key must differ from each other and from \"text\", got {keys}")
-    records = ({"text": text} for text in texts)
+    check_prediction_keys(text, keys)
+    classifier = classifier_pipeline(args.model, **reading_policy(args.read_length, args.window_stride))
+    records = ({text: one} for one in texts)
     with contextlib.ExitStack() as stack:
         if args.input == "-":
             if hasattr(sys.stdin, "reconfigure"):  # UTF-8 whatever the locale; other bytes reach read_records
                 sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
-            records = read_records(sys.stdin, jsonl, keys)
+            records = read_records(sys.stdin, kind, text, keys)
         elif args.input is not None:
             records = read_records(stack.enter_context(open(args.input, encoding="utf-8", errors="surrogateescape")),
-                                   jsonl, keys)
-        _print_predictions(classify_in_batches(classifier, records), jsonl, keys)
-
-
-def _print_predictions(
-    predictions: Iterator[tuple[dict[str, Any], dict[str, Any]]], jsonl: bool, keys: tuple[str, str]
-) -> None:
-    """One line per text as it comes: the record plus the label and score under `keys` as JSON, or label, score
-    and text."""
-    label_key, score_key = keys
-    for record, prediction in predictions:
-        if jsonl:
-            print(json.dumps({**record, label_key: prediction["label"], score_key: prediction["score"]},
-                             ensure_ascii=False))
-        else:
-            print(f"{prediction['label']}\t{prediction['score']:.3f}\t{record['text']}")
+                                   kind, text, keys)
+        write_predictions(classify_in_batches(classifier, records, text), kind, text, keys, sys.stdout)
 
 
 def _probe(args: argparse.Namespace) -> None:
@@ -360,15 +321,16 @@ def _perplexity(args: argparse.Namespace) -> None:
 
 def _baseline(args: argparse.Namespace) -> None:
     from .experiments.baseline import run_tfidf_baseline
-    from .experiments.data import load_imdb
     from .experiments.records import cli_command
+    from .tasks import load_classification
 
     tokenizer = None
     if args.week3:
         from .week3 import load_week3_tokenizer
 
         tokenizer = load_week3_tokenizer(args.week3)
-    metrics = run_tfidf_baseline(load_imdb(args.dataset), tokenizer=tokenizer, max_tokens=args.max_tokens)
+    metrics = run_tfidf_baseline(load_classification(dataset_argument(args)).splits, tokenizer=tokenizer,
+                                 max_tokens=args.max_tokens)
     metrics["command"] = cli_command()
     text = json.dumps(metrics, indent=2, default=str)
     if args.output:
@@ -544,7 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="accuracy and F1 of a saved classifier on a split of a dataset")
     evaluate.add_argument("--model", required=True, type=model_with_tokenizer)
-    evaluate.add_argument("--dataset", default="stanfordnlp/imdb", help=DATASET_HELP)
+    evaluate.add_argument("--dataset", help=DATASET_HELP + " (default: the one the run trained on, as its "
+                          "metrics.json says, with its columns and split; stanfordnlp/imdb for a folder without one)")
     add_column_arguments(evaluate)
     evaluate.add_argument("--split", default="test", choices=["train", "validation", "test"])
     evaluate.add_argument("--limit", type=positive_int, help="only the first N reviews of the split")
@@ -584,12 +547,19 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--model", required=True, type=model_with_tokenizer)
     predict.add_argument("texts", nargs="*", help="texts to classify (or --input)")
     predict.add_argument("--input", type=input_file, metavar="PATH",
-                         help="classify the texts of a file, - for standard input: one text per line, or JSONL "
-                         "(PATH ending in .jsonl, or --jsonl): one object with a \"text\" per line, written back "
-                         "with \"label\" and \"score\" added (a record that has either key is refused)")
-    predict.add_argument("--jsonl", action="store_true", help="read --input as JSONL whatever its name")
-    predict.add_argument("--label-key", default="label", help="JSONL: the key the predicted label is written under")
-    predict.add_argument("--score-key", default="score", help="JSONL: the key its probability is written under")
+                         help="classify the texts of a file, - for standard input, read by PATH's suffix (or "
+                         "--format): a .csv or .tsv by its header, the text in --text-column; .jsonl (or .json) one "
+                         "object per line, the text under --text-key; anything else one text per line. Blank lines "
+                         "are skipped. CSV, TSV and JSONL come back in their format, each record with \"label\" and "
+                         "\"score\" added (a record that has either is refused); lines as label, score and text")
+    predict.add_argument("--format", choices=INPUT_FORMATS,
+                         help="read --input in this format whatever its name (standard input: lines unless given, "
+                         "and a line that is a JSON object is refused)")
+    predict.add_argument("--jsonl", action="store_const", const="jsonl", dest="format", help="--format jsonl")
+    predict.add_argument("--text-column", "--text-key", metavar="NAME",
+                         help="CSV / TSV: the column holding the texts; JSONL: the key (default: text)")
+    predict.add_argument("--label-key", default="label", help="the key (column) the predicted label is written under")
+    predict.add_argument("--score-key", default="score", help="the key (column) its probability is written under")
     predict.add_argument("--read-length", "--max-length", type=read_length, help=READ_LENGTH_HELP)
     predict.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)
     predict.set_defaults(func=_predict)
@@ -640,7 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
     perplexity.set_defaults(func=_perplexity)
 
     baseline = commands.add_parser("baseline", help="TF-IDF + logistic regression on the first N tokens")
-    baseline.add_argument("--dataset", default="stanfordnlp/imdb")
+    baseline.add_argument("--dataset", default="stanfordnlp/imdb", help=DATASET_HELP)
+    add_column_arguments(baseline)
     baseline.add_argument("--week3", help="tokenizer whose first --max-tokens tokens define the input")
     baseline.add_argument("--max-tokens", type=positive_int, default=128)
     baseline.add_argument("--output", type=output_file,

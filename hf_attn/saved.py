@@ -168,10 +168,11 @@ def classifier_pipeline(model_dir: str | os.PathLike[str], **config_changes: Any
 
 
 def classify_in_batches(
-    classifier: Any, records: Iterable[dict[str, Any]], batch_size: int = BATCH_SIZE
+    classifier: Any, records: Iterable[dict[str, Any]], text: str = "text", batch_size: int = BATCH_SIZE
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each record with a `text-classification` pipeline's prediction for its `text`, in order, `batch_size`
-    records at a time: records are read as they are needed, so an input larger than memory streams through."""
+    """Each record with a `text-classification` pipeline's prediction for its text (under the key `text`), in
+    order, `batch_size` records at a time: records are read as they are needed, so an input larger than memory
+    streams through."""
     records = iter(records)
     while batch := list(itertools.islice(records, batch_size)):
-        yield from zip(batch, classifier([record["text"] for record in batch], batch_size=batch_size))
+        yield from zip(batch, classifier([record[text] for record in batch], batch_size=batch_size))

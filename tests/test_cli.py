@@ -5,6 +5,7 @@ tokens of a long review; predict reads texts from arguments, a file or standard 
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import time
@@ -26,6 +27,8 @@ from hf_attn import (
     cli,
 )
 from hf_attn.experiments.data import load_sample
+from hf_attn.prediction_files import read_records
+from hf_attn.tasks import load_classification
 from hf_attn.week3 import train_week3_tokenizer
 
 SAVED = Path(__file__).parent / "fixtures" / "pre-1.0" / "alibi-gqa"
@@ -352,11 +355,41 @@ def test_a_learned_position_model_reads_its_length_and_no_more(
     assert "window_stride" in error and "Traceback" not in error
 
 
+def test_evaluate_scores_a_run_on_the_data_it_trained_on_and_names_it_when_it_has_moved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run trained on a CSV records the file and its columns (metrics.json's experiment): `evaluate` without
+    --dataset scores that file's test split (it loaded IMDb from the Hub); where the file has moved, one line names
+    it and the --dataset with its columns that scores the run."""
+    model = save_tiny_classifier(tmp_path / "run")
+    with (tmp_path / "reviews.csv").open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["sentence", "sentiment"])
+        writer.writerows([f"a {'good' if i % 2 else 'bad'} film {i}", "good" if i % 2 else "bad"] for i in range(40))
+    spec = {"kind": "datasets", "path": str(tmp_path / "reviews.csv"), "text_column": "sentence",
+            "label_column": "sentiment"}
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"experiment": {"dataset": spec}}))
+    cli.main(["evaluate", "--model", str(tmp_path / "run"), "--precision", "fp32"])
+    scored = json.loads(capsys.readouterr().out)
+    test = load_classification(str(tmp_path / "reviews.csv"), text_column="sentence",
+                               label_column="sentiment").splits["test"]
+    probabilities = first_tokens_probabilities(model, AutoTokenizer.from_pretrained(tmp_path / "run"), test["text"], 16)
+    loss = -probabilities[range(len(test)), test["label"]].log().mean().item()
+    assert scored["test_reviews"] == 4 and scored["test_loss"] == pytest.approx(loss, abs=1e-5)
+
+    (tmp_path / "reviews.csv").rename(tmp_path / "moved.csv")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["evaluate", "--model", str(tmp_path / "run")])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and f"{tmp_path / 'run'} was trained on {tmp_path / 'reviews.csv'}" in error
+    assert error.endswith("--dataset PATH --text-column sentence --label-column sentiment")
+
+
 def test_predict_reads_a_file_or_standard_input_one_text_or_json_object_a_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More texts than a batch, an empty one among them, from a file, standard input and JSONL: one result per
-    text in input order, each what `pipeline` gives the text on its own."""
+    """More texts than a batch, from a file, standard input and JSONL: one result per text in input order, each
+    what `pipeline` gives the text on its own; a blank line is no text (skipped), a record's empty text is one."""
     save_tiny_classifier(tmp_path / "model")
     model = ["--model", str(tmp_path / "model")]
     texts = [f"{'good ' * (i % 7)}film{' bad' * (i % 5)}" for i in range(70)]
@@ -364,14 +397,15 @@ def test_predict_reads_a_file_or_standard_input_one_text_or_json_object_a_line(
     classify = pipeline("text-classification", model=str(tmp_path / "model"), tokenizer=str(tmp_path / "model"))
     expected = [classify(text)[0] for text in texts]
 
-    def assert_expected(results: list[tuple[str, float, str]]) -> None:
-        assert [(label, text) for label, _, text in results] == [(e["label"], t) for e, t in zip(expected, texts)]
-        assert [score for _, score, _ in results] == pytest.approx([e["score"] for e in expected], abs=6e-4)
+    def assert_expected(results: list[tuple[str, float, str]], rows: list[int]) -> None:
+        assert [(label, text) for label, _, text in results] == [(expected[row]["label"], texts[row]) for row in rows]
+        assert [score for _, score, _ in results] == pytest.approx([expected[row]["score"] for row in rows], abs=6e-4)
 
+    lines = [row for row, text in enumerate(texts) if text]
     (tmp_path / "reviews.txt").write_text("\n".join(texts) + "\n")
-    assert_expected(predicted([*model, "--input", str(tmp_path / "reviews.txt")], capsys))
+    assert_expected(predicted([*model, "--input", str(tmp_path / "reviews.txt")], capsys), lines)
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(texts)))
-    assert_expected(predicted([*model, "--input", "-"], capsys))
+    assert_expected(predicted([*model, "--input", "-"], capsys), lines)
 
     records = [{"id": number, "text": text} for number, text in enumerate(texts)]
     (tmp_path / "reviews.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
@@ -380,7 +414,77 @@ def test_predict_reads_a_file_or_standard_input_one_text_or_json_object_a_line(
         cli.main(["predict", *model, "--input", *source])
         written = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [{key: one[key] for key in ("id", "text")} for one in written] == records
-        assert_expected([(one["label"], one["score"], one["text"]) for one in written])
+        assert_expected([(one["label"], one["score"], one["text"]) for one in written], list(range(len(texts))))
+
+
+@pytest.mark.parametrize(("suffix", "options"), [
+    (".csv", []), (".tsv", []), ("", ["--format", "csv"]), (".jsonl", ["--text-key", "review"]),
+])
+def test_predict_reads_a_table_or_jsonl_by_its_text_column_and_writes_each_record_back_with_the_prediction(
+    suffix: str, options: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CSV or TSV is read by its header and the text's column, not as lines (its header and gold labels were
+    classified as texts), and a JSONL by the key --text-key names; each record comes back in its format, read here
+    with the standard library, with the prediction beside its fields; a blank line is skipped."""
+    save_tiny_classifier(tmp_path / "model")
+    records = [{"review": f"a {'good' if i % 3 else 'bad'}, {'good ' * i}film", "stars": str(i % 5)}
+               for i in range(40)]
+    delimiter = "\t" if suffix == ".tsv" else ","
+    text = io.StringIO()
+    if suffix == ".jsonl":
+        text.writelines(json.dumps(record) + "\n" + ("\n" if row == 5 else "") for row, record in enumerate(records))
+    else:
+        writer = csv.DictWriter(text, fieldnames=["review", "stars"], delimiter=delimiter, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records[:5])
+        text.write("\n")
+        writer.writerows(records[5:])
+    if suffix:
+        (tmp_path / f"reviews{suffix}").write_text(text.getvalue())
+        source = str(tmp_path / f"reviews{suffix}")
+    else:
+        monkeypatch.setattr("sys.stdin", io.StringIO(text.getvalue()))
+        source = "-"
+    cli.main(["predict", "--model", str(tmp_path / "model"), "--input", source, "--text-column", "review", *options,
+              "--score-key", "probability"])
+    output = capsys.readouterr().out
+    written = [json.loads(line) for line in output.splitlines()] if suffix == ".jsonl" else \
+        list(csv.DictReader(io.StringIO(output), delimiter=delimiter))
+    assert [list(one) for one in written] == [["review", "stars", "label", "probability"]] * len(records)
+    assert [{"review": one["review"], "stars": one["stars"]} for one in written] == records
+    classify = pipeline("text-classification", model=str(tmp_path / "model"), tokenizer=str(tmp_path / "model"))
+    expected = classify([record["review"] for record in records])
+    assert [one["label"] for one in written] == [one["label"] for one in expected]
+    assert [float(one["probability"]) for one in written] == pytest.approx([one["score"] for one in expected],
+                                                                           abs=6e-4)
+
+
+@pytest.mark.parametrize(("name", "content", "options", "message"), [
+    ("reviews.csv", "review,stars\nfine,3\n", [], "--input has no column 'text' (its header: review, stars); name "
+     "the text's column with --text-column"),
+    ("reviews.csv", "review,label\nfine,3\n", ["--text-column", "review"], "--input's header already has \"label\""),
+    ("reviews.csv", "review,stars\nfine,3\ngood, fun,4\n", ["--text-column", "review"],
+     "--input line 3 has 3 fields where its header has 2; quote a field that holds a comma"),
+    ("reviews.jsonl", '{"review": "fine"}\n', [], '--input line 1 has no "text" string; each line needs {"text": '
+     '"..."}, or name the text\'s key with --text-key'),
+    ("-", '{"text": "fine"}\n', [], "--input line 1 is a JSON object, and the input is read as one text per line; "
+     "read JSONL with --format jsonl"),
+    ("reviews.txt", "fine\n", ["--text-column", "review"], "--text-column review names a column of CSV, TSV or JSONL "
+     "input, but the input is read as one text per line"),
+])
+def test_input_that_is_not_read_as_its_format_says_is_one_line_naming_the_option(
+    name: str, content: str, options: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save_tiny_classifier(tmp_path)
+    (tmp_path / name).write_text(content)
+    monkeypatch.setattr("sys.stdin", io.StringIO(content))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path), "--input", name if name == "-" else str(tmp_path / name),
+                  *options])
+    output = capsys.readouterr()
+    assert exit_info.value.code == 2 and message in output.err.strip().splitlines()[-1] and output.out == ""
 
 
 @pytest.mark.parametrize(("lines", "message"), [
@@ -426,13 +530,13 @@ def test_a_jsonl_record_with_a_field_the_prediction_would_overwrite_is_refused_a
 
 def test_blank_lines_of_a_jsonl_input_are_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A JSONL file ending in a blank line (as many editors write it), or with one between records, holds its
-    records and nothing else; a plain text file's empty line stays an empty text."""
+    records and nothing else; so does a plain text file (a blank line was classified as an empty text)."""
     save_tiny_classifier(tmp_path)
     (tmp_path / "texts.jsonl").write_text('{"text": "a good film"}\n\n  \n{"text": "a bad film"}\n\n')
     cli.main(["predict", "--model", str(tmp_path), "--input", str(tmp_path / "texts.jsonl")])
     written = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [one["text"] for one in written] == ["a good film", "a bad film"]
-    assert list(cli.read_records(io.StringIO("a\n\nb\n"), jsonl=False)) == [{"text": "a"}, {"text": ""}, {"text": "b"}]
+    assert list(read_records(io.StringIO("a\n\n  \nb\n"), "lines")) == [{"text": "a"}, {"text": "b"}]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

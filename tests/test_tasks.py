@@ -105,6 +105,54 @@ def test_data_that_cannot_train_a_classifier_is_one_line_naming_the_column_and_t
     assert message in str(error.value) and str(path) in str(error.value) and "\n" not in str(error.value)
 
 
+
+def write_bad_data(kind: str, folder: Path) -> Path:
+    """A data file or folder `datasets` fails to read (it ended in a traceback): written here byte by byte."""
+    header = "review,stars\n"
+    rows = "".join(f"{WORDS[str(1 + i % 5)]} film {i},{1 + i % 5}\n" for i in range(30))
+    path = folder / ("data" if kind in ("other-columns", "mixed-formats") else f"{kind}.csv")
+    if kind == "empty":
+        path.write_text("")
+    elif kind == "header-only":
+        path.write_text(header + "\n")
+    elif kind in ("latin-1", "latin-1-late"):
+        latin = "caf\xe9 film,4\n".encode("latin-1")
+        path.write_bytes((header + rows).encode() + latin if kind == "latin-1-late" else header.encode() + latin)
+    else:
+        path.mkdir()
+        (path / "train.csv").write_text(header + rows)
+        if kind == "other-columns":
+            (path / "test.csv").write_text("sentence,label\n" + rows)
+        else:
+            (path / "test.jsonl").write_text(json.dumps({"review": "good fun film", "stars": 4}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("empty", "{path} is empty; write a header line and data rows into it"),
+    ("header-only", "{path} holds a header (review, stars) but no data rows"),
+    ("latin-1", "{path} line 2 is not UTF-8: the byte 0xe9 after 'caf'; convert it to UTF-8 (e.g. `iconv"),
+    ("latin-1-late", "{path} line 32 is not UTF-8: the byte 0xe9 after 'caf'"),
+    ("other-columns", "{path}/train.csv has the columns ['review', 'stars'], but {path}/test.csv has ['sentence', "
+     "'label']: every file of {path} needs the same columns"),
+    ("mixed-formats", "{path} mixes data formats ({path}/test.jsonl, {path}/train.csv), and `datasets` reads one "
+     "format per folder"),
+])
+def test_a_data_file_datasets_cannot_read_is_one_line_naming_the_file_and_the_fix(
+    kind: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hf-attn train --dataset` on files `datasets` raises on (pandas' EmptyDataError, UnicodeDecodeError, a cast
+    error per file, "corresponds to no data") ends in one line, exit status 2."""
+    path = write_bad_data(kind, tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(SMOKE), "--dataset", str(path), "--text-column", "review",
+                  "--label-column", "stars", "--output-dir", str(tmp_path / "run")])
+    error = capsys.readouterr().err
+    last_line = error.strip().splitlines()[-1]  # after `datasets`' progress bar, where it began to read
+    assert exit_info.value.code == 2 and last_line.startswith(f"hf-attn train: error: {message.format(path=path)}")
+    assert "Traceback" not in error and "Failed to read" not in error
+
+
 @pytest.mark.parametrize(("spec", "message"), [
     ({"kind": "nope"}, "dataset kind 'nope' is not registered; known kinds"),
     ({"path": "x.csv", "colour": "red"}, "has no setting(s) ['colour']"),

@@ -15,7 +15,10 @@ from typing import Any
 import datasets
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, f1_score
+from sklearn.metrics import accuracy_score
+from sklearn.multiclass import OneVsRestClassifier
+
+from ..evaluation import classification_metric, f1_key
 
 C_GRID = (1.0, 4.0, 16.0, 64.0)
 
@@ -64,7 +67,9 @@ def run_tfidf_baseline(
     unless given. With a ``tokenizer`` every review is first cut to its first ``max_tokens``
     tokens (see :func:`truncate_to_tokens`); without one the full reviews are used and
     ``max_tokens`` is reported as None. ``dataset_dict`` needs ``train``, ``validation`` and
-    ``test`` splits with ``text`` and ``label`` columns, as :func:`hf_attn.experiments.data.load_imdb` gives.
+    ``test`` splits with ``text`` and a ``label`` ClassLabel, as every source of :mod:`hf_attn.tasks` gives.
+    The test scores are the classifiers' (:func:`hf_attn.evaluation.classification_metric`): accuracy, and F1
+    of the positive class (label 1) for two labels, ``test_macro_f1`` beyond.
     """
     start = time.perf_counter()
     texts = {name: list(dataset_dict[name]["text"]) for name in ("train", "validation", "test")}
@@ -79,17 +84,21 @@ def run_tfidf_baseline(
     x_val = vectorizer.transform(texts["validation"])
     x_test = vectorizer.transform(texts["test"])
 
+    num_labels = dataset_dict["train"].features["label"].num_classes
     best_model, best_c, best_val = None, None, -1.0
     for c in C_GRID if C is None else (C,):
-        model = LogisticRegression(C=c, solver="liblinear", max_iter=1000).fit(x_train, labels["train"])
+        model = LogisticRegression(C=c, solver="liblinear", max_iter=1000)
+        if num_labels > 2:  # liblinear fits two classes; beyond, one of them against the rest each
+            model = OneVsRestClassifier(model)
+        model.fit(x_train, labels["train"])
         val_accuracy = accuracy_score(labels["validation"], model.predict(x_val))
         if val_accuracy > best_val:
             best_model, best_c, best_val = model, c, val_accuracy
 
-    predictions = best_model.predict(x_test)
+    scores = classification_metric(num_labels).compute(predictions=best_model.predict(x_test),
+                                                       references=labels["test"])
     return {
-        "test_accuracy": float(accuracy_score(labels["test"], predictions)),
-        "test_f1": float(f1_score(labels["test"], predictions)),
+        **{f"test_{key}": float(scores[key]) for key in ("accuracy", f1_key(num_labels))},
         "val_accuracy": float(best_val),
         "C": best_c,
         "max_tokens": max_tokens if tokenizer is not None else None,

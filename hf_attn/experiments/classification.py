@@ -7,6 +7,7 @@ test with accuracy and F1: the positive class's (label 1) for two labels, the me
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..saved import load_saved_classifier
 from ..tasks import load_classification
 from .config import Experiment, refuse_scheduled_sampling
-from .data import RandomWindows, limit_rows, tokenize_splits
+from .data import IMDB_HUB_ID, RandomWindows, limit_rows, tokenize_splits
 from .precision import default_device, resolve_precision
 from .run import Task, load_tokenizer, run
 
@@ -91,20 +92,41 @@ def train(experiment: Experiment, output_dir: str | os.PathLike[str], **options:
     return run(experiment, classification_task, output_dir, **options)
 
 
+def trained_dataset(model_dir: str | os.PathLike[str]) -> str | dict[str, Any]:
+    """The dataset the run in `model_dir` trained on, as its metrics.json records it (the experiment's `dataset`, with
+    its columns and split seed); IMDb (the Hub id) for a folder without that record: a Hub repo, a model saved by
+    other code."""
+    record = Path(model_dir) / "metrics.json"
+    if not record.is_file():
+        return IMDB_HUB_ID
+    return json.loads(record.read_text()).get("experiment", {}).get("dataset", IMDB_HUB_ID)
+
+
+def _moved_dataset(model_dir: str | os.PathLike[str], spec: str | dict[str, Any]) -> FileNotFoundError:
+    """The error of a run's recorded dataset that is not where the run read it: naming it and the --dataset
+    (and --text-column / --label-column) that score the run on it where it is now."""
+    settings = {"path": spec} if isinstance(spec, str) else spec
+    where = settings.get("path") or settings.get("source") or settings.get("folder")
+    columns = "".join(f" --{key.replace('_', '-')} {settings[key]}" for key in ("text_column", "label_column")
+                      if key in settings)
+    return FileNotFoundError(f"{model_dir} was trained on {where} (its metrics.json says so), which is not found from "
+                             f"{os.getcwd()}; pass where it is now: --dataset PATH{columns}")
+
+
 def evaluate_saved(
     model_dir: str | os.PathLike[str],
-    dataset: str | dict[str, Any] = "stanfordnlp/imdb",
+    dataset: str | dict[str, Any] | None = None,
     split: str = "test",
     limit: int | None = None,
     batch_size: int = 64,
     precision: str = "auto",
     **config_changes: Any,
 ) -> dict[str, float]:
-    """Score a saved classifier on one split of a registered dataset (`hf_attn.tasks`: IMDb's seed split by default),
-    reading each review as its config's reading policy
-    says (`read_length`, `window_stride`), as `pipeline` and `hf-attn predict` read it; `config_changes` are
-    config fields the model is loaded with instead of the saved ones (another `read_length` or `window_stride`,
-    a RoPE scaling).
+    """Score a saved classifier on one split of a registered dataset (`hf_attn.tasks`; by default the one the run
+    trained on, `trained_dataset`: one that has moved is a FileNotFoundError naming it), reading each review as its
+    config's reading policy says (`read_length`, `window_stride`), as `pipeline` and `hf-attn predict` read it;
+    `config_changes` are config fields the model is loaded with instead of the saved ones (another `read_length` or
+    `window_stride`, a RoPE scaling).
 
     The folder is loaded strictly (`load_saved_classifier`): a weight it lacks or has left over is a
     ValueError, not an accuracy of random weights. `precision` is an experiment's (`auto`, `bf16`, `fp32`);
@@ -113,7 +135,13 @@ def evaluate_saved(
     device = default_device()
     computed_in = resolve_precision(precision, device)
     model, tokenizer = load_saved_classifier(model_dir, **config_changes)
-    data = load_classification(dataset)
+    spec = trained_dataset(model_dir) if dataset is None else dataset
+    try:
+        data = load_classification(spec)
+    except FileNotFoundError:
+        if dataset is not None:
+            raise
+        raise _moved_dataset(model_dir, spec) from None
     raw = data.splits
     if split not in raw:
         raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")

@@ -9,16 +9,23 @@ experiment sees the same rows.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import itertools
+import json
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
+import pyarrow.parquet as pq
+from datasets.exceptions import DatasetGenerationError
 from transformers import PreTrainedTokenizerFast
 
 from ..experiments.data import IMDB_HUB_ID, LABEL_NAMES, is_imdb_folder, load_imdb, load_unlabelled
+from ..tokenization_hf_attn import check_encodable
 from .length import get_length_task, length_buckets, length_splits, task_tokenizer
 from .scan import SCAN_LENGTH_BUCKETS, scan_length_split, scan_tokenizer
 
@@ -183,10 +190,12 @@ class LoadedDataset(DatasetSource):
             if suffix not in FILE_BUILDERS:
                 raise DatasetError(f"{path}: a data file must end in one of {', '.join(FILE_BUILDERS)}")
             builder, options = FILE_BUILDERS[suffix]
-            return datasets.load_dataset(builder, data_files={"train": str(path)}, **options)
+            return read_data_files([path], path, builder, data_files={"train": str(path)}, **options)
         if path.is_dir():
             try:
-                return datasets.load_dataset(str(path))
+                return read_data_files(data_files_in(path), path, str(path))
+            except DatasetError:
+                raise
             except (ValueError, FileNotFoundError) as error:
                 raise DatasetError(f"{path}: no data files `datasets` can read ({error})") from None
         if self.is_local:
@@ -253,6 +262,108 @@ class LoadedDataset(DatasetSource):
         else:
             ordered = sorted(distinct, key=str)
         return tuple(str(value) for value in ordered)
+
+
+def data_files_in(folder: Path) -> list[Path]:
+    """The data files `datasets` reads in `folder` (any depth, hidden ones and `__pycache__`-like folders left
+    out): a DatasetError naming what it holds where there are none, or where their formats differ (`datasets`
+    reads one per folder)."""
+    files = sorted(path for path in folder.rglob("*") if path.is_file()
+                   and not any(part.startswith((".", "__")) for part in path.relative_to(folder).parts))
+    data = [path for path in files if path.suffix.lower() in FILE_BUILDERS]
+    if not data:
+        held = ", ".join(path.name for path in files[:5]) + (", ..." if len(files) > 5 else "") or "nothing"
+        raise DatasetError(f"{folder} holds no data file ({', '.join(FILE_BUILDERS)}), only: {held}; put the data "
+                           "files there, or pass one file as --dataset")
+    formats: dict[str, Path] = {}
+    for path in data:
+        builder, options = FILE_BUILDERS[path.suffix.lower()]
+        formats.setdefault(json.dumps([builder, options]), path)
+    if len(formats) > 1:
+        raise DatasetError(f"{folder} mixes data formats ({', '.join(str(path) for path in formats.values())}), and "
+                           "`datasets` reads one format per folder; convert the files to one format, or pass one "
+                           "file as --dataset")
+    return data
+
+
+def check_data_files(files: list[Path], where: Path) -> None:
+    """What `datasets` would fail on with a traceback, checked from the first lines of each file: an empty file, a
+    header without rows, a first line that is not UTF-8, files of one folder with other columns; each a
+    DatasetError naming the file and the fix."""
+    columns_of: dict[Path, list[str]] = {}
+    for path in files:
+        columns = _columns_and_rows(path)
+        if columns is not None:
+            columns_of[path] = columns
+    first, *others = columns_of.items() or [(where, [])]
+    for path, columns in others:
+        if sorted(columns) != sorted(first[1]):
+            raise DatasetError(f"{path} has the columns {columns}, but {first[0]} has {first[1]}: every file of "
+                               f"{where} needs the same columns; rename them, or pass one file as --dataset")
+
+
+def _columns_and_rows(path: Path) -> list[str] | None:
+    """The columns of a data file (None where its first line does not say them: a JSON array), refusing a file
+    without data rows."""
+    if path.suffix.lower() == ".parquet":
+        try:
+            metadata = pq.ParquetFile(path).metadata
+        except ValueError as error:  # pyarrow's ArrowInvalid
+            raise DatasetError(f"{path} cannot be read as parquet ({error}); write it again, or rename it") from None
+        if metadata.num_rows == 0:
+            raise DatasetError(f"{path} holds no rows; write the data rows into it")
+        return list(metadata.schema.to_arrow_schema().names)
+    builder, options = FILE_BUILDERS[path.suffix.lower()]
+    with path.open(encoding="utf-8", errors="surrogateescape", newline="") as stream:
+        lines = list(itertools.islice(_text_lines(stream, path), 2))
+    if not lines:
+        rows = "a header line and data rows" if builder == "csv" else "its JSON records"
+        raise DatasetError(f"{path} is empty; write {rows} into it")
+    if builder == "csv":
+        header = next(csv.reader(lines[:1], delimiter=options.get("delimiter", ",")))
+        if len(lines) < 2:
+            raise DatasetError(f"{path} holds a header ({', '.join(header)}) but no data rows; add the rows below it")
+        return header
+    try:
+        record = json.loads(lines[0])
+    except json.JSONDecodeError:
+        return None
+    return list(record) if isinstance(record, dict) else None
+
+
+def _text_lines(stream: Iterator[str], path: Path) -> Iterator[str]:
+    """The non-blank lines of a text data file read with `errors="surrogateescape"`; a line that is not UTF-8 is a
+    DatasetError naming the file, the line and `iconv` (as `hf-attn predict` names one)."""
+    for number, line in enumerate(stream, 1):
+        try:
+            check_encodable(line, f"{path} line {number}")
+        except ValueError as error:
+            raise DatasetError(str(error)) from None
+        if line.strip():
+            yield line
+
+
+def read_data_files(files: list[Path], where: Path, *args: Any, **kwargs: Any) -> datasets.DatasetDict:
+    """`datasets.load_dataset(*args, **kwargs)` of the local data `files` (a file or a folder, `where`), checked
+    first (`check_data_files`): what it fails to read is one DatasetError naming the file and the line that is not
+    UTF-8, or what `datasets` says (its file readers' own log line of the failure is left out: the error says it)."""
+    check_data_files(files, where)
+    builders = logging.getLogger("datasets.packaged_modules")
+    level = builders.level
+    builders.setLevel(logging.CRITICAL)
+    try:
+        return datasets.load_dataset(*args, **kwargs)
+    except DatasetGenerationError as error:
+        for path in files:
+            if path.suffix.lower() != ".parquet":
+                with path.open(encoding="utf-8", errors="surrogateescape", newline="") as stream:
+                    for _ in _text_lines(stream, path):
+                        pass
+        cause = error.__cause__ or error
+        raise DatasetError(f"{where}: `datasets` cannot read it ({type(cause).__name__}: {' '.join(str(cause).split())}"
+                           "); fix the file it names, or pass the files that read") from None
+    finally:
+        builders.setLevel(level)
 
 
 @dataclasses.dataclass(frozen=True)
