@@ -23,7 +23,7 @@ from transformers import (
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection
 from hf_attn.experiments.classification import compute_metrics, evaluate_saved, train
 from hf_attn.experiments.config import load_experiment
-from hf_attn.experiments.records import cli_command
+from hf_attn.experiments.records import EXPERIMENT_RECORD, cli_command
 from hf_attn.experiments.run import build_model, load_tokenizer
 from hf_attn.week3 import save_week3, train_week3_tokenizer
 
@@ -120,13 +120,16 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_resumed_run_keeps_the_architecture_its_checkpoint_was_trained_with(tmp_path: Path) -> None:
     """Resuming builds the model from the checkpoint's config, not from the experiment as it reads now: a run
-    interrupted with the RoPE channel layout that is not the default (say, under an older default) and
-    resumed from a file without the setting ends as its uninterrupted twin, in that layout."""
+    interrupted with the RoPE channel layout that is not the default, under an older default (its record, like its
+    file, does not name the layout), ends as its uninterrupted twin, in that layout."""
     other_layout = next(layout for layout in ("halves", "interleaved") if layout != HfAttnConfig().rope_layout)
     trained = load_experiment(SMOKE, [*FAST, "evals_per_epoch=2", f"model.rope_layout={other_layout}"])
     straight = train(trained, tmp_path / "straight")
     with pytest.raises(KeyboardInterrupt):
         train(trained, tmp_path / "interrupted", callbacks=[StopAfterFirstCheckpoint()])
+    for record in (tmp_path / "interrupted").glob(f"checkpoint-*/{EXPERIMENT_RECORD}"):
+        record.write_text(json.dumps({key: value for key, value in json.loads(record.read_text()).items()
+                                      if key != "model.rope_layout"}))
     resumed = train(load_experiment(SMOKE, [*FAST, "evals_per_epoch=2"]), tmp_path / "interrupted", resume=True)
     assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
     assert json.loads((tmp_path / "interrupted" / "config.json").read_text())["rope_layout"] == other_layout

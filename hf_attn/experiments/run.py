@@ -44,7 +44,7 @@ from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_w
 from .config import FINE_TUNING_SETTINGS, Experiment
 from .folders import RunFolderError, claim_output_dir, keep_only_checkpoint, process_state, resume_checkpoint
 from .precision import default_device, resolve_precision
-from .records import TrainingClock, init_from_metrics, run_record, write_metrics
+from .records import ExperimentRecord, TrainingClock, check_resumed, init_from_metrics, run_record, write_metrics
 from .stages import (
     STAGE_RECORD,
     ContinuedSchedule,
@@ -125,7 +125,8 @@ def run(
     `output_dir/checkpoint-*` (for `resume=True`, which continues from the last one) and
     `output_dir/metrics.json`, copied to `results_path` when given. Early stopping on validation loss
     applies when the task restores the best checkpoint at the end. A folder that already holds a run
-    needs `resume` or `overwrite` (see `claim_output_dir`).
+    needs `resume` or `overwrite` (see `claim_output_dir`); `resume` refuses an experiment that differs from the one
+    the checkpoint records (`check_resumed`).
 
     With `max_time` (minutes, counted from the call), the run stops at the first optimizer step past it,
     saves a checkpoint and writes `output_dir/stage.json`; the returned record then has `stage: stopped`
@@ -142,6 +143,9 @@ def run(
                              "committed one: pass one.")
     with claim_output_dir(output_dir, resume, overwrite):
         checkpoint = resume_checkpoint(output_dir) if resume else None
+        if checkpoint is not None:
+            check_resumed(checkpoint, experiment)
+        record = ExperimentRecord(experiment)  # as given: a task's model defaults are its code's, not settings
         task = make_task(experiment)
         if task.model_defaults:
             experiment = dataclasses.replace(experiment, model={**task.model_defaults, **experiment.model})
@@ -156,7 +160,7 @@ def run(
             # stage saves with it: a stage keeps two, the best and the last, for the next stage to resume from
             args.save_total_limit = 2
         stage_limit = StageLimit(started, max_time)
-        callbacks = [*callbacks, TrainingClock(), stage_limit]
+        callbacks = [*callbacks, TrainingClock(), stage_limit, record]
         continuation = read_continuation(output_dir)
         if continuation is not None:
             callbacks.append(ContinuedSchedule(**continuation))
