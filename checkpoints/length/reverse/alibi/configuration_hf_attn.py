@@ -157,7 +157,8 @@ class HfAttnConfig(PreTrainedConfig):
             `window_stride` is `None` (default 8192 tokens). Attention costs time quadratic in the length, so a
             longer input (a whole book through `pipeline(...)`) is read as windows of `max_position_embeddings`
             tokens, one after another (the stride `max_position_embeddings`), with a warning: linear cost.
-            `None` reads every input directly, however long.
+            `None` reads every input directly, however long. Learned positions, which read directly at most
+            `max_position_embeddings` tokens, refuse any longer input without `window_stride`, past this limit too.
         scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps
             them from being drowned by sinusoidal positions of magnitude 1.
         attention_bias: biases on the Q/K/V/O projections.
