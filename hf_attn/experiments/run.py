@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -215,6 +216,27 @@ def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTra
     return tokenizer
 
 
+def dan_embedding_file(experiment: Experiment) -> Path | None:
+    """Where the experiment's Week 3 folder keeps the DAN embedding a fresh model's token table starts from."""
+    return Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
+
+
+def say_without_dan(experiment: Experiment, tokenizer: PreTrainedTokenizerBase) -> None:
+    """One line on stderr when a run asks to start its token embedding from the Week 3 DAN
+    (`init_embedding_from_dan`, the default) but has no DAN embedding: it then starts at random, with the tokenizer
+    trained here when there is no Week 3 folder."""
+    embedding_file = dan_embedding_file(experiment)
+    if not experiment.init_embedding_from_dan or experiment.init_from is not None or (
+            embedding_file is not None and embedding_file.is_file()):
+        return
+    missing = f"{embedding_file} is absent, so" if embedding_file else (
+        f"no Week 3 folder (--week3): the tokenizer is a byte-level BPE of {len(tokenizer)} tokens trained on the "
+        "training texts, and")
+    print(f"init_embedding_from_dan: {missing} the token embedding starts at random, not from the Week 3 DAN; pass "
+          "--week3 DIR (with models/imdb_embedding_layer.pt), or set init_embedding_from_dan=false to say so",
+          file=sys.stderr)
+
+
 def build_model(
     experiment: Experiment,
     tokenizer: PreTrainedTokenizerBase,
@@ -243,7 +265,7 @@ def build_model(
         return load_strictly(model_class, experiment.init_from, new_head=True, **label_maps,
                              read_length=experiment.reading_length, **fine_tuning)
     model_settings = dict(experiment.model)
-    embedding_file = Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
+    embedding_file = dan_embedding_file(experiment)
     use_dan = experiment.init_embedding_from_dan and embedding_file is not None and embedding_file.is_file()
     if use_dan:
         model_settings.setdefault("hidden_size", read_embedding_width(embedding_file))
