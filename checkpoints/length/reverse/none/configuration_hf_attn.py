@@ -22,7 +22,7 @@ AttentionScoring = Literal["dot", "general", "additive"]
 LAST_ID = -1
 """`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
 DEFAULT_ROPE_PARAMETERS = {"rope_type": "default", "rope_theta": 10_000.0}
-"""`rope_parameters` when none are given: every config carries them (transformers fills them in), whatever the scheme."""
+"""`rope_parameters` when none are given: every config carries them (transformers fills them in), any scheme."""
 
 
 def is_count(value: Any) -> bool:
