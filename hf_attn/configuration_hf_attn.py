@@ -21,6 +21,8 @@ LayerType = Literal["full_attention", "sliding_attention"]
 AttentionScoring = Literal["dot", "general", "additive"]
 LAST_ID = -1
 """`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
+DEFAULT_ROPE_PARAMETERS = {"rope_type": "default", "rope_theta": 10_000.0}
+"""`rope_parameters` when none are given: every config carries them (transformers fills them in), any scheme."""
 
 
 def is_count(value: Any) -> bool:
@@ -81,6 +83,11 @@ def _literal_choices(hint: Any) -> list[Any]:
     return [choice for argument in get_args(hint) for choice in _literal_choices(argument)]
 
 
+def _schemes(has: Callable[[type[PositionScheme]], bool]) -> str:
+    """The names of the registered schemes whose class `has` the capability asked, for an error message."""
+    return ", ".join(name for name, scheme in POSITION_SCHEMES.items() if has(scheme))
+
+
 class HfAttnConfig(PreTrainedConfig):
     r"""Configuration of an hf_attn encoder (or decoder-style) Transformer classifier.
 
@@ -107,13 +114,15 @@ class HfAttnConfig(PreTrainedConfig):
             uses it as the original context length, other schemes extrapolate past it.
         rope_parameters: transformers' RoPE dict (`rope_type` in default/linear/dynamic/yarn,
             `rope_theta`, `factor`, ...). Filled with `{"rope_type": "default", "rope_theta": 10000.0}`
-            when the scheme is `rope` and nothing is given.
+            when nothing is given, whatever the scheme (as transformers fills them); a scheme without RoPE
+            refuses any other value, which would change nothing.
         rope_layout: which channels of a head RoPE rotates together: `halves` (i and i + d/2, Llama's
             `rotate_half`) or `interleaved` (2i and 2i + 1, the RoPE paper's and RoFormer's layout).
             A `config.json` saved before this field existed was trained with `halves`, the default.
         relative_attention_num_buckets: `t5` only: buckets of the key-query offset, each with a learned bias
             per head (T5's 32); an encoder gives half to keys after the query.
         relative_attention_max_distance: `t5` only: the offset from which all share the last bucket (T5's 128).
+            Another scheme refuses either field but at its default: it would change nothing.
         sliding_window: if set, layers of type `sliding_attention` let a token attend only to keys at
             most this many positions away (on each side; only backwards when causal).
         layer_types: per-layer `full_attention` / `sliding_attention`; defaults to all sliding when
@@ -148,7 +157,8 @@ class HfAttnConfig(PreTrainedConfig):
             `window_stride` is `None` (default 8192 tokens). Attention costs time quadratic in the length, so a
             longer input (a whole book through `pipeline(...)`) is read as windows of `max_position_embeddings`
             tokens, one after another (the stride `max_position_embeddings`), with a warning: linear cost.
-            `None` reads every input directly, however long.
+            `None` reads every input directly, however long. Learned positions, which read directly at most
+            `max_position_embeddings` tokens, refuse any longer input without `window_stride`, past this limit too.
         scale_embeddings: multiply token embeddings by sqrt(hidden_size) (Vaswani et al.), which keeps
             them from being drowned by sinusoidal positions of magnitude 1.
         attention_bias: biases on the Q/K/V/O projections.
@@ -246,11 +256,10 @@ class HfAttnConfig(PreTrainedConfig):
             self.layer_types = [kind] * self.num_hidden_layers if isinstance(self.num_hidden_layers, int) else []
         takes_rope_parameters = POSITION_SCHEMES.get(self.position_embedding_type, PositionScheme).takes_rope_parameters
         if takes_rope_parameters and not self.rope_parameters and "rope_scaling" not in kwargs:
-            self.rope_parameters = {"rope_type": "default", "rope_theta": kwargs.pop("rope_theta", 10_000.0)}
+            self.rope_parameters = {**DEFAULT_ROPE_PARAMETERS, "rope_theta": kwargs.pop("rope_theta", 10_000.0)}
         self.validate_fields()
-        super().__post_init__(**kwargs)
-        if self.position_scheme.takes_rope_parameters:
-            self._validate_rope_parameters()
+        super().__post_init__(**kwargs)  # fills `rope_parameters` (from a legacy `rope_theta` / `rope_scaling`)
+        self._validate_rope_parameters()
 
     @property
     def position_scheme(self) -> type[PositionScheme]:
@@ -334,6 +343,20 @@ class HfAttnConfig(PreTrainedConfig):
             ):
                 raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
         self.position_scheme.check_config(self)
+        # A field of other schemes alone (T5's buckets) keeps its default: the chosen scheme would not read it.
+        for field in dataclass_fields(HfAttnConfig):
+            readers = [name for name, scheme in POSITION_SCHEMES.items() if field.name in scheme.own_fields]
+            value = getattr(self, field.name)
+            if readers and field.name not in self.position_scheme.own_fields and value != field.default:
+                raise self._ignored(field.name, value, field.default, ", ".join(readers))
+
+    def _ignored(self, field: str, value: Any, default: Any, users: str) -> ValueError:
+        """The error of a field that the scheme does not read, so that its value would change nothing."""
+        return _invalid(
+            field, value,
+            f"position_embedding_type={self.position_embedding_type!r} does not read it, so it would change "
+            f"nothing; leave it out (its default is {default!r}), or use a scheme that reads it ({users})",
+        )
 
     def _validate_additive_scoring(self) -> None:
         if not self.scale_attn_weights:
@@ -343,8 +366,7 @@ class HfAttnConfig(PreTrainedConfig):
                 "vectors, which additive scores are not); leave it True, or use 'dot' or 'general'",
             )
         if self.position_scheme.rotates_queries_and_keys:
-            schemes = ", ".join(name for name, scheme in POSITION_SCHEMES.items()
-                                if not scheme.rotates_queries_and_keys)
+            schemes = _schemes(lambda scheme: not scheme.rotates_queries_and_keys)
             raise _invalid(
                 "attention_scoring", "additive",
                 f"position_embedding_type={self.position_embedding_type!r} rotates queries and keys so that their dot "
@@ -353,6 +375,11 @@ class HfAttnConfig(PreTrainedConfig):
             )
 
     def _validate_rope_parameters(self) -> None:
+        if not self.position_scheme.takes_rope_parameters:
+            if (self.rope_parameters or DEFAULT_ROPE_PARAMETERS) != DEFAULT_ROPE_PARAMETERS:
+                raise self._ignored("rope_parameters", self.rope_parameters, DEFAULT_ROPE_PARAMETERS,
+                                    _schemes(lambda scheme: scheme.takes_rope_parameters))
+            return
         rope_type = self.rope_parameters.get("rope_type", "default")
         if rope_type not in ROPE_TYPES:
             raise _invalid("rope_parameters.rope_type", rope_type, f"allowed: {', '.join(ROPE_TYPES)}")

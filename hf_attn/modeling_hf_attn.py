@@ -1001,8 +1001,9 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
         stride = self.config.window_stride
         positions = self.config.max_position_embeddings
         direct_limit = self.config.max_direct_length
-        if stride is None and direct_limit is not None and text is not None and not is_tracing(text) \
-                and text.shape[1] > direct_limit:
+        # Learned positions read past their table only as the windows `window_stride` asks for, whatever the length.
+        if stride is None and direct_limit is not None and self.model.positions.extrapolates and text is not None \
+                and not is_tracing(text) and text.shape[1] > direct_limit:
             logger.warning_once(  # the same words for every long input, so that a batch of them warns once
                 f"An input is longer than max_direct_length={direct_limit}: it is read as windows of {positions} "
                 "tokens (linear cost). Set config.window_stride to choose the windows, config.read_length to read "

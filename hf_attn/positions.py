@@ -53,6 +53,10 @@ class PositionScheme(nn.Module):
     longer input is read as windows or refused."""
     takes_rope_parameters: ClassVar[bool] = False
     """Whether the config's `rope_parameters` (transformers' RoPE dict) configure the scheme."""
+    own_fields: ClassVar[tuple[str, ...]] = ()
+    """The config fields that configure this scheme and no other (T5's buckets): a scheme that does not list one
+    refuses a value other than its default, which would change nothing. (`rope_parameters`, which every config
+    carries, follows `takes_rope_parameters`.)"""
     context_scalings: ClassVar[tuple[str, ...]] = ()
     """Ways to stretch the scheme past its training length (RoPE's `rope_type`s), each a reading the arena offers."""
     rotates_queries_and_keys: ClassVar[bool] = False
@@ -328,6 +332,8 @@ class T5Positions(PositionScheme):
     """`t5`: a learned bias per head and bucket of the key-query offset, added to the scores (T5's relative
     attention bias, one table per model as in T5's first layer). Offsets past `relative_attention_max_distance`
     share a bucket, so any length works; buckets are bidirectional in an encoder and causal in a decoder."""
+
+    own_fields = ("relative_attention_num_buckets", "relative_attention_max_distance")
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)

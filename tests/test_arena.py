@@ -27,8 +27,9 @@ from hf_attn.experiments.arena import (
     run_arena,
     trained,
 )
-from hf_attn.experiments.config import FINE_TUNING_SETTINGS
+from hf_attn.experiments.config import FINE_TUNING_SETTINGS, Experiment
 from hf_attn.experiments.pretraining import EVAL_SEED, IGNORE_INDEX, MaskedLMCollator
+from hf_attn.experiments.records import ExperimentRecord
 from hf_attn.modeling_hf_attn import HfAttnForMaskedLM
 
 ARENA_FILE = REPO / "configs" / "arena" / "arena.yaml"
@@ -131,6 +132,25 @@ def test_an_interrupted_training_is_resumed(tmp_path: Path) -> None:
     assert seen == [{"resume": True, "overwrite": False, "max_time": None}]
     (tmp_path / "metrics.json").write_text(json.dumps({"test_accuracy": 0.7}))
     assert trained(tmp_path, fake_train, SimpleNamespace(name="toy")) == {"test_accuracy": 0.7} and len(seen) == 1
+
+
+def test_an_interrupted_training_of_other_settings_is_trained_again(tmp_path: Path) -> None:
+    """As a finished run of other settings is: resumed, the new settings would be recorded but not trained with."""
+    seen = []
+
+    def fake_train(experiment: Any, run_dir: Path, **options: Any) -> dict[str, Any]:
+        seen.append(options)
+        return {"test_accuracy": 0.5}
+
+    interrupted = Experiment(name="toy", model={"hidden_size": 32})
+    (tmp_path / "checkpoint-3").mkdir()
+    ExperimentRecord(interrupted).on_save(SimpleNamespace(output_dir=str(tmp_path)),
+                                          SimpleNamespace(global_step=3, is_world_process_zero=True), None)
+    trained(tmp_path, fake_train, interrupted)
+    trained(tmp_path, fake_train, dataclasses.replace(interrupted, model={"hidden_size": 48}))
+    assert seen == [{"resume": True, "overwrite": False, "max_time": None},
+                    {"resume": False, "overwrite": True, "max_time": None}]
+    assert not (tmp_path / "checkpoint-3").exists()
 
 
 class ToyTokenizer:

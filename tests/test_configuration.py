@@ -101,3 +101,39 @@ def test_unknown_scheme_lists_every_known_scheme() -> None:
     with pytest.raises(ValueError) as excinfo:
         HfAttnConfig(position_embedding_type="xpos")
     assert all(name in str(excinfo.value) for name in POSITION_SCHEMES)
+
+
+IGNORED_SETTINGS = [
+    ("rope_parameters", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "rope"),
+    ("rope_parameters", {"rope_theta": 500_000.0}, "rope"),
+    ("rope_parameters", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope"),  # transformers' old name
+    ("relative_attention_num_buckets", {"relative_attention_num_buckets": 64}, "t5"),
+    ("relative_attention_max_distance", {"relative_attention_max_distance": 256}, "t5"),
+]
+
+
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "rope", "alibi", "t5", "fire"])
+@pytest.mark.parametrize(("field", "setting", "reader"), IGNORED_SETTINGS)
+def test_a_setting_the_scheme_does_not_read_is_refused_naming_field_scheme_and_readers(
+    scheme: str, field: str, setting: dict, reader: str
+) -> None:
+    """YaRN on ALiBi, or T5's buckets on RoPE, would build a model no different from the default: refused, naming
+    the field, the chosen scheme and the scheme that reads the field. Its own scheme takes it."""
+    if scheme == reader:
+        HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, **setting))
+        return
+    with pytest.raises(ValueError) as excinfo:
+        HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, **setting))
+    message = str(excinfo.value)
+    assert f"`{field}`" in message and f"position_embedding_type={scheme!r}" in message and f"({reader})" in message
+
+
+@pytest.mark.parametrize("scheme", list(POSITION_SCHEMES))
+def test_every_scheme_takes_the_defaults_a_saved_config_carries(scheme: str, tmp_path) -> None:  # noqa: ANN001
+    """transformers writes `rope_parameters` (and the T5 fields) into every config.json, whatever the scheme: an
+    ALiBi config must still load, with or without them spelled out."""
+    defaults = dict(rope_parameters={"rope_theta": 10000, "rope_type": "default"},
+                    relative_attention_num_buckets=32, relative_attention_max_distance=128)
+    HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, **defaults)).save_pretrained(tmp_path)
+    assert HfAttnConfig.from_pretrained(tmp_path).position_embedding_type == scheme
+    assert HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, rope_theta=10_000.0))

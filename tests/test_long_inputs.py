@@ -137,10 +137,14 @@ def test_position_ids_and_windows_together_are_refused() -> None:
         model(input_ids=torch.ones(1, 2 * WINDOW, dtype=torch.long), position_ids=torch.arange(2 * WINDOW)[None])
 
 
-def test_a_learned_classifier_given_more_than_its_positions_is_told_to_truncate_or_read_windows() -> None:
-    """The error names the input's length, the limit and the classifier's two ways on (not generate())."""
-    with pytest.raises(ValueError, match=rf"cover {WINDOW} tokens but the input has {WINDOW + 1}") as error:
-        classifier("learned", None)(input_ids=torch.ones(1, WINDOW + 1, dtype=torch.long))
+@pytest.mark.parametrize("length", [WINDOW + 1, 4 * WINDOW])
+def test_a_learned_classifier_given_more_than_its_positions_is_told_to_truncate_or_read_windows(length: int) -> None:
+    """The error names the input's length, the limit and the classifier's two ways on (not generate()); an input
+    past `max_direct_length` too: learned positions read windows only when `window_stride` asks for them."""
+    model = classifier("learned", None)
+    model.config.max_direct_length = 2 * WINDOW
+    with pytest.raises(ValueError, match=rf"cover {WINDOW} tokens but the input has {length}") as error:
+        model(input_ids=torch.ones(1, length, dtype=torch.long))
     assert "config.read_length" in str(error.value) and "config.window_stride" in str(error.value)
     assert "generate" not in str(error.value)
 

@@ -82,6 +82,28 @@ def test_a_stopped_stage_resumes_to_the_result_of_a_run_never_stopped(tmp_path: 
     assert resumed["val_accuracy"] == pytest.approx(straight["val_accuracy"])
 
 
+def test_a_resume_refuses_settings_other_than_the_runs_and_takes_those_of_the_session(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The resumed model and its training state are the checkpoint's: a width, a learning rate or a tokenizer other
+    than the run's would be recorded in metrics.json but not used, so the resume is refused in one line naming each
+    setting with both values and the way out. How the session saves and logs, and its --max-time, may change."""
+    run = tmp_path / "run"
+    train(load_experiment(SMOKE, STAGED), run, max_time=A_MOMENT)
+    capsys.readouterr()
+    changed = [*STAGED, "model.hidden_size=48", "training.learning_rate=0.01", "tokenizer_vocab_size=500"]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "--config", str(SMOKE), *changed, "--output-dir", str(run), "--resume"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and error.startswith("hf-attn train: error: --resume:")
+    for phrase in ("model.hidden_size 32 in the run, 48 now", "training.learning_rate 0.001 in the run, 0.01 now",
+                   "tokenizer_vocab_size 300 in the run, 500 now", "--overwrite", "--output-dir"):
+        assert phrase in error
+    session = load_experiment(SMOKE, [*STAGED, "training.save_total_limit=1", "training.logging_steps=1"])
+    resumed = train(session, run, resume=True, max_time=A_MOMENT)
+    assert resumed["step"] == 2 and resumed["experiment"]["model"]["hidden_size"] == 32
+
+
 class LateClock(TrainerCallback):
     """The time as `StageLimit` reads it (`stages.time`): this machine's until step `at` ends, then a day later."""
 

@@ -20,11 +20,11 @@ from transformers import (
     TrainerCallback,
 )
 
-from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection
+from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection, cli
 from hf_attn.experiments.classification import compute_metrics, evaluate_saved, train
 from hf_attn.experiments.config import load_experiment
-from hf_attn.experiments.records import cli_command
-from hf_attn.experiments.run import build_model, load_tokenizer
+from hf_attn.experiments.records import EXPERIMENT_RECORD, cli_command
+from hf_attn.experiments.run import build_model, load_tokenizer, say_without_dan
 from hf_attn.week3 import save_week3, train_week3_tokenizer
 
 # Small enough for seconds per run: 256 training reviews, 64 for validation and test.
@@ -120,13 +120,16 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_resumed_run_keeps_the_architecture_its_checkpoint_was_trained_with(tmp_path: Path) -> None:
     """Resuming builds the model from the checkpoint's config, not from the experiment as it reads now: a run
-    interrupted with the RoPE channel layout that is not the default (say, under an older default) and
-    resumed from a file without the setting ends as its uninterrupted twin, in that layout."""
+    interrupted with the RoPE channel layout that is not the default, under an older default (its record, like its
+    file, does not name the layout), ends as its uninterrupted twin, in that layout."""
     other_layout = next(layout for layout in ("halves", "interleaved") if layout != HfAttnConfig().rope_layout)
     trained = load_experiment(SMOKE, [*FAST, "evals_per_epoch=2", f"model.rope_layout={other_layout}"])
     straight = train(trained, tmp_path / "straight")
     with pytest.raises(KeyboardInterrupt):
         train(trained, tmp_path / "interrupted", callbacks=[StopAfterFirstCheckpoint()])
+    for record in (tmp_path / "interrupted").glob(f"checkpoint-*/{EXPERIMENT_RECORD}"):
+        record.write_text(json.dumps({key: value for key, value in json.loads(record.read_text()).items()
+                                      if key != "model.rope_layout"}))
     resumed = train(load_experiment(SMOKE, [*FAST, "evals_per_epoch=2"]), tmp_path / "interrupted", resume=True)
     assert resumed["test_loss"] == pytest.approx(straight["test_loss"], abs=1e-5)
     assert json.loads((tmp_path / "interrupted" / "config.json").read_text())["rope_layout"] == other_layout
@@ -280,3 +283,23 @@ def test_scoring_a_finished_run_does_not_set_off_early_stopping(tmp_path: Path) 
         transformers_logger.removeHandler(handler)
     assert "test_accuracy" in metrics
     assert [record.getMessage() for record in records if "early stopping" in record.getMessage()] == []
+
+
+def test_a_run_asked_for_the_dan_embedding_without_one_says_so_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`init_embedding_from_dan` (the default) without a Week 3 folder, or with one that lacks the embedding, trains
+    from a random token table: the run says so, naming --week3 and init_embedding_from_dan=false; silent when asked
+    not to start from the DAN, and on the command line before any training."""
+    tokenizer = train_week3_tokenizer(["a good film", "a bad film"] * 50, vocab_size=300)
+    say_without_dan(load_experiment(SMOKE), tokenizer)
+    error = capsys.readouterr().err
+    assert len(error.splitlines()) == 1 and f"byte-level BPE of {len(tokenizer)} tokens" in error
+    assert "--week3 DIR" in error and "init_embedding_from_dan=false" in error
+    save_week3(tokenizer, tmp_path / "week3")  # the tokenizer alone: no models/imdb_embedding_layer.pt
+    say_without_dan(load_experiment(SMOKE, [f"week3={tmp_path / 'week3'}"]), tokenizer)
+    assert f"{tmp_path / 'week3' / 'models' / 'imdb_embedding_layer.pt'} is absent" in capsys.readouterr().err
+    say_without_dan(load_experiment(SMOKE, ["init_embedding_from_dan=false"]), tokenizer)
+    assert capsys.readouterr().err == ""
+    cli.main(["train", "--config", str(SMOKE), *FAST, "limit_train=64", "training.num_train_epochs=1",
+              "--output-dir", str(tmp_path / "run")])
+    assert "init_embedding_from_dan: no Week 3 folder (--week3)" in capsys.readouterr().err

@@ -29,7 +29,7 @@ from ..tasks import load_classification
 from .config import Experiment, refuse_scheduled_sampling
 from .data import IMDB_HUB_ID, RandomWindows, limit_rows, tokenize_splits
 from .precision import default_device, resolve_precision
-from .run import Task, load_tokenizer, run
+from .run import Task, load_tokenizer, run, say_without_dan
 
 
 def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
@@ -52,6 +52,7 @@ def classification_task(experiment: Experiment) -> Task:
     for name in ("validation", "test"):
         raw[name] = limit_rows(raw[name], experiment.limit_eval)
     tokenizer = load_tokenizer(experiment, raw["train"]["text"])
+    say_without_dan(experiment, tokenizer)
     random_windows = experiment.train_window == "random"
     untruncated = ("train",) if random_windows else ()
     splits = tokenize_splits(DatasetDict(train=raw["train"]), tokenizer, experiment.max_length, untruncated)

@@ -44,7 +44,7 @@ from ..modeling_hf_attn import (
 from ..tasks import dataset_source
 from .config import Experiment, refuse_scheduled_sampling
 from .data import limit_rows
-from .run import Task, load_tokenizer, run
+from .run import Task, load_tokenizer, run, say_without_dan
 
 # The model of each masked objective (an encoder); `objective: causal` trains an `HfAttnForCausalLM` (a decoder).
 PRETRAINING_MODELS: dict[str, type[HfAttnPreTrainedModel]] = {
@@ -209,6 +209,7 @@ def pretraining_task(experiment: Experiment) -> Task:
     refuse_scheduled_sampling(experiment, "pretraining")
     train_texts, validation_texts, n_unlabelled = pretraining_corpus(experiment)
     tokenizer = load_tokenizer(experiment, train_texts["text"])
+    say_without_dan(experiment, tokenizer)
     train_chunks = chunk_texts(train_texts, tokenizer, experiment.max_length)
     eval_chunks = chunk_texts(validation_texts, tokenizer, experiment.max_length)
     if experiment.pretraining.objective == "causal":

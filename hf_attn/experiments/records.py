@@ -1,5 +1,6 @@
 """What a run records beside its scores (`metrics.json`): steps, training time summed over resumed sessions,
-the machine, the command line and the experiment."""
+the machine, the command line and the experiment; and in each checkpoint, the experiment it was trained with, which
+a resumed run must keep (`ExperimentRecord`)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .config import Experiment
+from .config import SECTIONS, Experiment
+from .folders import RunFolderError
 from .precision import this_cpu
 
 
@@ -50,6 +53,65 @@ class TrainingClock(TrainerCallback, ExportableState):
     def state(self) -> dict[str, Any]:
         return {"args": {}, "attributes": {"seconds_before_this_session": self.elapsed_s,
                                            "timed_from_step": self.timed_from_step}}
+
+
+EXPERIMENT_RECORD = "experiment.json"  # in each checkpoint: the experiment as given (before a task's model defaults)
+# What a resumed run may set otherwise than the run it continues, each applied from then on: how long it trains (the
+# run goes on to the new length) and how it saves, logs and evaluates. Anything else would be recorded but not applied
+# (the model, optimizer, schedule and callbacks are the checkpoint's) or would change the run halfway. (Where a stage
+# ends is --max-time, not a setting of the experiment.)
+RESUME_MAY_CHANGE = frozenset({
+    "name", "training.num_train_epochs", "training.max_steps", "training.save_total_limit", "training.logging_steps",
+    "training.report_to", "training.disable_tqdm", "training.dataloader_num_workers",
+    "training.per_device_eval_batch_size",
+})
+
+
+def experiment_settings(experiment: Experiment) -> dict[str, Any]:
+    """`experiment` as its JSON record reads back, a section's settings under dotted keys (`model.hidden_size`)."""
+    settings = json.loads(json.dumps(dataclasses.asdict(experiment), default=str))
+    return {name: value for key, value in settings.items() for name, value in (
+        [(f"{key}.{inner}", setting) for inner, setting in value.items()] if key in SECTIONS else [(key, value)])}
+
+
+class ExperimentRecord(TrainerCallback):
+    """Writes the experiment into every checkpoint the run saves (`EXPERIMENT_RECORD`), for `check_resumed` to read."""
+
+    def __init__(self, experiment: Experiment) -> None:
+        self.text = json.dumps(experiment_settings(experiment), indent=2)
+
+    def on_save(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
+        checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if state.is_world_process_zero and checkpoint.is_dir():
+            (checkpoint / EXPERIMENT_RECORD).write_text(self.text)
+
+
+def changed_settings(checkpoint: str | os.PathLike[str], experiment: Experiment) -> list[str]:
+    """How `experiment` differs from the one `checkpoint` was trained with, one phrase per setting (`RESUME_MAY_CHANGE`
+    aside). A setting the checkpoint's record lacks counts as its default (the run's code did not have it yet); a
+    checkpoint saved before runs recorded their experiment differs in nothing."""
+    record = Path(checkpoint) / EXPERIMENT_RECORD
+    if not record.is_file():
+        return []
+    defaults = experiment_settings(Experiment(name=experiment.name))
+    recorded = {**defaults, **json.loads(record.read_text())}
+    now = {**defaults, **experiment_settings(experiment)}
+    return [f"{key} {_stated(recorded, key)} in the run, {_stated(now, key)} now"
+            for key in sorted((recorded.keys() | now.keys()) - RESUME_MAY_CHANGE)
+            if key not in recorded or key not in now or recorded[key] != now[key]]
+
+
+def check_resumed(checkpoint: str | os.PathLike[str], experiment: Experiment) -> None:
+    """Refuse to resume from `checkpoint` with other settings than it was trained with (`changed_settings`): the
+    model and its training state are the checkpoint's, so the new settings would be recorded but not used."""
+    changed = changed_settings(checkpoint, experiment)
+    if changed:
+        raise RunFolderError(f"--resume: {checkpoint} was trained with other settings ({'; '.join(changed)}); drop "
+                             "the changes to continue it, or start a new run with --overwrite or another --output-dir.")
+
+
+def _stated(settings: dict[str, Any], key: str) -> str:
+    return repr(settings[key]) if key in settings else "not set"
 
 
 def run_record(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,7 +45,7 @@ from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_w
 from .config import FINE_TUNING_SETTINGS, Experiment
 from .folders import RunFolderError, claim_output_dir, keep_only_checkpoint, process_state, resume_checkpoint
 from .precision import default_device, resolve_precision
-from .records import TrainingClock, init_from_metrics, run_record, write_metrics
+from .records import ExperimentRecord, TrainingClock, check_resumed, init_from_metrics, run_record, write_metrics
 from .stages import (
     STAGE_RECORD,
     ContinuedSchedule,
@@ -125,7 +126,8 @@ def run(
     `output_dir/checkpoint-*` (for `resume=True`, which continues from the last one) and
     `output_dir/metrics.json`, copied to `results_path` when given. Early stopping on validation loss
     applies when the task restores the best checkpoint at the end. A folder that already holds a run
-    needs `resume` or `overwrite` (see `claim_output_dir`).
+    needs `resume` or `overwrite` (see `claim_output_dir`); `resume` refuses an experiment that differs from the one
+    the checkpoint records (`check_resumed`).
 
     With `max_time` (minutes, counted from the call), the run stops at the first optimizer step past it,
     saves a checkpoint and writes `output_dir/stage.json`; the returned record then has `stage: stopped`
@@ -142,6 +144,9 @@ def run(
                              "committed one: pass one.")
     with claim_output_dir(output_dir, resume, overwrite):
         checkpoint = resume_checkpoint(output_dir) if resume else None
+        if checkpoint is not None:
+            check_resumed(checkpoint, experiment)
+        record = ExperimentRecord(experiment)  # as given: a task's model defaults are its code's, not settings
         task = make_task(experiment)
         if task.model_defaults:
             experiment = dataclasses.replace(experiment, model={**task.model_defaults, **experiment.model})
@@ -156,7 +161,7 @@ def run(
             # stage saves with it: a stage keeps two, the best and the last, for the next stage to resume from
             args.save_total_limit = 2
         stage_limit = StageLimit(started, max_time)
-        callbacks = [*callbacks, TrainingClock(), stage_limit]
+        callbacks = [*callbacks, TrainingClock(), stage_limit, record]
         continuation = read_continuation(output_dir)
         if continuation is not None:
             callbacks.append(ContinuedSchedule(**continuation))
@@ -211,6 +216,27 @@ def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTra
     return tokenizer
 
 
+def dan_embedding_file(experiment: Experiment) -> Path | None:
+    """Where the experiment's Week 3 folder keeps the DAN embedding a fresh model's token table starts from."""
+    return Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
+
+
+def say_without_dan(experiment: Experiment, tokenizer: PreTrainedTokenizerBase) -> None:
+    """One line on stderr when a run asks to start its token embedding from the Week 3 DAN
+    (`init_embedding_from_dan`, the default) but has no DAN embedding: it then starts at random, with the tokenizer
+    trained here when there is no Week 3 folder."""
+    embedding_file = dan_embedding_file(experiment)
+    if not experiment.init_embedding_from_dan or experiment.init_from is not None or (
+            embedding_file is not None and embedding_file.is_file()):
+        return
+    missing = f"{embedding_file} is absent, so" if embedding_file else (
+        f"no Week 3 folder (--week3): the tokenizer is a byte-level BPE of {len(tokenizer)} tokens trained on the "
+        "training texts, and")
+    print(f"init_embedding_from_dan: {missing} the token embedding starts at random, not from the Week 3 DAN; pass "
+          "--week3 DIR (with models/imdb_embedding_layer.pt), or set init_embedding_from_dan=false to say so",
+          file=sys.stderr)
+
+
 def build_model(
     experiment: Experiment,
     tokenizer: PreTrainedTokenizerBase,
@@ -239,7 +265,7 @@ def build_model(
         return load_strictly(model_class, experiment.init_from, new_head=True, **label_maps,
                              read_length=experiment.reading_length, **fine_tuning)
     model_settings = dict(experiment.model)
-    embedding_file = Path(experiment.week3) / "models" / "imdb_embedding_layer.pt" if experiment.week3 else None
+    embedding_file = dan_embedding_file(experiment)
     use_dan = experiment.init_embedding_from_dan and embedding_file is not None and embedding_file.is_file()
     if use_dan:
         model_settings.setdefault("hidden_size", read_embedding_width(embedding_file))

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import get_last_checkpoint
 
 from .. import classification, pretraining, sequence
 from ..config import Experiment
-from ..records import cli_command
+from ..records import changed_settings, cli_command
 from ..stages import STAGE_RECORD
 from .cells import Cells, Claims, StageClock, StageStopped
 from .kinds import SPLITS, Cell, ClassifierCell, Model, ReadingCell, WholeLengthCell, plan
@@ -45,14 +46,18 @@ def ran(metrics: dict[str, Any], experiment: Experiment) -> bool:
 def trained(run_dir: Path, train: Callable[..., dict[str, Any]], experiment: Experiment,
             clock: StageClock | None = None, continue_from: Path | None = None) -> dict[str, Any]:
     """A training run's metrics: read from a finished `run_dir` of the same experiment (`ran`), resumed from its last
-    checkpoint, continued from a committed stage (`continue_from`), or run, replacing a finished run of other
-    settings; within the stage's time (`StageStopped` when it stops first)."""
+    checkpoint, continued from a committed stage (`continue_from`), or run, replacing a finished or interrupted run of
+    other settings; within the stage's time (`StageStopped` when it stops first)."""
     metrics = run_dir / "metrics.json"
     if metrics.is_file():
         finished = json.loads(metrics.read_text())
         if ran(finished, experiment):
             return finished
         print(f"{run_dir} holds a run of other settings than {experiment.name}'s: training it again")
+        shutil.rmtree(run_dir)
+    last = get_last_checkpoint(str(run_dir)) if run_dir.is_dir() else None
+    if last is not None and changed_settings(last, experiment):
+        print(f"{run_dir} holds an interrupted run of other settings than {experiment.name}'s: training it again")
         shutil.rmtree(run_dir)
     clock = clock or StageClock(None)
     clock.check(what=f"training {experiment.name}")
