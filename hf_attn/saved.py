@@ -3,10 +3,12 @@ a causal LM loaded strictly, or refused with what the folder holds instead.
 
 `from_pretrained` starts every weight it does not find in the folder from a random init and only logs it:
 a folder whose `config.json` is another model type, or a pretraining folder read as a classifier, would
-then print labels and accuracies from random weights. `load_strictly` (behind `hf-attn predict`,
-`evaluate`, `probe`, `generate`, `perplexity`, `checkpoint`, `--continue-from` and `build_model`'s
-`init_from`) makes every missing, unexpected or mismatched weight an error naming them and the likely
-cause. Only the core install is needed (`predict` works without the extras).
+then print labels and accuracies from random weights; and it loads a head's weights into another head of
+the same shape (a 3-label token classifier's into a 3-label sentence classifier). `load_strictly` (behind
+`hf-attn predict`, `evaluate`, `probe`, `explore`, `export`, `generate`, `perplexity`, `checkpoint`,
+`--continue-from` and `build_model`'s `init_from`) refuses a folder saved as another head than the one
+asked for (its config.json's `architectures`) and makes every missing, unexpected or mismatched weight an
+error naming them and the likely cause. Only the core install is needed (`predict` works without the extras).
 """
 
 from __future__ import annotations
@@ -50,9 +52,9 @@ def load_saved_classifier(
     A classifier saved by hf_attn 1.0 kept its read length in the tokenizer's `model_max_length`; it reads
     what it read then.
     """
-    _check_loadable(AutoModelForSequenceClassification, MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING, model_dir,
-                    CLASSIFIER_FOLDER)
-    model = load_strictly(AutoModelForSequenceClassification, model_dir, **config_changes)
+    _, model_class = _check_loadable(AutoModelForSequenceClassification, MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
+                                     model_dir, CLASSIFIER_FOLDER)
+    model = load_strictly(model_class, model_dir, **config_changes)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = model.config
     if not isinstance(config, HfAttnConfig):
@@ -78,22 +80,26 @@ def load_saved_causal_lm(model_dir: str | os.PathLike[str]) -> tuple[PreTrainedM
     built: built as a causal LM, it would fail inside the model with advice meant for code that constructs a
     decoder.
     """
-    config = _check_loadable(AutoModelForCausalLM, MODEL_FOR_CAUSAL_LM_MAPPING, model_dir, CAUSAL_LM_FOLDER)
+    config, model_class = _check_loadable(AutoModelForCausalLM, MODEL_FOR_CAUSAL_LM_MAPPING, model_dir,
+                                          CAUSAL_LM_FOLDER)
     if isinstance(config, HfAttnConfig) and not config.is_decoder:
         saved_as = ", ".join(config.architectures or []) or "is_decoder false"
         raise ValueError(f"{model_dir} holds an encoder ({saved_as}): it reads text but does not continue it; "
                          f"pass {CAUSAL_LM_FOLDER}")
-    return load_strictly(AutoModelForCausalLM, model_dir), AutoTokenizer.from_pretrained(model_dir)
+    return load_strictly(model_class, model_dir), AutoTokenizer.from_pretrained(model_dir)
 
 
 def _check_loadable(
     auto_class: type, mapping: Any, model_dir: str | os.PathLike[str], wanted: str
-) -> PretrainedConfig:
-    """The folder's config, or a one-line ValueError when `auto_class` has no model for it (an encoder-decoder
-    read as a classifier): transformers' own error lists every model type the Auto class knows."""
+) -> tuple[PretrainedConfig, type]:
+    """The folder's config and the class `auto_class` builds for it (`auto_class` itself where only the config's
+    `auto_map` names one), or a one-line ValueError when it has none (an encoder-decoder read as a classifier):
+    transformers' own error lists every model type the Auto class knows."""
     config = AutoConfig.from_pretrained(model_dir)
-    if type(config) in mapping or auto_class.__name__ in (getattr(config, "auto_map", None) or {}):
-        return config
+    if type(config) in mapping:
+        return config, mapping[type(config)]
+    if auto_class.__name__ in (getattr(config, "auto_map", None) or {}):
+        return config, auto_class
     saved_as = ", ".join(config.architectures or []) or config.model_type
     holds = (f"an encoder-decoder ({saved_as}): it writes an output for a source text" if config.is_encoder_decoder
              else f"a {config.model_type} model ({saved_as}), which {auto_class.__name__} has no class for")
@@ -106,10 +112,16 @@ def load_strictly(
     """`model_class.from_pretrained(source, **from_pretrained_kwargs)` (a model class or an Auto class), or a
     ValueError naming the weights `source` lacked, had left over or had in another shape, and the likely cause.
 
-    With `new_head` (a model started from a pretrained encoder, `init_from`), only the encoder must load
+    A `model_class` (not an Auto class) must be what `source` was saved as (`_check_saved_head`). With `new_head`
+    (a model started from a pretrained encoder, `init_from`), it need not be, and only the encoder must load
     whole: the weights outside it are the new head, and the weights of another head are dropped.
     """
-    model, info = model_class.from_pretrained(source, output_loading_info=True, **from_pretrained_kwargs)
+    if not new_head and issubclass(model_class, PreTrainedModel):
+        _check_saved_head(model_class, source)
+    # `ignore_mismatched_sizes`: a weight of another shape is reported (and refused below), not raised from deep
+    # inside transformers with advice to pass this very option.
+    model, info = model_class.from_pretrained(source, output_loading_info=True, ignore_mismatched_sizes=True,
+                                              **from_pretrained_kwargs)
     missing = sorted(info["missing_keys"])
     unexpected = sorted(info["unexpected_keys"])
     if new_head:
@@ -129,6 +141,30 @@ def load_strictly(
     return model
 
 
+def _check_saved_head(model_class: type[PreTrainedModel], source: str | os.PathLike[str]) -> None:
+    """A one-line ValueError when the config.json of `source` names architectures other than `model_class`.
+
+    Built as another class, a folder's head would be dropped, fail on its shape (a multiple-choice head read as a
+    3-label classifier), or load into a head that means something else (a 3-label token classifier's into a
+    3-label sentence classifier, which then answers from it). A config that names none (a hand-made one) is read
+    as asked, and its weights decide.
+    """
+    saved, _ = PretrainedConfig.get_config_dict(source)
+    saved_as = saved.get("architectures") or []
+    if saved_as and model_class.__name__ not in saved_as:
+        raise ValueError(f"{source} does not hold a {model_class.__name__}: "
+                         f"{_saved_as(source, saved_as, model_class.__name__, saved.get('model_type'))}")
+
+
+def _saved_as(source: str | os.PathLike[str], saved_as: list[str], wanted: str, model_type: str | None) -> str:
+    """What a folder saved as `saved_as` (none: a hand-made config) holds instead of a `wanted`, and what to do."""
+    holds = ", ".join(saved_as) or "a model without a head"
+    if wanted.endswith("ForSequenceClassification") and model_type == HfAttnConfig.model_type:
+        return (f"it was saved as {holds}, which has no classifier head for whole texts; pass {CLASSIFIER_FOLDER}, "
+                f"or fine-tune one from it with `hf-attn train` and `init_from: {source}` in the experiment")
+    return f"it was saved as {holds}; pass a folder saved as {wanted}"
+
+
 def _listed(names: list[str]) -> str:
     shown = ", ".join(names[:SHOWN_NAMES])
     return f"{shown} ({len(names)} in all)" if len(names) > SHOWN_NAMES else shown
@@ -143,8 +179,7 @@ def _likely_cause(source: str | os.PathLike[str], model: PreTrainedModel) -> str
     if model.__class__.__name__.endswith("ForSequenceClassification") and not any(
         name.endswith("ForSequenceClassification") for name in saved_as
     ):
-        return (f"it was saved as {', '.join(saved_as) or 'a model without a head'}, which has no classifier head; "
-                f"fine-tune it first with `hf-attn train` and `init_from: {source}` in the experiment")
+        return _saved_as(source, saved_as, model.__class__.__name__, config.model_type)
     return "the weights file belongs to another model or was edited; save or download the model again"
 
 

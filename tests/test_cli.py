@@ -21,7 +21,9 @@ from hf_attn import (
     HfAttnConfig,
     HfAttnForCausalLM,
     HfAttnForMaskedLM,
+    HfAttnForMultipleChoice,
     HfAttnForSequenceClassification,
+    HfAttnForTokenClassification,
     HfAttnPreTrainedModel,
     cli,
 )
@@ -461,7 +463,7 @@ def save_bert_config_folder(folder: Path) -> None:
 @pytest.mark.parametrize(("make_folder", "named"), [
     (save_bert_config_folder, ["model_type 'bert'", "bert.embeddings.", "model.embed_tokens.weight"]),
     (lambda folder: save_tiny_classifier(folder, HfAttnForMaskedLM),
-     ["missing classifier.bias, classifier.weight", "HfAttnForMaskedLM", "hf-attn train", "init_from"]),
+     ["was saved as HfAttnForMaskedLM, which has no classifier head", "hf-attn train", "init_from"]),
 ])
 def test_weights_that_do_not_fit_the_classifier_are_an_error_naming_them(
     command: str, make_folder: Callable[[Path], object], named: list[str], tmp_path: Path,
@@ -477,6 +479,57 @@ def test_weights_that_do_not_fit_the_classifier_are_an_error_naming_them(
     error = capsys.readouterr().err
     assert all(name in error for name in named), error
     assert "Traceback" not in error
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "probe"])
+@pytest.mark.parametrize("head", [HfAttnForTokenClassification, HfAttnForMultipleChoice])
+def test_a_folder_saved_as_another_head_is_refused_in_one_line_naming_it(
+    command: str, head: type[HfAttnPreTrainedModel], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 3-label token classifier's head has the shape of a 3-label sentence classifier's, and loaded into it
+    would answer (`LABEL_1 0.35`); a multiple-choice head fails on its shape deep inside transformers. Both are
+    refused by what config.json says they are, before anything is read."""
+    save_tiny_classifier(tmp_path, head, num_labels=3)
+    capsys.readouterr()  # the save's progress bar
+    extra = {"predict": ["a good film"], "evaluate": ["--dataset", "sample", "--limit", "4"]}
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--model", str(tmp_path), *extra.get(command, [])])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""
+    assert captured.err.startswith(f"hf-attn {command}: error: {tmp_path} does not hold a "
+                                   f"HfAttnForSequenceClassification: it was saved as {head.__name__}, which has no "
+                                   "classifier head for whole texts; pass a classifier folder"), captured.err
+    assert len(captured.err.splitlines()) == 1, captured.err
+
+
+def test_a_config_naming_no_architecture_is_read_as_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A hand-made config.json without `architectures` says nothing of its head: the classifier loads as before."""
+    model = save_tiny_classifier(tmp_path).eval()
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["architectures"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    with torch.no_grad():
+        probabilities = model(**tokenizer("a good film", return_tensors="pt")).logits.softmax(-1)[0]
+    assert predicted(["--model", str(tmp_path), "a good film"], capsys) == [
+        (model.config.id2label[probabilities.argmax().item()], pytest.approx(probabilities.max().item(), abs=1e-3),
+         "a good film")]
+
+
+def test_a_weight_of_another_shape_is_named_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A config.json whose num_labels was edited: transformers raises on the shapes with advice to pass
+    `ignore_mismatched_sizes`; the command names the weights instead."""
+    save_tiny_classifier(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(num_labels=3, id2label={str(i): f"LABEL_{i}" for i in range(3)},
+                  label2id={f"LABEL_{i}": i for i in range(3)})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path), "a good film"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2
+    assert error.startswith(f"hf-attn predict: error: the weights in {tmp_path} do not fit "
+                            "HfAttnForSequenceClassification (mismatched classifier.bias, classifier.weight)"), error
 
 
 @pytest.mark.parametrize(("argv", "message"), [
