@@ -37,6 +37,7 @@ from .configuration_hf_attn import HfAttnConfig
 from .positions import POSITION_SCHEMES
 
 SHOWN_NAMES = 3  # weight names an error lists of each kind, before the count
+SHOWN_WORDS = 30  # words of a vocabulary an error lists (all of a length task's)
 BATCH_SIZE = 32  # texts per pipeline call of `classify_in_batches`: a large input is never held whole
 CLASSIFIER_FOLDER = "a classifier folder, such as one `hf-attn train` writes"
 CAUSAL_LM_FOLDER = "a causal-LM folder, such as one `hf-attn pretrain --config configs/causal-lm/rope.yaml` writes"
@@ -181,6 +182,29 @@ def _likely_cause(source: str | os.PathLike[str], model: PreTrainedModel) -> str
     ):
         return _saved_as(source, saved_as, model.__class__.__name__, config.model_type)
     return "the weights file belongs to another model or was edited; save or download the model again"
+
+
+def check_known_words(
+    tokenizer: PreTrainedTokenizerBase, text: str, where: str, model_dir: str | os.PathLike[str], advice: str
+) -> None:
+    """A one-line ValueError naming the words of `text` that `tokenizer` reads as its unknown token, with the
+    vocabulary and `advice`: the model can neither read those words nor write them (a word-level tokenizer, as a
+    length task's, knows only its task's words). A tokenizer without an unknown token (byte-level BPE) reads any
+    text whole. `where` names the text (`prompt 2`, say)."""
+    if tokenizer.unk_token_id is None:
+        return
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    unknown = list(dict.fromkeys(text[start:end] for token, (start, end) in  # each word once, in order
+                                 zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)
+                                 if token == tokenizer.unk_token_id))
+    if not unknown:
+        return
+    special = set(tokenizer.all_special_ids)
+    words = [word for word, index in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+             if index not in special]
+    vocabulary = " ".join(words[:SHOWN_WORDS]) + (f" ... ({len(words)} words)" if len(words) > SHOWN_WORDS else "")
+    named = f"the word {unknown[0]!r} is" if len(unknown) == 1 else f"the words {', '.join(map(repr, unknown))} are"
+    raise ValueError(f"{where}: {named} not in {model_dir}'s vocabulary ({vocabulary}); {advice}")
 
 
 def beyond_learned_table(config: Any, length: int) -> bool:
