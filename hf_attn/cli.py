@@ -288,16 +288,16 @@ def _generate(args: argparse.Namespace) -> None:
     continuation without text is still a line, and stderr names the tokens it holds instead.
     """
     import torch
-    from transformers import AutoConfig, AutoTokenizer, set_seed
+    from transformers import AutoConfig, set_seed
 
     from .experiments.seq2seq_training import load_seq2seq
-    from .saved import check_known_words, load_saved_causal_lm
+    from .saved import check_known_words, load_saved_causal_lm, load_tokenizer
 
     prompts = text_arguments(args.prompts, "prompt")
     is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
     if is_seq2seq:
         model = load_seq2seq(args.model)
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        tokenizer = load_tokenizer(args.model)
     else:
         model, tokenizer = load_saved_causal_lm(args.model)
     for number, prompt in enumerate(prompts, 1):

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
+import warnings
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
 from transformers import (
     MODEL_FOR_CAUSAL_LM_MAPPING,
     MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
@@ -56,7 +60,7 @@ def load_saved_classifier(
     _, model_class = _check_loadable(AutoModelForSequenceClassification, MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
                                      model_dir, CLASSIFIER_FOLDER)
     model = load_strictly(model_class, model_dir, **config_changes)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = load_tokenizer(model_dir)
     config = model.config
     if not isinstance(config, HfAttnConfig):
         if config_changes:
@@ -87,7 +91,19 @@ def load_saved_causal_lm(model_dir: str | os.PathLike[str]) -> tuple[PreTrainedM
         saved_as = ", ".join(config.architectures or []) or "is_decoder false"
         raise ValueError(f"{model_dir} holds an encoder ({saved_as}): it reads text but does not continue it; "
                          f"pass {CAUSAL_LM_FOLDER}")
-    return load_strictly(model_class, model_dir), AutoTokenizer.from_pretrained(model_dir)
+    return load_strictly(model_class, model_dir), load_tokenizer(model_dir)
+
+
+def load_tokenizer(model_dir: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
+    """`AutoTokenizer.from_pretrained(model_dir)`, or a one-line ValueError naming the tokenizer file `tokenizers`
+    cannot read (a merge of a token the vocabulary lacks, say): its own error names no file."""
+    try:
+        return AutoTokenizer.from_pretrained(model_dir)
+    except Exception as error:
+        if type(error) is not Exception:  # `tokenizers` raises what it cannot read of a file as a bare Exception
+            raise
+        raise ValueError(f"{_files(model_dir, 'tokenizer.json')} cannot be read ({error}); it was edited or is "
+                         "damaged: save or download the tokenizer again") from None
 
 
 def _check_loadable(
@@ -121,8 +137,18 @@ def load_strictly(
         _check_saved_head(model_class, source)
     # `ignore_mismatched_sizes`: a weight of another shape is reported (and refused below), not raised from deep
     # inside transformers with advice to pass this very option.
-    model, info = model_class.from_pretrained(source, output_loading_info=True, ignore_mismatched_sizes=True,
-                                              **from_pretrained_kwargs)
+    try:
+        with warnings.catch_warnings():  # torch's note on a pickle's protocol, before the refusal below
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            model, info = model_class.from_pretrained(source, output_loading_info=True, ignore_mismatched_sizes=True,
+                                                      **from_pretrained_kwargs)
+    except SafetensorError as error:
+        raise ValueError(f"{_files(source, 'model*.safetensors')} cannot be read ({error}); it is truncated or "
+                         "corrupt: save or download the model again") from None
+    except pickle.UnpicklingError:  # torch's `weights_only` loader met more than tensors (its advice: unpickle it)
+        raise ValueError(f"{_files(source, 'pytorch_model*.bin')} holds pickled objects besides tensors, and hf-attn "
+                         "refuses to unpickle it (that can run any code it holds); convert it to model.safetensors "
+                         "where you trust its source, or download the model in safetensors") from None
     missing = sorted(info["missing_keys"])
     unexpected = sorted(info["unexpected_keys"])
     if new_head:
@@ -164,6 +190,12 @@ def _saved_as(source: str | os.PathLike[str], saved_as: list[str], wanted: str, 
         return (f"it was saved as {holds}, which has no classifier head for whole texts; pass {CLASSIFIER_FOLDER}, "
                 f"or fine-tune one from it with `hf-attn train` and `init_from: {source}` in the experiment")
     return f"it was saved as {holds}; pass a folder saved as {wanted}"
+
+
+def _files(source: str | os.PathLike[str], pattern: str) -> str:
+    """The files of the folder `source` that match `pattern`, or the pattern in `source` (a Hub repo)."""
+    files = sorted(Path(source).glob(pattern)) if Path(source).is_dir() else []
+    return ", ".join(map(str, files)) or f"{pattern} of {source}"
 
 
 def _listed(names: list[str]) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import pickle
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +30,7 @@ from hf_attn import (
     cli,
 )
 from hf_attn.experiments.data import load_sample
+from hf_attn.saved import load_saved_classifier
 from hf_attn.week3 import train_week3_tokenizer
 
 SAVED = Path(__file__).parent / "fixtures" / "pre-1.0" / "alibi-gqa"
@@ -241,6 +244,7 @@ def test_a_command_leaves_the_process_group_it_ran_in(outcome: str, tmp_path: Pa
 
 
 def test_a_truncated_weights_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command and the API name the file (safetensors' own error does not)."""
     save_tiny_classifier(tmp_path)
     truncate_weights(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
@@ -248,6 +252,10 @@ def test_a_truncated_weights_file_is_a_one_line_error(tmp_path: Path, capsys: py
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
     assert "truncated or corrupt" in error and "Traceback" not in error
+    assert str(tmp_path / "model.safetensors") in error
+    with pytest.raises(ValueError, match=f"^{re.escape(str(tmp_path / 'model.safetensors'))} cannot be read .* "
+                                         "truncated or corrupt"):
+        load_saved_classifier(tmp_path)
 
 
 def test_empty_and_whitespace_texts_are_classified_by_the_bias_through_pipeline_and_predict(
@@ -530,6 +538,50 @@ def test_a_weight_of_another_shape_is_named_in_one_line(tmp_path: Path, capsys: 
     assert exit_info.value.code == 2
     assert error.startswith(f"hf-attn predict: error: the weights in {tmp_path} do not fit "
                             "HfAttnForSequenceClassification (mismatched classifier.bias, classifier.weight)"), error
+
+
+class Unpickled:
+    """What a hostile pickle holds: unpickling it calls `Path.touch` on a file the test looks for."""
+
+    def __init__(self, witness: Path) -> None:
+        self.witness = witness
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.witness,))
+
+
+def test_a_pickled_weights_file_is_refused_in_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch's `weights_only` loader runs none of a hostile `pytorch_model.bin`, but its error ends a 30-line
+    traceback with the advice to load it with `weights_only=False`: the command says it refuses, in one line."""
+    save_tiny_classifier(tmp_path / "model")
+    (tmp_path / "model" / "model.safetensors").unlink()
+    with open(tmp_path / "model" / "pytorch_model.bin", "wb") as file:
+        pickle.dump({"classifier.weight": Unpickled(tmp_path / "code-ran")}, file)
+    capsys.readouterr()  # the save's progress bar
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path / "model"), "a good film"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and not (tmp_path / "code-ran").exists()
+    assert error.startswith(f"hf-attn predict: error: {tmp_path / 'model' / 'pytorch_model.bin'} holds pickled "
+                            "objects besides tensors, and hf-attn refuses to unpickle it"), error
+    assert len(error.splitlines()) == 1 and "weights_only=False" not in error and "safetensors" in error
+
+
+def test_a_tokenizer_file_that_cannot_be_read_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A merge of a token the vocabulary lacks: `tokenizers` says which token, not which file."""
+    save_tiny_classifier(tmp_path)
+    tokenizer_file = tmp_path / "tokenizer.json"
+    saved = json.loads(tokenizer_file.read_text())
+    saved["model"]["merges"][0] = ["Ġzzqx", "y"]
+    tokenizer_file.write_text(json.dumps(saved))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path), "a good film"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2
+    assert error.startswith(f"hf-attn predict: error: {tokenizer_file} cannot be read (Token `Ġzzqx` out of "
+                            "vocabulary"), error
 
 
 @pytest.mark.parametrize(("argv", "message"), [

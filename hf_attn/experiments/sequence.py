@@ -35,7 +35,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Traine
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
-from ..saved import check_known_words
+from ..saved import check_known_words, load_tokenizer
 from ..tasks import dataset_source
 from ..tasks.length import (
     BucketScore,
@@ -273,12 +273,10 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
     write it. `by_position` adds, for each bucket, the answers' word accuracy at each position
     (`word_accuracy_by_position`): where along a longer answer the model starts to fail.
     """
-    from transformers import AutoTokenizer
-
     pairs = read_pairs(pairs_path)
     if not pairs:
         raise ValueError(f"{pairs_path} holds no pairs; write one {{\"input\": ..., \"target\": ...}} object a line.")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = load_tokenizer(model_dir)
     for number, pair in enumerate(pairs, start=1):
         for text in (pair.input, pair.target):
             check_known_words(tokenizer, text, f"{pairs_path}, pair {number}", model_dir,
