@@ -244,25 +244,30 @@ def _generate(args: argparse.Namespace) -> None:
     The whole prompt is read (its end is what a continuation follows), or its last `--max-length` tokens; a model
     with learned positions refuses a prompt it has no positions for, naming its length and the limit.
     An empty prompt starts from the model's `bos_token_id` when it has one (Week 3 tokenizers have no
-    BOS token); without one it is an error. One prompt at a time, so no padding is needed.
+    BOS token); without one it is an error. One prompt at a time, so no padding is needed. A prompt with words the
+    model's tokenizer reads as unknown (a word-level vocabulary's) is refused before anything is generated; a
+    continuation without text is still a line, and stderr names the tokens it holds instead.
     """
     import torch
-    from transformers import AutoConfig, AutoTokenizer, set_seed
+    from transformers import AutoConfig, set_seed
 
     from .experiments.seq2seq_training import load_seq2seq
-    from .saved import load_saved_causal_lm
+    from .saved import check_known_words, load_saved_causal_lm, load_tokenizer
 
     prompts = text_arguments(args.prompts, "prompt")
     is_seq2seq = AutoConfig.from_pretrained(args.model).is_encoder_decoder
     if is_seq2seq:
         model = load_seq2seq(args.model)
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        tokenizer = load_tokenizer(args.model)
     else:
         model, tokenizer = load_saved_causal_lm(args.model)
+    for number, prompt in enumerate(prompts, 1):
+        check_known_words(tokenizer, prompt, f"prompt {number}", args.model,
+                          "write prompts in the words the model was trained on")
     model.eval()
     options = dict(max_new_tokens=args.max_new_tokens, num_beams=args.num_beams, do_sample=args.do_sample,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
-    for prompt in prompts:
+    for number, prompt in enumerate(prompts, 1):
         # `verbose=False`: no warning that the prompt is longer than the tokenizer's training length.
         input_ids = tokenizer(prompt, truncation=False, verbose=False, return_tensors="pt")["input_ids"]
         if args.max_length is not None:
@@ -276,7 +281,11 @@ def _generate(args: argparse.Namespace) -> None:
         with torch.no_grad():
             output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **options)
         new_tokens = output[0, 1 if is_seq2seq else input_ids.shape[1]:]  # after the decoder start token, or the prompt
-        print(tokenizer.decode(new_tokens, skip_special_tokens=True))
+        answer = tokenizer.decode(new_tokens, skip_special_tokens=True)
+        if not answer.strip():  # the line stays (one per prompt); stderr says why it is blank
+            print(f"hf-attn generate: prompt {number}'s continuation holds no text, only "
+                  f"{' '.join(tokenizer.convert_ids_to_tokens(new_tokens.tolist())) or 'no tokens'}", file=sys.stderr)
+        print(answer)
 
 
 def check_generation_fits(config: Any, prompt_length: int, max_new_tokens: int) -> None:

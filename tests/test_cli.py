@@ -8,6 +8,8 @@ import contextlib
 import csv
 import io
 import json
+import pickle
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,12 +24,15 @@ from hf_attn import (
     HfAttnConfig,
     HfAttnForCausalLM,
     HfAttnForMaskedLM,
+    HfAttnForMultipleChoice,
     HfAttnForSequenceClassification,
+    HfAttnForTokenClassification,
     HfAttnPreTrainedModel,
     cli,
 )
 from hf_attn.experiments.data import load_sample
 from hf_attn.prediction_files import read_records
+from hf_attn.saved import load_saved_classifier
 from hf_attn.tasks import load_classification
 from hf_attn.week3 import train_week3_tokenizer
 
@@ -242,6 +247,7 @@ def test_a_command_leaves_the_process_group_it_ran_in(outcome: str, tmp_path: Pa
 
 
 def test_a_truncated_weights_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command and the API name the file (safetensors' own error does not)."""
     save_tiny_classifier(tmp_path)
     truncate_weights(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
@@ -249,6 +255,10 @@ def test_a_truncated_weights_file_is_a_one_line_error(tmp_path: Path, capsys: py
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
     assert "truncated or corrupt" in error and "Traceback" not in error
+    assert str(tmp_path / "model.safetensors") in error
+    with pytest.raises(ValueError, match=f"^{re.escape(str(tmp_path / 'model.safetensors'))} cannot be read .* "
+                                         "truncated or corrupt"):
+        load_saved_classifier(tmp_path)
 
 
 def test_empty_and_whitespace_texts_are_classified_by_the_bias_through_pipeline_and_predict(
@@ -565,7 +575,7 @@ def save_bert_config_folder(folder: Path) -> None:
 @pytest.mark.parametrize(("make_folder", "named"), [
     (save_bert_config_folder, ["model_type 'bert'", "bert.embeddings.", "model.embed_tokens.weight"]),
     (lambda folder: save_tiny_classifier(folder, HfAttnForMaskedLM),
-     ["missing classifier.bias, classifier.weight", "HfAttnForMaskedLM", "hf-attn train", "init_from"]),
+     ["was saved as HfAttnForMaskedLM, which has no classifier head", "hf-attn train", "init_from"]),
 ])
 def test_weights_that_do_not_fit_the_classifier_are_an_error_naming_them(
     command: str, make_folder: Callable[[Path], object], named: list[str], tmp_path: Path,
@@ -581,6 +591,101 @@ def test_weights_that_do_not_fit_the_classifier_are_an_error_naming_them(
     error = capsys.readouterr().err
     assert all(name in error for name in named), error
     assert "Traceback" not in error
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "probe"])
+@pytest.mark.parametrize("head", [HfAttnForTokenClassification, HfAttnForMultipleChoice])
+def test_a_folder_saved_as_another_head_is_refused_in_one_line_naming_it(
+    command: str, head: type[HfAttnPreTrainedModel], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 3-label token classifier's head has the shape of a 3-label sentence classifier's, and loaded into it
+    would answer (`LABEL_1 0.35`); a multiple-choice head fails on its shape deep inside transformers. Both are
+    refused by what config.json says they are, before anything is read."""
+    save_tiny_classifier(tmp_path, head, num_labels=3)
+    capsys.readouterr()  # the save's progress bar
+    extra = {"predict": ["a good film"], "evaluate": ["--dataset", "sample", "--limit", "4"]}
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--model", str(tmp_path), *extra.get(command, [])])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""
+    assert captured.err.startswith(f"hf-attn {command}: error: {tmp_path} does not hold a "
+                                   f"HfAttnForSequenceClassification: it was saved as {head.__name__}, which has no "
+                                   "classifier head for whole texts; pass a classifier folder"), captured.err
+    assert len(captured.err.splitlines()) == 1, captured.err
+
+
+def test_a_config_naming_no_architecture_is_read_as_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A hand-made config.json without `architectures` says nothing of its head: the classifier loads as before."""
+    model = save_tiny_classifier(tmp_path).eval()
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["architectures"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    with torch.no_grad():
+        probabilities = model(**tokenizer("a good film", return_tensors="pt")).logits.softmax(-1)[0]
+    assert predicted(["--model", str(tmp_path), "a good film"], capsys) == [
+        (model.config.id2label[probabilities.argmax().item()], pytest.approx(probabilities.max().item(), abs=1e-3),
+         "a good film")]
+
+
+def test_a_weight_of_another_shape_is_named_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A config.json whose num_labels was edited: transformers raises on the shapes with advice to pass
+    `ignore_mismatched_sizes`; the command names the weights instead."""
+    save_tiny_classifier(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(num_labels=3, id2label={str(i): f"LABEL_{i}" for i in range(3)},
+                  label2id={f"LABEL_{i}": i for i in range(3)})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path), "a good film"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2
+    assert error.startswith(f"hf-attn predict: error: the weights in {tmp_path} do not fit "
+                            "HfAttnForSequenceClassification (mismatched classifier.bias, classifier.weight)"), error
+
+
+class Unpickled:
+    """What a hostile pickle holds: unpickling it calls `Path.touch` on a file the test looks for."""
+
+    def __init__(self, witness: Path) -> None:
+        self.witness = witness
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.witness,))
+
+
+def test_a_pickled_weights_file_is_refused_in_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch's `weights_only` loader runs none of a hostile `pytorch_model.bin`, but its error ends a 30-line
+    traceback with the advice to load it with `weights_only=False`: the command says it refuses, in one line."""
+    save_tiny_classifier(tmp_path / "model")
+    (tmp_path / "model" / "model.safetensors").unlink()
+    with open(tmp_path / "model" / "pytorch_model.bin", "wb") as file:
+        pickle.dump({"classifier.weight": Unpickled(tmp_path / "code-ran")}, file)
+    capsys.readouterr()  # the save's progress bar
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path / "model"), "a good film"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and not (tmp_path / "code-ran").exists()
+    assert error.startswith(f"hf-attn predict: error: {tmp_path / 'model' / 'pytorch_model.bin'} holds pickled "
+                            "objects besides tensors, and hf-attn refuses to unpickle it"), error
+    assert len(error.splitlines()) == 1 and "weights_only=False" not in error and "safetensors" in error
+
+
+def test_a_tokenizer_file_that_cannot_be_read_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A merge of a token the vocabulary lacks: `tokenizers` says which token, not which file."""
+    save_tiny_classifier(tmp_path)
+    tokenizer_file = tmp_path / "tokenizer.json"
+    saved = json.loads(tokenizer_file.read_text())
+    saved["model"]["merges"][0] = ["Ġzzqx", "y"]
+    tokenizer_file.write_text(json.dumps(saved))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(tmp_path), "a good film"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2
+    assert error.startswith(f"hf-attn predict: error: {tokenizer_file} cannot be read (Token `Ġzzqx` out of "
+                            "vocabulary"), error
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -19,6 +19,7 @@ from hf_attn.tasks.length import (
     Pair,
     encoder_features,
     exact_match,
+    get_length_task,
     length_buckets,
     task_tokenizer,
     with_mask_token,
@@ -198,6 +199,48 @@ def test_score_pairs_refuses_a_bad_file_in_one_line(tmp_path: Path, lines: str, 
     (tmp_path / "pairs.jsonl").write_text(lines)
     with pytest.raises(ValueError, match=message):
         score_saved(tmp_path / "model", tmp_path / "pairs.jsonl")
+
+
+@pytest.mark.parametrize(("prompts", "named"), [
+    (["a b c", "hello world"], "prompt 2: the words 'hello', 'world' are not in"),
+    (["a b X c"], "prompt 1: the word 'X' is not in"),
+])
+def test_generate_refuses_a_prompt_with_words_outside_a_word_level_vocabulary_before_generating(
+    prompts: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A word-level tokenizer reads a word it does not know as [UNK]: the model would answer another prompt (or
+    nothing). `hf-attn generate` refuses in one line naming the words and the task's vocabulary, as score-pairs."""
+    from hf_attn import cli
+
+    tokenizer = task_tokenizer("reverse")
+    random_decoder(tokenizer).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["generate", "--model", str(tmp_path), *prompts])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""  # not even the first prompt's answer
+    error = captured.err.strip().splitlines()[-1]
+    assert named in error and f"vocabulary ({' '.join(get_length_task('reverse').symbols)})" in error, error
+
+
+def test_generate_names_the_tokens_of_a_continuation_without_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A continuation of special tokens only decodes to nothing: the line stays (one per prompt), and stderr says
+    what was generated. With every logit 0, greedy decoding takes token 0, [PAD], each time."""
+    from hf_attn import cli
+
+    tokenizer = task_tokenizer("reverse")
+    model = random_decoder(tokenizer)
+    torch.nn.init.zeros_(model.get_output_embeddings().weight)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    capsys.readouterr()
+    cli.main(["generate", "--model", str(tmp_path), "--max-new-tokens", "2", "a b"])
+    captured = capsys.readouterr()
+    assert captured.out == "\n"
+    assert "hf-attn generate: prompt 1's continuation holds no text, only [PAD] [PAD]" in captured.err
 
 
 def test_score_pairs_refuses_a_length_in_no_bucket_before_generating(tmp_path: Path,

@@ -53,3 +53,21 @@ def test_a_folder_without_the_asked_precision_names_the_flag_that_writes_it(tmp_
 
     with pytest.raises(ValueError, match=r"no int8 model \(model.int8.onnx\); export it with hf-attn export --int8"):
         OnnxClassifier(tmp_path, "int8")
+
+
+@needs_onnx
+def test_a_token_classifier_is_refused_instead_of_exported_as_a_sentence_classifier(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its 3-label head has the shape of a 3-label sentence head: loaded as one, it exported (batch, 3) logits with a
+    parity of 3e-8 against that wrong model. The export refuses it by what it was saved as, writing nothing."""
+    from hf_attn import HfAttnForTokenClassification
+
+    save_tiny_classifier(tmp_path / "model", HfAttnForTokenClassification, num_labels=3)
+    capsys.readouterr()  # the save's progress bar
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["export", "--model", str(tmp_path / "model"), "--output", str(tmp_path / "onnx"), "--int8"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and not (tmp_path / "onnx").exists()
+    assert error.startswith(f"hf-attn export: error: {tmp_path / 'model'} does not hold a "
+                            "HfAttnForSequenceClassification: it was saved as HfAttnForTokenClassification"), error

@@ -35,6 +35,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Traine
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
+from ..saved import check_known_words, load_tokenizer
 from ..tasks import dataset_source
 from ..tasks.length import (
     BucketScore,
@@ -272,18 +273,14 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
     write it. `by_position` adds, for each bucket, the answers' word accuracy at each position
     (`word_accuracy_by_position`): where along a longer answer the model starts to fail.
     """
-    from transformers import AutoTokenizer
-
     pairs = read_pairs(pairs_path)
     if not pairs:
         raise ValueError(f"{pairs_path} holds no pairs; write one {{\"input\": ..., \"target\": ...}} object a line.")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    vocabulary = tokenizer.get_vocab()
+    tokenizer = load_tokenizer(model_dir)
     for number, pair in enumerate(pairs, start=1):
-        unknown = [word for text in (pair.input, pair.target) for word in text.split() if word not in vocabulary]
-        if unknown:
-            raise ValueError(f"{pairs_path}, pair {number}: the word {unknown[0]!r} is not in {model_dir}'s "
-                             "vocabulary; score pairs of the task the model was trained on.")
+        for text in (pair.input, pair.target):
+            check_known_words(tokenizer, text, f"{pairs_path}, pair {number}", model_dir,
+                              "score pairs of the task the model was trained on.")
     pairs = [pair if pair.length is not None else Pair(pair.input, pair.target, len(pair.input.split()))
              for pair in pairs]
     buckets = list(buckets) if buckets is not None else recorded_buckets(model_dir)
