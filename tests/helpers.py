@@ -43,16 +43,29 @@ def tiny_config_kwargs(**overrides: object) -> dict:
     return kwargs
 
 
-def assert_close_to_scale(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-5, msg: str | None = None) -> None:
-    """`actual` equals `expected` within `rtol` of `expected`'s largest magnitude, element by element.
+def assert_close_to_scale(actual: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-5, msg: str | None = None,
+                          floor: float = 0.0) -> None:
+    """`actual` equals `expected` within `rtol` of `expected`'s largest magnitude (or of `floor`, if larger), element
+    by element.
 
     Two computations of one sum (another kernel, another order, a CPU with other vector units) differ by rounding
     in proportion to the sum's terms, not to its result: a gradient entry near zero that sums terms of size ~100
     carries ~100 x eps of rounding. A tolerance relative to each element fails there on some CPUs; one relative to
     the tensor's scale holds on every CPU and still catches a wrong entry of any size above that scale's noise.
     """
-    scale = expected.detach().abs().max().item() if expected.numel() else 0.0
+    scale = max(expected.detach().abs().max().item() if expected.numel() else 0.0, floor)
     torch.testing.assert_close(actual, expected, rtol=0, atol=rtol * max(scale, 1e-6), msg=msg)
+
+
+def assert_gradients_close(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """Two computations of one model's gradients agree, parameter by parameter, within `GRADIENT_RTOL` of each
+    tensor's scale. A tensor whose true gradient is zero (the last bias of FIRE's MLP shifts every score of a row
+    alike, which softmax ignores) holds rounding noise alone, with no scale of its own: it is held to a thousandth
+    of the model's largest gradient instead."""
+    assert actual.keys() == expected.keys()
+    floor = 1e-3 * max(tensor.abs().max().item() for tensor in expected.values() if tensor.numel())
+    for name in expected:
+        assert_close_to_scale(actual[name], expected[name], rtol=GRADIENT_RTOL, msg=name, floor=floor)
 
 
 def require(path: Path) -> Path:

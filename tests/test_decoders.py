@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import GRADIENT_RTOL, assert_close_to_scale, tiny_config_kwargs
+from helpers import assert_gradients_close, tiny_config_kwargs
 from transformers import (
     AutoModelForCausalLM,
     DynamicCache,
@@ -172,11 +172,10 @@ def test_a_cache_filled_while_autograd_records_still_backpropagates() -> None:
     first = model(input_ids=input_ids[:, :3], use_cache=True)
     second = model(input_ids=input_ids[:, 3:], cache=first.cache, use_cache=True)
     (first.logits.sum() + second.logits.sum()).backward()
-    stepwise = [p.grad.clone() for p in model.parameters()]
+    stepwise = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad()
     model(input_ids=input_ids).logits.sum().backward()
-    for grad, expected in zip(stepwise, (p.grad for p in model.parameters()), strict=True):
-        assert_close_to_scale(grad, expected, rtol=GRADIENT_RTOL)
+    assert_gradients_close(stepwise, {name: p.grad for name, p in model.named_parameters()})
 
 
 def test_the_cache_under_its_transformers_4_name_past_key_values_is_used_with_a_deprecation_warning() -> None:

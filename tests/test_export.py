@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import GRADIENT_RTOL, assert_close_to_scale, tiny_config_kwargs
+from helpers import assert_gradients_close, tiny_config_kwargs
 
 from hf_attn import (
     POSITION_SCHEMES,
@@ -117,8 +117,7 @@ def test_compiled_training_step_matches_eager_gradients() -> None:
     expected = {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
     model.zero_grad()
     torch.compile(model, fullgraph=True)(**inputs).loss.backward()
-    for name, parameter in model.named_parameters():
-        assert_close_to_scale(parameter.grad, expected[name], rtol=GRADIENT_RTOL, msg=name)
+    assert_gradients_close({name: parameter.grad for name, parameter in model.named_parameters()}, expected)
 
 
 def export_onnx(model: HfAttnForSequenceClassification, path: Path, example: tuple[int, int, bool] = EXAMPLE) -> None:
