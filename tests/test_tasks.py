@@ -115,6 +115,8 @@ def write_bad_data(kind: str, folder: Path) -> Path:
         path.write_text("")
     elif kind == "header-only":
         path.write_text(header + "\n")
+    elif kind == "unquoted-commas":  # every row one field more than the header: pandas reads the first as an index
+        path.write_text(header + "".join(f"{WORDS[str(1 + i % 5)]}, a film {i},{1 + i % 5}\n" for i in range(30)))
     elif kind in ("latin-1", "latin-1-late"):
         latin = "caf\xe9 film,4\n".encode("latin-1")
         path.write_bytes((header + rows).encode() + latin if kind == "latin-1-late" else header.encode() + latin)
@@ -137,6 +139,8 @@ def write_bad_data(kind: str, folder: Path) -> Path:
      "'label']: every file of {path} needs the same columns"),
     ("mixed-formats", "{path} mixes data formats ({path}/test.jsonl, {path}/train.csv), and `datasets` reads one "
      "format per folder"),
+    ("unquoted-commas", "{path}: its rows have more fields than its header, so pandas read the first field of each "
+     "row as an index and shifted the others; quote each text"),
 ])
 def test_a_data_file_datasets_cannot_read_is_one_line_naming_the_file_and_the_fix(
     kind: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -343,16 +343,22 @@ def _text_lines(stream: Iterator[str], path: Path) -> Iterator[str]:
             yield line
 
 
+# The column pandas (behind `datasets`' CSV reader) makes of a CSV's first fields when every row has one more field
+# than the header: the texts' tails then pass for the texts, silently.
+PANDAS_INDEX_COLUMN = "__index_level_"
+
+
 def read_data_files(files: list[Path], where: Path, *args: Any, **kwargs: Any) -> datasets.DatasetDict:
     """`datasets.load_dataset(*args, **kwargs)` of the local data `files` (a file or a folder, `where`), checked
     first (`check_data_files`): what it fails to read is one DatasetError naming the file and the line that is not
-    UTF-8, or what `datasets` says (its file readers' own log line of the failure is left out: the error says it)."""
+    UTF-8, or what `datasets` says (its file readers' own log line of the failure is left out: the error says it);
+    and a CSV whose rows have more fields than its header (read with shifted columns)."""
     check_data_files(files, where)
     builders = logging.getLogger("datasets.packaged_modules")
     level = builders.level
     builders.setLevel(logging.CRITICAL)
     try:
-        return datasets.load_dataset(*args, **kwargs)
+        loaded = datasets.load_dataset(*args, **kwargs)
     except DatasetGenerationError as error:
         for path in files:
             if path.suffix.lower() != ".parquet":
@@ -364,6 +370,11 @@ def read_data_files(files: list[Path], where: Path, *args: Any, **kwargs: Any) -
                            "); fix the file it names, or pass the files that read") from None
     finally:
         builders.setLevel(level)
+    if any(name.startswith(PANDAS_INDEX_COLUMN) for name in itertools.chain(*loaded.column_names.values())):
+        raise DatasetError(f"{where}: its rows have more fields than its header, so pandas read the first field of each "
+                           "row as an index and shifted the others; quote each text that holds the delimiter "
+                           '("a long, slow film",0), or save the data as TSV or JSONL')
+    return loaded
 
 
 @dataclasses.dataclass(frozen=True)
