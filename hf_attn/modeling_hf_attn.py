@@ -9,9 +9,10 @@ passes them to every layer. The attention math is swappable through transformers
 A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches it decodes one
 token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
 
-The file is longer than this package's other modules (about 1,000 lines) because, as in transformers, one modeling
+The file is longer than this package's other modules (about 1,400 lines) because, as in transformers, one modeling
 file holds every head (classifier, masked LM, ELECTRA, causal LM): a Hub repo receives it whole with
-`trust_remote_code`.
+`trust_remote_code`. The heads share their plumbing through `HfAttnHead` (the encoder, its call, the output) and
+`HfAttnClassifierHead` (dropout and the `classifier` layer).
 """
 
 from __future__ import annotations
@@ -923,7 +924,48 @@ def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Te
     return rows.new_zeros(batch, *rows.shape[1:]).index_add(0, texts, rows)
 
 
-class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
+class HfAttnHead(HfAttnPreTrainedModel):
+    """What every head over the encoder shares: the encoder itself (`model`, the prefix of its weights in a
+    checkpoint), its call, and the head's output, which carries the encoder's hidden states and attentions.
+
+    A head builds its own layers after `super().__init__` and ends with `self.post_init()`. Its `forward` is wrapped
+    in `can_return_tuple` (a tuple with `return_dict=False`), so `encode` asks the encoder for fields."""
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.model = HfAttnModel(config)
+
+    def encode(
+        self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None = None, **kwargs: Any,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """The encoder's outputs as fields, whatever `return_dict` says: the head reads them."""
+        return self.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds,
+            return_dict=True, **kwargs,
+        )
+
+    @staticmethod
+    def output(output_class: type[ModelOutput], encoded: ModelOutput, **fields: Any) -> ModelOutput:
+        """`output_class` of the head's `fields` (loss, logits, ...) and the encoder's hidden states and attentions."""
+        return output_class(**fields, hidden_states=encoded.hidden_states, attentions=encoded.attentions)
+
+
+class HfAttnClassifierHead(HfAttnHead):
+    """Dropout (`classifier_dropout`, else the hidden dropout, as BERT's heads) and a linear layer, `classifier`,
+    over the encoder's vectors: the sequence, token and multiple-choice classifiers."""
+
+    def __init__(self, config: HfAttnConfig, num_outputs: int) -> None:
+        super().__init__(config)
+        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
+        self.dropout = nn.Dropout(probability)
+        self.classifier = nn.Linear(config.hidden_size, num_outputs)
+
+    def classify(self, states: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.dropout(states))
+
+
+class HfAttnForSequenceClassification(HfAttnClassifierHead):
     """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
 
     The config's reading policy applies to every input: the first `read_length` tokens of each (right-padded)
@@ -937,12 +979,8 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
     """
 
     def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
+        super().__init__(config, config.num_labels)
         self.num_labels = config.num_labels
-        self.model = HfAttnModel(config)
-        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
-        self.dropout = nn.Dropout(probability)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
     def _windows(
@@ -1036,28 +1074,17 @@ class HfAttnForSequenceClassification(HfAttnPreTrainedModel):
             input_ids, inputs_embeds, attention_mask, texts = self._windows(
                 input_ids, inputs_embeds, attention_mask, stride
             )
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,  # the head reads fields; its own decorator makes the tuple
-            **kwargs,
-        )
+        outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
         pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
         if windowed:  # each text's windows' vectors, weighted by their real tokens (padding alone counts 0)
             weights = attention_mask.sum(dim=-1, keepdim=True).to(pooled.dtype)
             pooled = sum_by_text(pooled * weights, texts, batch) / sum_by_text(weights, texts, batch).clamp(min=1.0)
-        logits = self.classifier(self.dropout(pooled))
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
-        return SequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        logits = self.classify(pooled)
+        loss = None if labels is None else self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        return self.output(SequenceClassifierOutput, outputs, loss=loss, logits=logits)
 
 
-class HfAttnForMaskedLM(HfAttnPreTrainedModel):
+class HfAttnForMaskedLM(HfAttnHead):
     """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
     embedding: for pretraining on unlabelled text. With `config.sparse_prediction` and labels, logits
     cover only the labelled positions, flattened to (labelled tokens, vocab)."""
@@ -1066,7 +1093,6 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
-        self.model = HfAttnModel(config)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.act = ACT2FN["gelu"]
         self.head_norm = build_norm(config)
@@ -1090,29 +1116,18 @@ class HfAttnForMaskedLM(HfAttnPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> MaskedLMOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,  # the head reads fields; its own decorator makes the tuple
-            **kwargs,
-        )
+        outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
         hidden_states = outputs.last_hidden_state
         if labels is not None and self.config.sparse_prediction:
             predicted = labels.reshape(-1) != -100
             hidden_states = hidden_states.reshape(-1, hidden_states.size(-1))[predicted]
             labels = labels.reshape(-1)[predicted]
         logits = self.decoder(self.head_norm(self.act(self.dense(hidden_states))))
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
-        return MaskedLMOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size) if labels is not None else None
+        return self.output(MaskedLMOutput, outputs, loss=loss, logits=logits)
 
 
-class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
+class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
     """Decoder (`is_decoder=True`) + final norm + vocabulary projection, tied to the input embedding unless
     `tie_word_embeddings=False`: next-token prediction, and `generate()` (greedy, beam search, sampling,
     streamers) with transformers' caches. With `add_cross_attention` it is the decoder of an
@@ -1130,7 +1145,6 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
                 "load) it with is_decoder=True."
             )
         super().__init__(config)
-        self.model = HfAttnModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
@@ -1183,28 +1197,16 @@ class HfAttnForCausalLM(HfAttnPreTrainedModel, GenerationMixin):
     ) -> CausalLMOutputWithCrossAttentions:
         """`logits_to_keep`: logits for the last that many positions only (0: all), as `generate()` asks;
         `kwargs` go to the model and the loss (e.g. the Trainer's `num_items_in_batch`)."""
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            encoder_hidden_states=encoder_hidden_states,
-            encoder_attention_mask=encoder_attention_mask,
-            cache=cache,
-            use_cache=use_cache,
-            return_dict=True,  # the head reads fields; its own decorator makes the tuple
-            **kwargs,
+        outputs = self.encode(
+            input_ids, attention_mask, position_ids, inputs_embeds, encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask, cache=cache, use_cache=use_cache, **kwargs,
         )
         logits = self.lm_head(slice_logits_to_keep(outputs.last_hidden_state, logits_to_keep))
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return CausalLMOutputWithCrossAttentions(
-            loss=loss,
-            logits=logits,
-            cache=outputs.cache,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
+        return self.output(
+            CausalLMOutputWithCrossAttentions, outputs, loss=loss, logits=logits, cache=outputs.cache,
             cross_attentions=outputs.cross_attentions,
         )
 
@@ -1234,7 +1236,7 @@ class ReplacedTokenDetectionOutput(ModelOutput):
     attentions: tuple[torch.FloatTensor, ...] | None = None
 
 
-class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
+class HfAttnForReplacedTokenDetection(HfAttnHead):
     """ELECTRA pretraining (Clark et al., 2020): a small masked-LM generator fills the masked positions
     with tokens it samples, and the encoder (`model`, what a classifier starts from) learns to tell at
     every real position whether the token there is the original. Masked LM teaches the encoder at the
@@ -1251,7 +1253,6 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
-        self.model = HfAttnModel(config)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.act = ACT2FN["gelu"]
         self.detector = nn.Linear(config.hidden_size, 1)
@@ -1282,31 +1283,20 @@ class HfAttnForReplacedTokenDetection(HfAttnPreTrainedModel):
                 samples = torch.multinomial(proposals.softmax(dim=-1), num_samples=1).squeeze(-1)
             input_ids = input_ids.masked_scatter(masked, samples)
             replaced = masked & (input_ids != labels)
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            return_dict=True,  # the head reads fields; its own decorator makes the tuple
-            **kwargs,
-        )
+        outputs = self.encode(input_ids, attention_mask, position_ids, **kwargs)
         logits = self.detector(self.act(self.dense(outputs.last_hidden_state))).squeeze(-1)
         loss = discriminator_loss = None
         if labels is not None:
             real = attention_mask.bool() if attention_mask is not None else torch.ones_like(replaced)
             discriminator_loss = nn.functional.binary_cross_entropy_with_logits(logits[real], replaced[real].float())
             loss = generator_loss + self.config.rtd_loss_weight * discriminator_loss
-        return ReplacedTokenDetectionOutput(
-            loss=loss,
-            logits=logits,
-            generator_loss=generator_loss,
-            discriminator_loss=discriminator_loss,
-            replaced=replaced,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
+        return self.output(
+            ReplacedTokenDetectionOutput, outputs, loss=loss, logits=logits, generator_loss=generator_loss,
+            discriminator_loss=discriminator_loss, replaced=replaced,
         )
 
 
-class HfAttnForTokenClassification(HfAttnPreTrainedModel):
+class HfAttnForTokenClassification(HfAttnClassifierHead):
     """Encoder + dropout + a linear layer at every token (tagging, NER), as BERT's token classifier.
 
     It reads its input directly, in one pass: the sequence classifier's reading policy (`read_length`,
@@ -1314,12 +1304,8 @@ class HfAttnForTokenClassification(HfAttnPreTrainedModel):
     """
 
     def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
+        super().__init__(config, config.num_labels)
         self.num_labels = config.num_labels
-        self.model = HfAttnModel(config)
-        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
-        self.dropout = nn.Dropout(probability)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
     @can_return_tuple
@@ -1333,22 +1319,13 @@ class HfAttnForTokenClassification(HfAttnPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> TokenClassifierOutput:
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
+        logits = self.classify(outputs.last_hidden_state)
         loss = self.loss_function(logits, labels, self.config) if labels is not None else None
-        return TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        return self.output(TokenClassifierOutput, outputs, loss=loss, logits=logits)
 
 
-class HfAttnForMultipleChoice(HfAttnPreTrainedModel):
+class HfAttnForMultipleChoice(HfAttnClassifierHead):
     """Encoder + pooling (`classifier_pooling`) + dropout + a linear layer to one score per choice, as BERT's
     multiple-choice head: the inputs are (batch, choices, seq), each choice (a question and one answer) is encoded
     on its own, and a question's logits are the scores of its choices, (batch, choices).
@@ -1358,11 +1335,7 @@ class HfAttnForMultipleChoice(HfAttnPreTrainedModel):
     """
 
     def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
-        self.model = HfAttnModel(config)
-        probability = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
-        self.dropout = nn.Dropout(probability)
-        self.classifier = nn.Linear(config.hidden_size, 1)
+        super().__init__(config, 1)
         self.post_init()
 
     @can_return_tuple
@@ -1381,20 +1354,11 @@ class HfAttnForMultipleChoice(HfAttnPreTrainedModel):
             None if tensor is None else tensor.flatten(0, 1)
             for tensor in (input_ids, attention_mask, position_ids, inputs_embeds)
         )
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
+        outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
         pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
-        logits = self.classifier(self.dropout(pooled)).view(-1, choices)
+        logits = self.classify(pooled).view(-1, choices)
         loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        return MultipleChoiceModelOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
-        )
+        return self.output(MultipleChoiceModelOutput, outputs, loss=loss, logits=logits)
 
 
 # transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
