@@ -695,12 +695,6 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.gradient_checkpointing = False
         self.post_init()
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.embed_tokens = value
-
     def _band_blocks(
         self, attention_mask: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
         device: torch.device,
@@ -1147,12 +1141,6 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         super().__init__(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.lm_head = new_embeddings
 
     def generate(self, inputs: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> Any:
         """`GenerationMixin.generate`; an empty prompt is a clear error (transformers fails on it with an
