@@ -16,7 +16,8 @@ import yaml
 from helpers import REPO, tiny_config_kwargs
 
 from hf_attn import HfAttnConfig
-from hf_attn.cli import ARENA_LIMITS, main
+from hf_attn.cli import main
+from hf_attn.commands.arena import ARENA_LIMITS
 from hf_attn.experiments import arena as arena_module
 from hf_attn.experiments import classification, pretraining
 from hf_attn.experiments.arena import (

@@ -30,6 +30,7 @@ from hf_attn import (
     HfAttnPreTrainedModel,
     cli,
 )
+from hf_attn.arguments import model_folder
 from hf_attn.experiments.data import load_sample
 from hf_attn.prediction_files import read_records
 from hf_attn.saved import load_saved_classifier
@@ -87,7 +88,7 @@ def test_a_classifier_folder_without_its_tokenizer_is_a_usage_error(
 @pytest.mark.parametrize("value", [str(SAVED), "someone/hf-attn-imdb-rope"])
 def test_a_saved_folder_or_a_hub_repo_id_passes(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("huggingface_hub.is_offline_mode", lambda: False)  # online: the Hub is asked later
-    assert cli.model_folder(value) == value
+    assert model_folder(value) == value
 
 
 @pytest.mark.parametrize(("argv", "option"), [
@@ -126,11 +127,10 @@ def test_the_default_hub_dataset_offline_names_the_flag_that_reads_a_local_copy(
     assert exit_info.value.code == 2 and "stanfordnlp/imdb" in error and "--dataset" in error
 
 
-@pytest.mark.parametrize(("command", "argv", "resume_hint"), [
-    ("_train", ["train", "--config", "configs/smoke.yaml"], True), ("_predict", ["predict", "--model", "{model}", "a"],
-                                                                     False)])
+@pytest.mark.parametrize(("argv", "resume_hint"), [
+    (["train", "--config", "configs/smoke.yaml"], True), (["predict", "--model", "{model}", "a"], False)])
 def test_ctrl_c_ends_a_command_in_one_line_that_says_how_to_continue(
-    command: str, argv: list[str], resume_hint: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    argv: list[str], resume_hint: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C (KeyboardInterrupt wherever the work is) exits 130, as shells expect, with one line and no
@@ -139,7 +139,7 @@ def test_ctrl_c_ends_a_command_in_one_line_that_says_how_to_continue(
         raise KeyboardInterrupt
 
     save_tiny_classifier(tmp_path)
-    monkeypatch.setattr(cli, command, interrupted)
+    monkeypatch.setattr(f"hf_attn.commands.{argv[0]}.run", interrupted)
     with pytest.raises(SystemExit) as exit_info:
         cli.main([part.format(model=tmp_path) for part in argv])
     error = capsys.readouterr().err.strip().splitlines()

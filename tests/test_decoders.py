@@ -751,7 +751,7 @@ def test_generate_command_with_learned_positions_refuses_a_long_prompt_in_one_li
 
 def test_generate_command_checks_both_halves_of_an_encoder_decoder_against_their_learned_positions() -> None:
     """The encoder reads the prompt; the decoder its start token and every new token but the last."""
-    from hf_attn.cli import check_generation_fits
+    from hf_attn.commands.generate import check_generation_fits
 
     halves = {name: HfAttnConfig(**tiny_config_kwargs(position_embedding_type="learned", **settings))
               for name, settings in (("encoder", {}), ("decoder", dict(is_decoder=True, add_cross_attention=True)))}

@@ -19,15 +19,14 @@ from hf_attn import cli
 
 OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "gradio", "evaluate", "hf_attn.experiments",
             "hf_attn.bench", "hf_attn.analysis", "hf_attn.week3", "hf_attn.explore"]
-# What a command's machinery loads: the optional modules but `hf_attn.experiments` itself, which the command line
-# reads `PRECISIONS` (a constant of `hf_attn.experiments.precision`) from while it builds its parser.
-MACHINERY = [*(name for name in OPTIONAL if name != "hf_attn.experiments"), "hf_attn.experiments.run",
-             "hf_attn.experiments.data", "hf_attn.saved"]
+# What a command's machinery loads: the optional modules, the run skeleton and data, and the saved-model loaders.
+MACHINERY = [*OPTIONAL, "hf_attn.experiments.run", "hf_attn.experiments.data", "hf_attn.saved"]
 
 
 def test_importing_the_package_or_parsing_a_command_loads_no_commands_machinery(tmp_path: Path) -> None:
     """`import hf_attn` loads no optional module, and building the parser and parsing `predict` loads none of
-    another command's machinery (the benchmark's options are read only when `bench` is parsed)."""
+    another command's machinery, nor another command's module (the registry imports a command's module, and with
+    it its options, only when that command is parsed)."""
     saved = tmp_path / "model"  # what `--model` checks for
     saved.mkdir()
     for name in ("config.json", "tokenizer.json"):
@@ -40,10 +39,12 @@ def test_importing_the_package_or_parsing_a_command_loads_no_commands_machinery(
         from hf_attn.cli import build_parser
         args = build_parser().parse_args(["predict", "--model", {str(saved)!r}, "a review"])
         after_parse = [name for name in {MACHINERY!r} if name in sys.modules]
-        print(json.dumps([after_import, after_parse, args.func.__name__]))
+        commands = sorted(name for name in sys.modules if name.startswith("hf_attn.commands."))
+        print(json.dumps([after_import, after_parse, commands, f"{{args.func.__module__}}.{{args.func.__name__}}"]))
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], [], "_predict"]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [
+        [], [], ["hf_attn.commands.common", "hf_attn.commands.predict"], "hf_attn.commands.predict.run"]
 
 
 def test_no_module_of_the_package_imports_the_command_line() -> None:
@@ -64,7 +65,7 @@ def test_no_module_of_the_package_imports_the_command_line() -> None:
 
 def test_the_benchmark_options_are_read_when_bench_is_parsed() -> None:
     args = cli.build_parser().parse_args(["bench", "--sections", "throughput", "--repeats", "2"])
-    assert args.sections == ("throughput",) and args.repeats == 2 and args.func.__name__ == "run_from_args"
+    assert args.sections == ("throughput",) and args.repeats == 2 and args.func.__module__ == "hf_attn.commands.bench"
 
 
 def test_core_dependencies_are_the_models_and_torch_is_not_pinned() -> None:
