@@ -5,6 +5,7 @@ is installed.)"""
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import subprocess
 import sys
@@ -66,6 +67,16 @@ def test_no_module_of_the_package_imports_the_command_line() -> None:
 def test_the_benchmark_options_are_read_when_bench_is_parsed() -> None:
     args = cli.build_parser().parse_args(["bench", "--sections", "throughput", "--repeats", "2"])
     assert args.sections == ("throughput",) and args.repeats == 2 and args.func.__module__ == "hf_attn.commands.bench"
+
+
+def test_every_registered_command_builds_its_options_and_runs_its_module(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each entry of `cli.COMMANDS` names a module of hf_attn/commands/ whose `add_arguments` gives the command's
+    options (its help lists them) and whose `run` does its work: a command is one module and one registry line."""
+    for name, (module_name, _) in cli.COMMANDS.items():
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([name, "--help"])
+        assert exit_info.value.code == 0 and capsys.readouterr().out.startswith(f"usage: hf-attn {name} [-h]")
+        assert callable(importlib.import_module(f"hf_attn.commands.{module_name}").run), name
 
 
 def test_core_dependencies_are_the_models_and_torch_is_not_pinned() -> None:
