@@ -1,8 +1,8 @@
 """Argument types of the command line: each checks one value when the arguments are read, so that a wrong
 path or number fails in a second with a usage error that names it, not after minutes of work.
 
-Kept apart from `cli` so that a command's own module (the benchmark's options) can use them without
-importing the command line that imports it.
+Kept apart from `cli` so that the commands' modules (`hf_attn.commands`, the benchmark's options) can use them
+without importing the command line that imports them.
 """
 
 from __future__ import annotations
