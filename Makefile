@@ -33,7 +33,7 @@ CHECKPOINTS ?= checkpoints
 # RoPE classifier, evaluates it, saves it as a from_pretrained folder, then probes and uses it, and
 # shows the classifier committed in $(CHECKPOINTS)/ on the same texts and two sample reviews beside it.
 demo: $(STAMP)
-	$(VENV)/bin/hf-attn train --config configs/smoke.yaml --output-dir outputs/demo --overwrite
+	$(VENV)/bin/hf-attn train --config configs/smoke.yaml --output-dir outputs/demo --overwrite init_embedding_from_dan=false
 	$(VENV)/bin/hf-attn probe --model outputs/demo --output-dir outputs/demo/probe
 	$(VENV)/bin/hf-attn predict --model outputs/demo $(DEMO_TEXTS)
 	$(PY) scripts/demo_checkpoint.py --smoke outputs/demo --checkpoints $(CHECKPOINTS) $(DEMO_TEXTS)
