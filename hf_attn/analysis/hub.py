@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from .. import configuration_hf_attn, masking, modeling_hf_attn, positions, tokenization_hf_attn
-from ..modeling_hf_attn import AUTO_CLASSES
 from ..evaluation import f1_key
 from ..experiments.data import IMDB_HUB_ID
+from ..modeling_hf_attn import AUTO_CLASSES
 
 # The package's modules a saved model's `auto_map` loads: the config, the model (and the two modules it imports)
 # and the tokenizer.

@@ -371,8 +371,8 @@ def read_data_files(files: list[Path], where: Path, *args: Any, **kwargs: Any) -
     finally:
         builders.setLevel(level)
     if any(name.startswith(PANDAS_INDEX_COLUMN) for name in itertools.chain(*loaded.column_names.values())):
-        raise DatasetError(f"{where}: its rows have more fields than its header, so pandas read the first field of each "
-                           "row as an index and shifted the others; quote each text that holds the delimiter "
+        raise DatasetError(f"{where}: its rows have more fields than its header, so pandas read the first field of "
+                           "each row as an index and shifted the others; quote each text that holds the delimiter "
                            '("a long, slow film",0), or save the data as TSV or JSONL')
     return loaded
 
