@@ -7,7 +7,6 @@ test with accuracy and F1: the positive class's (label 1) for two labels, the me
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from ..tasks import load_classification
 from .config import Experiment, refuse_scheduled_sampling
 from .data import IMDB_HUB_ID, RandomWindows, limit_rows, tokenize_splits
 from .precision import default_device, resolve_precision
+from .records import read_run_metrics
 from .run import Task, load_tokenizer, run, say_without_dan
 
 
@@ -97,10 +97,8 @@ def trained_dataset(model_dir: str | os.PathLike[str]) -> str | dict[str, Any]:
     """The dataset the run in `model_dir` trained on, as its metrics.json records it (the experiment's `dataset`, with
     its columns and split seed); IMDb (the Hub id) for a folder without that record: a Hub repo, a model saved by
     other code."""
-    record = Path(model_dir) / "metrics.json"
-    if not record.is_file():
-        return IMDB_HUB_ID
-    return json.loads(record.read_text()).get("experiment", {}).get("dataset", IMDB_HUB_ID)
+    metrics = read_run_metrics(model_dir) or {}
+    return metrics.get("experiment", {}).get("dataset", IMDB_HUB_ID)
 
 
 def _moved_dataset(model_dir: str | os.PathLike[str], spec: str | dict[str, Any]) -> FileNotFoundError:

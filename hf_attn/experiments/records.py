@@ -163,10 +163,15 @@ def hardware_name(device: torch.device) -> str:
     return f"{cpu['model'] or 'CPU'}{flags}, {threads} thread{'s' if threads > 1 else ''}"
 
 
+def read_run_metrics(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The `metrics.json` of the run saved in `folder` (None for a folder without one: a Hub repo, other code's)."""
+    source = Path(folder) / "metrics.json"
+    return json.loads(source.read_text()) if source.is_file() else None
+
+
 def init_from_metrics(experiment: Experiment) -> dict[str, Any] | None:
     """The `metrics.json` of the run `experiment.init_from` came from (None for a folder without one)."""
-    source = Path(experiment.init_from) / "metrics.json"
-    return json.loads(source.read_text()) if source.is_file() else None
+    return read_run_metrics(experiment.init_from)
 
 
 def write_metrics(
