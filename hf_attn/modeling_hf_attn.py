@@ -29,7 +29,7 @@ from torch import nn
 from transformers import CONFIG_MAPPING, AutoConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, EncoderDecoderCache
+from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -47,9 +47,12 @@ from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing,
 from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+from .caching import decoding_cache
 from .configuration_hf_attn import HfAttnConfig
 from .masking import BandBlocks, RealTokens, band_blocks, key_padding_mask, real_tokens, self_attention_mask
 from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
+from .reading import read_inputs
+from .scoring import ATTENTION_SCORINGS, AttentionScoring
 
 logger = logging.get_logger(__name__)
 
@@ -99,97 +102,6 @@ def eager_attention_forward(
     return output, weights
 
 
-class AttentionScoring(nn.Module):
-    """How an attention layer scores a query against a key (`attention_scoring`); one per attention layer.
-
-    A scoring is asked twice: `project_query` maps the projected queries (batch, seq, heads x head_dim) before
-    RoPE rotates them, and the eager attention calls it with (batch, heads, query, head_dim) queries and keys for
-    the (batch, heads, query, key) scores. `is_dot_product`: the scores are q' . k for the projected q', so SDPA
-    computes them and `scale_attn_weights` applies. `projects_query`: `project_query` is not the identity.
-    """
-
-    is_dot_product: bool = True
-    projects_query: bool = False
-
-    def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.head_dim = config.head_dim
-
-    def project_query(self, query: torch.Tensor) -> torch.Tensor:
-        return query
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(query, key.transpose(2, 3))
-
-    def init_parameters(self) -> None:
-        """Initialise the scoring's own parameters (called by `_init_weights`; transformers' `initialization`
-        helpers leave a loaded parameter as it is)."""
-
-
-class DotProductScoring(AttentionScoring):
-    """`dot`: the score of query q and key k is q . k (Vaswani et al., 2017), scaled by the attention layer."""
-
-
-class BilinearScoring(DotProductScoring):
-    """`general`: q^T W k with a learned head_dim x head_dim W per head (Luong et al., 2015).
-
-    Computed as (q W) . k: W is applied to the query before RoPE rotates it, so the scores stay a dot product (SDPA
-    applies) and, with RoPE, still depend on the offset alone. W starts at the identity, the dot product. After a
-    learned query projection, W is a reparametrisation (W_q W is one linear map): it changes how training moves the
-    scores, not which scores a layer can make.
-    """
-
-    projects_query = True
-
-    def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
-        self.weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
-
-    def project_query(self, query: torch.Tensor) -> torch.Tensor:
-        heads = query.unflatten(-1, (self.num_heads, self.head_dim))
-        return torch.einsum("bthd,hde->bthe", heads, self.weight).flatten(-2)
-
-    def init_parameters(self) -> None:
-        identity = torch.eye(self.head_dim, device=self.weight.device, dtype=self.weight.dtype)
-        init.copy_(self.weight, identity.expand_as(self.weight))
-
-
-class AdditiveScoring(AttentionScoring):
-    """`additive`: v^T tanh(W1 q + W2 k) per head (Bahdanau et al., 2015), W1 and W2 head_dim x head_dim, v of
-    head_dim.
-
-    Every query-key pair goes through the tanh, so the scores need a (batch, heads, query, key, head_dim)
-    intermediate: eager only, and memory grows with query x key x head_dim. W1, W2 and v start as N(0, 1/head_dim),
-    which keeps W q at q's scale.
-    """
-
-    is_dot_product = False
-
-    def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
-        self.query_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
-        self.key_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
-        self.vector = nn.Parameter(torch.empty(self.num_heads, self.head_dim))
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        query = torch.einsum("bhqd,hde->bhqe", query, self.query_weight)
-        key = torch.einsum("bhkd,hde->bhke", key, self.key_weight)
-        hidden = torch.tanh(query[:, :, :, None, :] + key[:, :, None, :, :])  # (B, H, Q, K, D)
-        return torch.einsum("bhqke,he->bhqk", hidden, self.vector)
-
-    def init_parameters(self) -> None:
-        for parameter in (self.query_weight, self.key_weight, self.vector):
-            init.normal_(parameter, std=self.head_dim**-0.5)
-
-
-ATTENTION_SCORINGS: dict[str, type[AttentionScoring]] = {
-    "dot": DotProductScoring,
-    "general": BilinearScoring,
-    "additive": AdditiveScoring,
-}
-
-
 class HfAttnAttention(nn.Module):
     """Multi-head / grouped-query attention, as self-attention or as cross-attention.
 
@@ -212,7 +124,7 @@ class HfAttnAttention(nn.Module):
         self.num_key_value_heads = config.num_key_value_heads
         self.num_key_value_groups = config.num_key_value_groups
         self.scoring = ATTENTION_SCORINGS[config.attention_scoring](config)
-        self.scaling = self.head_dim**-0.5 if config.scale_attn_weights and self.scoring.is_dot_product else 1.0
+        self.scaling = self.scoring.scaling
         self.rope_layout = config.rope_layout
         self.attention_dropout = config.attention_dropout
         self.is_cross_attention = is_cross_attention
@@ -566,115 +478,6 @@ def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
     return empty.transpose(1, 2)[..., None] if is_tracing(empty) or bool(empty.any()) else None
 
 
-class GrowingCacheLayer(DynamicLayer):
-    """transformers' `DynamicLayer` with room to grow: each step's keys and values are written into spare slots
-    at the end of a larger buffer instead of being concatenated to the cache.
-
-    `DynamicLayer` concatenates, which copies every cached key and value at every step: O(context) bytes per
-    generated token on top of what attention reads. Here a step writes only its own tokens; when the buffer is
-    full it moves into one with room for `growth` times the context more (at least `min_room` tokens), so the
-    copies cost a constant per token on average, for at most that much unused room.
-
-    `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
-    reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
-    the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
-    writing in place would change tensors the backward pass needs. While a graph is captured (`torch.export`,
-    `torch.compile`) it is `DynamicLayer`'s too: whether a buffer still has room is a question about memory
-    (data pointers), which a traced tensor does not have, and a graph's output is a new tensor anyway.
-    """
-
-    growth = 0.25
-    min_room = 64
-    key_buffer: torch.Tensor | None = None
-    value_buffer: torch.Tensor | None = None
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        records_grad = torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad)
-        if records_grad or is_tracing(key_states):
-            return super().update(key_states, value_states, *args, **kwargs)
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        past = self.get_seq_length()
-        length = past + key_states.shape[-2]
-        if not (self._fills_start_of(self.key_buffer, self.keys, length, key_states)
-                and self._fills_start_of(self.value_buffer, self.values, length, value_states)):
-            room = max(self.min_room, int(length * self.growth))
-            self.key_buffer = self._new_buffer(self.keys, past, length + room, key_states)
-            self.value_buffer = self._new_buffer(self.values, past, length + room, value_states)
-        self.key_buffer[..., past:length, :] = key_states
-        self.value_buffer[..., past:length, :] = value_states
-        self.keys, self.values = self.key_buffer[..., :length, :], self.value_buffer[..., :length, :]
-        return self.keys, self.values
-
-    @staticmethod
-    def _fills_start_of(buffer: torch.Tensor | None, cached: torch.Tensor, length: int, new: torch.Tensor) -> bool:
-        """Whether `cached` is still the filled start of `buffer`, which has room for `length` tokens of `new` and
-        can be written here (a buffer made under `torch.inference_mode` cannot be written outside it)."""
-        return (
-            buffer is not None
-            and (torch.is_inference_mode_enabled() or not buffer.is_inference())
-            and cached.data_ptr() == buffer.data_ptr()
-            and cached.stride() == buffer.stride()
-            and buffer.shape[-2] >= length
-            and buffer.shape[:-2] == new.shape[:-2]
-            and buffer.dtype == new.dtype
-            and buffer.device == new.device
-        )
-
-    @staticmethod
-    def _new_buffer(cached: torch.Tensor, past: int, capacity: int, new: torch.Tensor) -> torch.Tensor:
-        buffer = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
-        if past:
-            buffer[..., :past, :] = cached
-        return buffer
-
-
-def self_attention_cache_layer(config: HfAttnConfig, layer_idx: int) -> DynamicLayer:
-    """The cache layer of a decoder's self-attention layer: a `GrowingCacheLayer` of every key, or for a sliding
-    layer transformers' `DynamicSlidingWindowLayer`, which keeps only the keys the window still sees: its window
-    counts the query itself, hf_attn's is `sliding_window` keys besides the query, so it is built one longer."""
-    if config.layer_types[layer_idx] == "sliding_attention":
-        return DynamicSlidingWindowLayer(sliding_window=config.sliding_window + 1)
-    return GrowingCacheLayer()
-
-
-def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnConfig) -> Cache:
-    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
-    decoder reads an encoder), else `cache`. Its self-attention layers not yet filled become
-    `self_attention_cache_layer`s (the layers `generate()` builds from `layer_types` keep one key too few), and its
-    cross-attention layers full `DynamicLayer`s, which keep every encoder key.
-
-    A static cache (`StaticCache`, `cache_implementation="static"`, what `torch.compile` decodes with) serves
-    full-attention self-attention: its unwritten slots lie after the queries, where the causal mask hides them
-    (`HfAttnModel.attention_masks`); a static sliding-window layer drops keys that the mask's window does not
-    model, and the decoder of an encoder-decoder keeps dynamic caches (a static cross-attention half would pad the
-    encoder's keys).
-    """
-    if cache is None:
-        cache = EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
-    is_pair = isinstance(cache, EncoderDecoderCache)
-    parts = [cache.self_attention_cache, cache.cross_attention_cache] if is_pair else [cache]
-    for part in parts:
-        if part.is_compileable:
-            if not is_pair and not any(getattr(layer, "is_sliding", False) for layer in part.layers):
-                continue
-            raise ValueError(
-                f"hf_attn decodes with a static cache ({type(part).__name__}) for full-attention self-attention "
-                "only (no sliding-window layers, no cross-attention); drop cache_implementation (or pass a "
-                "DynamicCache)."
-            )
-        is_self_attention = part is parts[0]
-        if is_self_attention and part.layer_class_to_replicate is not None and not part.layers:
-            # made now rather than one by one as used: each layer's kind decides its class
-            part.layers = [self_attention_cache_layer(config, index) for index in range(len(config.layer_types))]
-        for index, layer in enumerate(part.layers):
-            if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) and not layer.is_initialized:
-                part.layers[index] = self_attention_cache_layer(config, index) if is_self_attention else DynamicLayer()
-    return cache
-
-
 class HfAttnModel(HfAttnPreTrainedModel):
     """The bare encoder (or decoder): embeddings -> blocks -> final norm (hidden states, attentions on request).
 
@@ -886,38 +689,6 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
     return pooled.masked_fill(keep.sum(dim=1) == 0, 0.0)  # a row of padding alone: zeros, as for `mean`
 
 
-def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
-    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions,
-    over the input followed by `length` positions of `fill`.
-
-    The windows go on past the last one a text needs (the first that reaches its end, at most `stride` before
-    `seq` since `stride <= length`); the caller drops or masks those. Padding by a fixed amount keeps every
-    shape a plain function of `seq`, with no branch on it, so a captured graph serves any length.
-    """
-    padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
-    return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
-
-
-def check_right_padded(attention_mask: torch.Tensor) -> None:
-    """A ValueError for a left-padded batch: cutting to `read_length` keeps the first columns, which are a text's
-    first tokens only when the padding is on the right (the tokenizer's `padding_side`)."""
-    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
-        raise ValueError(
-            "config.read_length keeps the first tokens of each text, but this batch is padded on the left; "
-            "tokenize with padding_side='right' (the hf_attn tokenizer's default)."
-        )
-
-
-def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
-    """(windows, ...) -> (batch, ...): the sum of each text's rows; `texts` holds the text of every row, in order.
-
-    While a graph is captured every text has the same number of rows (`_windows` keeps them all), so the sum
-    is a reshape: Inductor cannot compile `index_add` over a data-dependent number of rows (torch 2.13)."""
-    if is_tracing(rows):
-        return rows.unflatten(0, (batch, -1)).sum(dim=1)
-    return rows.new_zeros(batch, *rows.shape[1:]).index_add(0, texts, rows)
-
-
 class HfAttnHead(HfAttnPreTrainedModel):
     """What every head over the encoder shares: the encoder itself (`model`, the prefix of its weights in a
     checkpoint), its call, and the head's output, which carries the encoder's hidden states and attentions.
@@ -962,11 +733,9 @@ class HfAttnClassifierHead(HfAttnHead):
 class HfAttnForSequenceClassification(HfAttnClassifierHead):
     """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
 
-    The config's reading policy applies to every input: the first `read_length` tokens of each (right-padded)
-    text are read, and with `window_stride` an input longer than `max_position_embeddings` is read as
-    overlapping windows that are encoded on their own and pooled together (see `HfAttnConfig`); the hidden
-    states and attentions returned are then those of the windows the batch needs, text by text,
-    (windows, window, ...).
+    The config's reading policy (`read_length`, `window_stride`, `max_direct_length`: reading.py) applies to every
+    input; read as windows, the hidden states and attentions returned are those of the windows the batch needs,
+    text by text, (windows, window, ...).
 
     The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
     integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
@@ -976,39 +745,6 @@ class HfAttnForSequenceClassification(HfAttnClassifierHead):
         super().__init__(config, config.num_labels)
         self.num_labels = config.num_labels
         self.post_init()
-
-    def _windows(
-        self,
-        input_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        stride: int,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
-        """The inputs cut into windows, (windows, window, ...), the windows' attention mask, and the text (row
-        of the batch) each window comes from.
-
-        A text's windows must not depend on the batch: the windows a shorter (right-padded) text does not
-        need, all those after one that reaches its end, are left out, so they cost nothing. While a graph is
-        captured (compile, export), whose shapes cannot depend on the data, they are kept and masked out, so
-        they weigh nothing.
-        """
-        window = self.config.max_position_embeddings
-        text = input_ids if input_ids is not None else inputs_embeds
-        if attention_mask is None:
-            attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
-        windows = split_into_windows(attention_mask, window, stride, 0)  # (batch, windows, window)
-        starts = torch.arange(windows.shape[1], device=text.device) * stride
-        needed = (starts == 0) | (starts - stride + window < attention_mask.sum(dim=-1, keepdim=True))
-        texts = torch.arange(text.shape[0], device=text.device)[:, None].expand_as(needed)
-        if input_ids is not None:
-            input_ids = split_into_windows(input_ids, window, stride, self.config.pad_token_id or 0)
-        else:
-            inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0)
-        if is_tracing(needed):
-            pieces = (input_ids, inputs_embeds, windows * needed[..., None], texts)
-            return tuple(piece.flatten(0, 1) if piece is not None else None for piece in pieces)
-        pieces = (input_ids, inputs_embeds, windows, texts)
-        return tuple(piece[needed] if piece is not None else None for piece in pieces)
 
     @can_return_tuple
     def forward(
@@ -1021,58 +757,13 @@ class HfAttnForSequenceClassification(HfAttnClassifierHead):
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput:
-        text = input_ids if input_ids is not None else inputs_embeds
-        read_length = self.config.read_length
-        if read_length is not None and text is not None:  # the slice is a no-op on shorter inputs: no branch
-            if attention_mask is not None and not is_tracing(text) and text.shape[1] > read_length:
-                check_right_padded(attention_mask)
-            input_ids, inputs_embeds, attention_mask, position_ids, text = (
-                None if tensor is None else tensor[:, :read_length]
-                for tensor in (input_ids, inputs_embeds, attention_mask, position_ids, text)
-            )
-        stride = self.config.window_stride
-        positions = self.config.max_position_embeddings
-        direct_limit = self.config.max_direct_length
-        # Learned positions read past their table only as the windows `window_stride` asks for, whatever the length.
-        if stride is None and direct_limit is not None and self.model.positions.extrapolates and text is not None \
-                and not is_tracing(text) and text.shape[1] > direct_limit:
-            logger.warning_once(  # the same words for every long input, so that a batch of them warns once
-                f"An input is longer than max_direct_length={direct_limit}: it is read as windows of {positions} "
-                "tokens (linear cost). Set config.window_stride to choose the windows, config.read_length to read "
-                "only the start, or config.max_direct_length=None to read it in one pass."
-            )
-            stride = positions
-        # A captured graph always reads windows: a branch on the example's length would serve it alone (a
-        # shorter text is one window, read as the model reads it whole).
-        windowed = stride is not None and text is not None and (is_tracing(text) or text.shape[1] > positions)
-        if (
-            not windowed
-            and position_ids is None
-            and not self.model.positions.extrapolates
-            and text is not None
-            and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
-            and text.shape[1] > positions
-        ):
-            raise ValueError(
-                f"this classifier's learned positions cover {positions} tokens but the input has {text.shape[1]}; "
-                f"set config.read_length to {positions} or less, or config.window_stride to read longer texts "
-                "as windows."
-            )
-        if windowed:
-            if position_ids is not None:
-                raise ValueError(
-                    "position_ids cannot be combined with window_stride: every window numbers its own "
-                    "positions from 0; leave position_ids out."
-                )
-            batch = text.shape[0]
-            input_ids, inputs_embeds, attention_mask, texts = self._windows(
-                input_ids, inputs_embeds, attention_mask, stride
-            )
-        outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
-        pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
-        if windowed:  # each text's windows' vectors, weighted by their real tokens (padding alone counts 0)
-            weights = attention_mask.sum(dim=-1, keepdim=True).to(pooled.dtype)
-            pooled = sum_by_text(pooled * weights, texts, batch) / sum_by_text(weights, texts, batch).clamp(min=1.0)
+        reading = read_inputs(
+            self.config, self.model.positions.extrapolates, input_ids, inputs_embeds, attention_mask, position_ids
+        )
+        outputs = self.encode(
+            reading.input_ids, reading.attention_mask, reading.position_ids, reading.inputs_embeds, **kwargs
+        )
+        pooled = reading.pool(pool(outputs.last_hidden_state, reading.attention_mask, self.config.classifier_pooling))
         logits = self.classify(pooled)
         loss = None if labels is None else self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         return self.output(SequenceClassifierOutput, outputs, loss=loss, logits=logits)
