@@ -50,7 +50,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .caching import decoding_cache
 from .configuration_hf_attn import HfAttnConfig
 from .masking import BandBlocks, RealTokens, band_blocks, key_padding_mask, real_tokens, self_attention_mask
-from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
+from .positions import PositionScheme, apply_rotary, build_position_scheme
 from .reading import read_inputs
 from .scoring import ATTENTION_SCORINGS, AttentionScoring
 
@@ -102,13 +102,78 @@ def eager_attention_forward(
     return output, weights
 
 
+@dataclass
+class AttentionInputs:
+    """What one attention layer reads besides its hidden states, for one forward pass (`BatchAttention` builds it).
+
+    `mask`: (1|batch, 1, query, key), True where a query may see a key (None: every key). `rotary`: RoPE's cos and
+    signed sin. `bias`: the scores' additive position bias. `empty_query_rows`: (batch, query, 1, 1) flags of queries
+    that see no key, whose output is defined as 0. `band`: compute only the scores within the sliding window, block
+    by block (`local_attention_forward`; `mask` is then None and `bias` cut to the blocks). `causal_only`: `mask` is
+    the causal mask and nothing else. `real`: the hidden states are a padded batch's real tokens alone, (1, tokens,
+    hidden), and so is the output; attention runs padded. `context`: cross-attention's keys and values come from
+    it. `eager`: the attention weights are asked for, which only the eager math returns.
+    """
+
+    mask: torch.Tensor | None = None
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+    bias: torch.Tensor | None = None
+    empty_query_rows: torch.Tensor | None = None
+    band: BandBlocks | None = None
+    causal_only: bool = False
+    real: RealTokens | None = None
+    context: torch.Tensor | None = None
+    eager: bool = False
+
+
+@dataclass
+class BatchAttention:
+    """What a forward pass's attention needs, built once by `HfAttnModel.attention_batch` and handed to every layer:
+    the self-attention mask, position bias and empty query rows of each layer type (`full_attention`,
+    `sliding_attention`), RoPE's tables, the sliding layers' band blocks, whether the full layers' mask is the
+    causal one alone, the real tokens of an unpadded batch, and cross-attention's mask over the encoder's keys.
+
+    Each layer takes its bias as an argument of its own (`bias_of`): reentrant gradient checkpointing carries the
+    gradients of a layer's tensor arguments only, and a learned bias (t5, fire) needs its gradient.
+    """
+
+    masks: dict[str, torch.Tensor | None]
+    biases: dict[str, torch.Tensor | None]
+    empty_query_rows: dict[str, torch.Tensor | None]
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+    band: BandBlocks | None = None
+    causal_only: bool = False
+    real: RealTokens | None = None
+    cross_mask: torch.Tensor | None = None
+    output_attentions: bool = False
+
+    def bias_of(self, layer_type: str) -> torch.Tensor | None:
+        return self.biases[layer_type]
+
+    def self_attention(self, layer_type: str, bias: torch.Tensor | None) -> AttentionInputs:
+        by_blocks = layer_type == "sliding_attention" and self.band is not None
+        return AttentionInputs(
+            mask=self.masks[layer_type],
+            rotary=self.rotary,
+            bias=bias,
+            empty_query_rows=self.empty_query_rows[layer_type],
+            band=self.band if by_blocks else None,
+            causal_only=self.causal_only and layer_type == "full_attention",
+            real=self.real,
+            eager=self.output_attentions,
+        )
+
+    def cross_attention(self, encoder_hidden_states: torch.Tensor) -> AttentionInputs:
+        return AttentionInputs(mask=self.cross_mask, context=encoder_hidden_states, eager=self.output_attentions)
+
+
 class HfAttnAttention(nn.Module):
     """Multi-head / grouped-query attention, as self-attention or as cross-attention.
 
     Self-attention projects Q, K and V with one fused matmul; cross-attention projects Q from this
     sequence and K/V (one fused matmul) from the context. Positions (RoPE, ALiBi) apply to
     self-attention only: in cross-attention, query and key positions index different sequences.
-    How a query and a key make a score is `scoring`'s (`attention_scoring`: dot, general, additive).
+    How a query and a key make a score is `scoring`'s (`attention_scoring`, scoring.py).
 
     With a cache (decoding), self-attention appends its keys and values, RoPE applied, to the cache's layer
     `layer_idx` and attends over all of them; cross-attention projects the encoder's keys and values once
@@ -140,140 +205,84 @@ class HfAttnAttention(nn.Module):
             self.qkv_proj = nn.Linear(config.hidden_size, q_width + 2 * kv_width, bias=config.attention_bias)
         self.o_proj = nn.Linear(q_width, config.hidden_size, bias=config.attention_bias)
 
-    def _project(
-        self,
-        hidden_states: torch.Tensor,
-        context: torch.Tensor | None,
-        positions: AttentionPositions | None,
-        real: RealTokens | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied; `real`: the
-        hidden states are the real tokens alone, projected and then padded."""
-        batch, query_length = (real.batch, real.length) if real is not None else hidden_states.shape[:2]
-        if context is not None:
-            key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
-            query = self.scoring.project_query(self.q_proj(hidden_states))
-            return self._heads(batch, query_length, query, key, value)
-        projected = self.qkv_proj(hidden_states)
-        if real is not None:
-            projected = real.pad(projected)
-        if self.scoring.projects_query:  # W joins the fused projection's query part, before RoPE rotates it
-            query, key_and_value = projected.split([self.split_sizes[0], sum(self.split_sizes[1:])], dim=-1)
-            projected = torch.cat((self.scoring.project_query(query), key_and_value), dim=-1)
-        if positions is None or positions.rotary is None:
-            query, key, value = projected.split(self.split_sizes, dim=-1)
-        else:
-            query_width, key_width, value_width = self.split_sizes
-            query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
-            # Q's and K's heads sit side by side in the fused projection: one rotation covers both.
-            rotated = apply_rotary(
-                query_and_key.view(batch, query_length, self.num_heads + self.num_key_value_heads, self.head_dim),
-                positions.rotary,
-                self.rope_layout,
-                heads_dim=2,
-            )
-            query, key = rotated.split([self.num_heads, self.num_key_value_heads], dim=2)
-            if value.requires_grad:  # a view of the fused projection would keep all of it alive for backward
-                value = value.contiguous()
-        return self._heads(batch, query_length, query, key, value)
+    def _heads(self, *states: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(batch, seq, heads x head_dim) -> (batch, seq, heads, head_dim), each."""
+        return tuple(state.unflatten(-1, (-1, self.head_dim)) for state in states)
 
-    def _heads(
-        self, batch: int, query_length: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Split the last dimension of Q, K and V into (heads, head_dim)."""
-        key_length = key.shape[1]
-        return (
-            query.view(batch, query_length, self.num_heads, self.head_dim),
-            key.view(batch, key_length, self.num_key_value_heads, self.head_dim),
-            value.view(batch, key_length, self.num_key_value_heads, self.head_dim),
-        )
+    def _project(self, hidden_states: torch.Tensor, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
+        """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied."""
+        if inputs.context is not None:
+            key, value = self.kv_proj(inputs.context).split(self.split_sizes[1:], dim=-1)
+            return self._heads(self.scoring.project_query(self.q_proj(hidden_states)), key, value)
+        projected = self.qkv_proj(hidden_states)
+        if inputs.real is not None:
+            projected = inputs.real.pad(projected)
+        projected = self.scoring.project_fused_query(projected, self.split_sizes[0])  # before RoPE rotates it
+        if inputs.rotary is None:
+            return self._heads(*projected.split(self.split_sizes, dim=-1))
+        query_width, key_width, value_width = self.split_sizes
+        query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
+        # Q's and K's heads sit side by side in the fused projection: one rotation covers both.
+        (query_and_key,) = self._heads(query_and_key)
+        rotated = apply_rotary(query_and_key, inputs.rotary, self.rope_layout, heads_dim=2)
+        query, key = rotated.split([self.num_heads, self.num_key_value_heads], dim=2)
+        if value.requires_grad:  # a view of the fused projection would keep all of it alive for backward
+            value = value.contiguous()
+        return (query, key, *self._heads(value))
+
+    def _query_key_value(
+        self, hidden_states: torch.Tensor, inputs: AttentionInputs, cache: Cache | None
+    ) -> tuple[torch.Tensor, ...]:
+        """Q, K and V as attention takes them, (batch, heads, seq, head_dim), K and V through the cache if any."""
+        if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
+            (query,) = self._heads(self.scoring.project_query(self.q_proj(hidden_states)))
+            cached = cache.cross_attention_cache.layers[self.layer_idx]
+            return query.transpose(1, 2), cached.keys, cached.values
+        query, key, value = (state.transpose(1, 2) for state in self._project(hidden_states, inputs))
+        if self.is_cross_attention and cache is not None:
+            key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+            cache.is_updated[self.layer_idx] = True
+        elif cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return query, key, value
+
+    def _attention_function(self, inputs: AttentionInputs, query_length: int) -> tuple[Callable, bool]:
+        """The backend (`attn_implementation`, eager where the weights are asked for or the scoring has no
+        kernel) and whether it runs as `is_causal`."""
+        implementation = self.scoring.implementation(self.config._attn_implementation)
+        # an empty text runs the eager math over no tokens (SDPA's reshapes fail)
+        if inputs.eager or implementation == "eager" or query_length == 0:
+            return eager_attention_forward, False
+        function = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        # Causality is in the explicit mask, so every backend sees the same one, unless it is the causal mask alone:
+        # as `is_causal`, SDPA's kernels skip the masked half of the scores instead of reading a mask.
+        return function, inputs.causal_only and inputs.bias is None
 
     def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        positions: AttentionPositions | None = None,
-        context: torch.Tensor | None = None,
-        empty_query_rows: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        cache: Cache | None = None,
-        causal_only: bool = False,
-        band: BandBlocks | None = None,
-        real: RealTokens | None = None,
+        self, hidden_states: torch.Tensor, inputs: AttentionInputs, cache: Cache | None = None, **kwargs: object
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None).
-        `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`).
-        `band`: compute only the scores within the sliding window, block by block (`local_attention_forward`);
-        `attention_mask` is then None and `positions.bias` already cut to the blocks. `real`: `hidden_states` are
-        a padded batch's real tokens alone, (1, tokens, hidden), and so is the output; attention runs padded."""
+        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None)."""
+        real = inputs.real
         batch, query_length = (real.batch, real.length) if real is not None else hidden_states.shape[:2]
-        if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
-            query = self.scoring.project_query(self.q_proj(hidden_states))
-            query = query.view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
-            cached = cache.cross_attention_cache.layers[self.layer_idx]
-            key, value = cached.keys, cached.values
-        else:
-            query, key, value = self._project(hidden_states, context, positions, real)
-            query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
-            if self.is_cross_attention and cache is not None:
-                key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
-                cache.is_updated[self.layer_idx] = True
-            elif cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
-        position_bias = positions.bias if positions is not None else None
+        query, key, value = self._query_key_value(hidden_states, inputs, cache)
+        mask, bias = inputs.mask, inputs.bias
         if cache is not None and not self.is_cross_attention:
             # A sliding-window cache layer returns only the last keys, where the mask and the bias cover all of them.
-            attention_mask = attention_mask[..., -key.shape[-2] :] if attention_mask is not None else None
-            position_bias = position_bias[..., -key.shape[-2] :] if position_bias is not None else None
-
-        attention_function: Callable = eager_attention_forward
-        is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
-        if not self.scoring.is_dot_product and self.config._attn_implementation != "eager":
-            logger.warning_once(
-                f"attention_scoring={self.config.attention_scoring!r} has no {self.config._attn_implementation} "
-                "kernel (its scores are not a product q k^T): attention runs eagerly."
-            )
-        eager = (
-            output_attentions
-            or self.config._attn_implementation == "eager"
-            or not self.scoring.is_dot_product
-            or query_length == 0  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
-        )
-        if not eager:
-            attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
-                self.config._attn_implementation, eager_attention_forward
-            )
-            if causal_only and position_bias is None:
-                # ...unless it is the causal mask alone: as `is_causal`, SDPA's kernels skip the masked half
-                # of the scores instead of reading a mask (prefill and uncached generation are faster).
-                attention_mask, is_causal = None, True
+            mask = mask[..., -key.shape[-2] :] if mask is not None else None
+            bias = bias[..., -key.shape[-2] :] if bias is not None else None
+        attention_function, is_causal = self._attention_function(inputs, query_length)
         dropout = self.attention_dropout if self.training else 0.0
-        if band is not None:
+        if inputs.band is not None:
             output, weights = local_attention_forward(
-                self,
-                query,
-                key,
-                value,
-                band,
-                attention_function,
-                scaling=self.scaling,
-                dropout=dropout,
-                position_bias=position_bias,
+                self, query, key, value, inputs.band, attention_function, self.scaling, dropout, bias
             )
         else:
             output, weights = attention_function(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                scaling=self.scaling,
-                dropout=dropout,
-                position_bias=position_bias,
-                is_causal=is_causal,
+                self, query, key, value, None if is_causal else mask, scaling=self.scaling, dropout=dropout,
+                position_bias=bias, is_causal=is_causal,
             )
-        if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
-            output = output.masked_fill(empty_query_rows, 0.0)
+        if inputs.empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
+            output = output.masked_fill(inputs.empty_query_rows, 0.0)
         output = output.reshape(batch, query_length, self.num_heads * self.head_dim)
         return self.o_proj(real.take(output) if real is not None else output), weights
 
@@ -361,57 +370,37 @@ class HfAttnLayer(GradientCheckpointingLayer):
         self.mlp_norm = build_norm(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
-    def _sublayer_input(self, hidden_states: torch.Tensor, norm: nn.Module) -> torch.Tensor:
-        return norm(hidden_states) if self.pre_norm else hidden_states
-
-    def _residual(self, hidden_states: torch.Tensor, update: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+    def _sublayer(
+        self, hidden_states: torch.Tensor, norm: nn.Module, sublayer: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        update = sublayer(norm(hidden_states) if self.pre_norm else hidden_states)
         hidden_states = hidden_states + self.dropout(update)
         return hidden_states if self.pre_norm else norm(hidden_states)
 
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        positions: AttentionPositions,
-        position_bias: torch.Tensor | None = None,
-        empty_query_rows: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None,
+        batch: BatchAttention,
         encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
         cache: Cache | None = None,
-        causal_only: bool = False,
-        band: BandBlocks | None = None,
-        real: RealTokens | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        # The scheme's bias comes as a tensor argument of its own: reentrant gradient checkpointing carries the
-        # gradients of tensor arguments only, and a learned bias (t5, fire) needs its gradient.
-        positions = AttentionPositions(rotary=positions.rotary, bias=position_bias)
+        **kwargs: object,
+    ) -> torch.Tensor:
+        """`position_bias` (`batch.bias_of` this layer's type) and `encoder_hidden_states` are tensor arguments of
+        their own, so that reentrant gradient checkpointing carries their gradients (see `BatchAttention`)."""
         is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
-        update, self_weights = self.self_attn(
-            self._sublayer_input(hidden_states, self.self_attn_norm),
-            attention_mask,
-            positions=positions,
-            empty_query_rows=empty_query_rows,
-            output_attentions=output_attentions,
-            cache=cache.self_attention_cache if is_encoder_decoder_cache else cache,
-            causal_only=causal_only,
-            band=band,
-            real=real,
+        self_cache = cache.self_attention_cache if is_encoder_decoder_cache else cache
+        self_inputs = batch.self_attention(self.attention_type, position_bias)
+        hidden_states = self._sublayer(
+            hidden_states, self.self_attn_norm, lambda states: self.self_attn(states, self_inputs, self_cache)[0]
         )
-        hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
-        cross_weights = None
         if encoder_hidden_states is not None:
-            update, cross_weights = self.cross_attn(
-                self._sublayer_input(hidden_states, self.cross_attn_norm),
-                encoder_attention_mask,
-                context=encoder_hidden_states,
-                output_attentions=output_attentions,
-                cache=cache if is_encoder_decoder_cache else None,  # a plain cache holds self-attention only
+            cross = batch.cross_attention(encoder_hidden_states)
+            cross_cache = cache if is_encoder_decoder_cache else None  # a plain cache holds self-attention only
+            hidden_states = self._sublayer(
+                hidden_states, self.cross_attn_norm, lambda states: self.cross_attn(states, cross, cross_cache)[0]
             )
-            hidden_states = self._residual(hidden_states, update, self.cross_attn_norm)
-        update = self.mlp(self._sublayer_input(hidden_states, self.mlp_norm))
-        hidden_states = self._residual(hidden_states, update, self.mlp_norm)
-        return hidden_states, self_weights, cross_weights
+        return self._sublayer(hidden_states, self.mlp_norm, self.mlp)
 
 
 class HfAttnPreTrainedModel(PreTrainedModel):
@@ -456,8 +445,13 @@ class HfAttnPreTrainedModel(PreTrainedModel):
 
 
 def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
-    """Ids outside the vocabulary are a clear error in eager mode; the check reads them back to the host,
-    so it is skipped while a graph is captured (`torch.compile`, export)."""
+    """input_ids must be (batch, sequence) and inside the vocabulary: a clear error in eager mode. The vocabulary
+    check reads the ids back to the host, so it is skipped while a graph is captured (`torch.compile`, export)."""
+    if input_ids.ndim != 2:
+        raise ValueError(
+            f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}; for one text use "
+            "input_ids[None] or the tokenizer with return_tensors='pt' on a list."
+        )
     if not input_ids.numel() or is_tracing(input_ids):
         return
     lowest, highest = (int(value) for value in torch.aminmax(input_ids))  # one device sync, not two
@@ -497,6 +491,44 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.norm = build_norm(config) if config.norm_position == "pre" else nn.Identity()
         self.gradient_checkpointing = False
         self.post_init()
+
+    def _decoding_cache(
+        self, cache: Cache | None, use_cache: bool | None, encoder_hidden_states: torch.Tensor | None
+    ) -> Cache | None:
+        """The cache to decode with (caching.py), or None: an encoder ignores `use_cache` (its config's too), as BERT,
+        and refuses a cache."""
+        if not self.config.is_decoder:
+            use_cache = False
+        elif use_cache is None:
+            use_cache = self.config.use_cache and not self.training
+        if cache is None and not use_cache:
+            return None
+        if not self.config.is_decoder:
+            raise ValueError(
+                "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
+                "token sees the later ones, so earlier keys change as text is added."
+            )
+        return decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
+
+    def _check_inputs(
+        self, inputs_embeds: torch.Tensor, attention_mask: Any, past_length: int, encoder_hidden_states: Any
+    ) -> None:
+        """A clear error for an attention mask that does not cover the cached and new tokens, and for encoder
+        states given to a model without cross-attention."""
+        batch, length = inputs_embeds.shape[:2]
+        # `create_masks_for_generate` hands a static cache's steps their masks (a dict), built before the forward.
+        if isinstance(attention_mask, torch.Tensor) and not is_tracing(attention_mask):
+            if attention_mask.shape != (batch, past_length + length):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} "
+                    f"after {int(past_length)} cached tokens; pass the tokenizer's attention_mask for the same "
+                    "batch (with a cache: for the cached and the new tokens)."
+                )
+        if encoder_hidden_states is not None and not self.config.add_cross_attention:
+            raise ValueError(
+                "encoder_hidden_states were given but this model has no cross-attention; build it with "
+                "add_cross_attention=True."
+            )
 
     def _band_blocks(
         self, attention_mask: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
@@ -550,68 +582,22 @@ class HfAttnModel(HfAttnPreTrainedModel):
         }
         return masks, padding is None
 
-    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
-    @capture_outputs
-    def forward(
+    def attention_batch(
         self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
-        cache: Cache | None = None,
-        use_cache: bool | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> BaseModelOutputWithPastAndCrossAttentions:
-        # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
-        output_attentions = kwargs.get("output_attentions", self.config.output_attentions)
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        if input_ids is not None:
-            if input_ids.ndim != 2:
-                raise ValueError(
-                    f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}; for one text use "
-                    "input_ids[None] or the tokenizer with return_tensors='pt' on a list."
-                )
-            _check_input_ids(input_ids, self.config.vocab_size)
-            inputs_embeds = self.embed_tokens(input_ids)
-        batch, length = inputs_embeds.shape[:2]
-        if not self.config.is_decoder:
-            use_cache = False  # as BERT: an encoder ignores `use_cache` (its config's too)
-        elif use_cache is None:
-            use_cache = self.config.use_cache and not self.training
-        if cache is not None or use_cache:
-            if not self.config.is_decoder:
-                raise ValueError(
-                    "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
-                    "token sees the later ones, so earlier keys change as text is added."
-                )
-            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
+        position_ids: torch.Tensor,
+        cache: Cache | None,
+        encoder_hidden_states: torch.Tensor | None,
+        encoder_attention_mask: torch.Tensor | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> BatchAttention:
+        """What every layer's attention needs for this batch, built once (`BatchAttention`)."""
+        batch, length = hidden_states.shape[:2]
         past_length = cache.get_seq_length() if cache is not None else 0
         static = cache is not None and cache.is_compileable
-        # `create_masks_for_generate` hands a static cache's steps their masks, built before the (compiled) forward.
-        masks_given = isinstance(attention_mask, dict)
-        if attention_mask is not None and not masks_given and not is_tracing(attention_mask):
-            if attention_mask.shape != (batch, past_length + length):
-                raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} "
-                    f"after {int(past_length)} cached tokens; pass the tokenizer's attention_mask for the same "
-                    "batch (with a cache: for the cached and the new tokens)."
-                )
-        if encoder_hidden_states is not None and not self.config.add_cross_attention:
-            raise ValueError(
-                "encoder_hidden_states were given but this model has no cross-attention; build it with "
-                "add_cross_attention=True."
-            )
-        if position_ids is None:
-            position_ids = (torch.arange(length, device=inputs_embeds.device) + past_length)[None, :]
-
-        if self.embedding_scale != 1.0:
-            inputs_embeds = inputs_embeds * self.embedding_scale
-        hidden_states = self.positions.embed(inputs_embeds, position_ids)
-        hidden_states = self.dropout(hidden_states)
+        masks_given = isinstance(attention_mask, dict)  # `create_masks_for_generate`'s, for a static cache
         if masks_given:
             masks, unpadded, band = attention_mask, False, None
         else:
@@ -631,43 +617,72 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 "a static cache's unwritten slots would shift; decode with a dynamic cache (drop "
                 "cache_implementation)."
             )
-        empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
-        biases = {"full_attention": positions.bias, "sliding_attention": positions.bias}
+        biases = dict.fromkeys(masks, positions.bias)
         if band is not None:
             biases["sliding_attention"] = self.positions.band_bias(position_ids, band)
-        # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
-        # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
-        causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
-        cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
-        # With padding, every step but attention runs on the real tokens alone (`unpad_inputs`); not with a cache
-        # or cross-attention (their keys are another sequence's), nor when each layer's hidden states or attention
+        # With padding, every step but attention runs on the real tokens alone (`unpad_inputs`); not with a cache or
+        # cross-attention (their keys are another sequence's), nor when each layer's hidden states or attention
         # weights are returned (every slot's, as without unpadding).
-        real = None
-        if (self.config.unpad_inputs and cache is None and encoder_hidden_states is None and not masks_given
-                and not output_attentions
-                and not kwargs.get("output_hidden_states", self.config.output_hidden_states)):
-            real = real_tokens(attention_mask)
-        if real is not None:
-            hidden_states = real.take(hidden_states)
+        unpad = self.config.unpad_inputs and cache is None and encoder_hidden_states is None and not masks_given
+        unpad = unpad and not output_attentions and not output_hidden_states
+        return BatchAttention(
+            masks=masks,
+            biases=biases,
+            empty_query_rows={kind: empty_rows(mask) for kind, mask in masks.items()},
+            rotary=positions.rotary,
+            band=band,
+            # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
+            # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
+            causal_only=self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded,
+            real=real_tokens(attention_mask) if unpad else None,
+            cross_mask=key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None,
+            output_attentions=output_attentions,
+        )
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if input_ids is not None:
+            _check_input_ids(input_ids, self.config.vocab_size)
+            inputs_embeds = self.embed_tokens(input_ids)
+        cache = self._decoding_cache(cache, use_cache, encoder_hidden_states)
+        past_length = cache.get_seq_length() if cache is not None else 0
+        self._check_inputs(inputs_embeds, attention_mask, past_length, encoder_hidden_states)
+        if position_ids is None:
+            position_ids = (torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_length)[None, :]
+
+        if self.embedding_scale != 1.0:
+            inputs_embeds = inputs_embeds * self.embedding_scale
+        hidden_states = self.dropout(self.positions.embed(inputs_embeds, position_ids))
+        batch = self.attention_batch(
+            hidden_states, attention_mask, position_ids, cache, encoder_hidden_states, encoder_attention_mask,
+            # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
+            output_attentions=kwargs.get("output_attentions", self.config.output_attentions),
+            output_hidden_states=kwargs.get("output_hidden_states", self.config.output_hidden_states),
+        )
+        if batch.real is not None:
+            hidden_states = batch.real.take(hidden_states)
         for layer in self.layers:
-            hidden_states, _, _ = layer(
-                hidden_states,
-                masks[layer.attention_type],
-                positions,
-                biases[layer.attention_type],
-                empty_query_rows[layer.attention_type],
-                encoder_hidden_states,
-                cross_mask,
-                output_attentions,
-                cache=cache,
-                causal_only=causal_only and layer.attention_type == "full_attention",
-                band=band if layer.attention_type == "sliding_attention" else None,
-                real=real,
+            hidden_states = layer(
+                hidden_states, batch.bias_of(layer.attention_type), batch, encoder_hidden_states, cache=cache
             )
         hidden_states = self.norm(hidden_states)
-        if real is not None:
-            hidden_states = real.pad(hidden_states)
+        if batch.real is not None:
+            hidden_states = batch.real.pad(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
 
 

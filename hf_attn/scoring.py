@@ -1,9 +1,9 @@
 """The registry of attention scorings: how a query and a key make a score (`attention_scoring`).
 
 Adding a scoring is one small subclass of `AttentionScoring` plus one line in `ATTENTION_SCORINGS`. What attention
-asks of a scoring is on its class: whether its scores are a dot product of (projected) queries and keys, which
-SDPA computes and `scale_attn_weights` scales (`is_dot_product`), and whether it maps the queries before RoPE
-rotates them (`projects_query`).
+asks of a scoring is on it: how to scale the queries (`scaling`), how to map them before RoPE rotates them
+(`project_query`), which attention implementation computes its scores (`implementation`) and the scores themselves
+(the eager attention calls it).
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 from transformers import initialization as init
+from transformers.utils import logging
 
 if TYPE_CHECKING:
     from .configuration_hf_attn import HfAttnConfig
 
+logger = logging.get_logger(__name__)
 
 class AttentionScoring(nn.Module):
     """How an attention layer scores a query against a key (`attention_scoring`); one per attention layer.
@@ -24,21 +26,37 @@ class AttentionScoring(nn.Module):
     A scoring is asked twice: `project_query` maps the projected queries (batch, seq, heads x head_dim) before
     RoPE rotates them, and the eager attention calls it with (batch, heads, query, head_dim) queries and keys for
     the (batch, heads, query, key) scores. `is_dot_product`: the scores are q' . k for the projected q', so SDPA
-    computes them and `scale_attn_weights` applies. `projects_query`: `project_query` is not the identity.
-    `scaling` multiplies the queries before scoring: 1/sqrt(head_dim) for a scaled dot product, else 1.
+    computes them and `scale_attn_weights` applies. `scaling` multiplies the queries before scoring:
+    1/sqrt(head_dim) for a scaled dot product, else 1.
     """
 
     is_dot_product: bool = True
-    projects_query: bool = False
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
+        self.name = config.attention_scoring
         self.scaling = self.head_dim**-0.5 if config.scale_attn_weights and self.is_dot_product else 1.0
 
     def project_query(self, query: torch.Tensor) -> torch.Tensor:
         return query
+
+    def project_fused_query(self, projected: torch.Tensor, query_width: int) -> torch.Tensor:
+        """A fused projection (..., queries | keys | values) with `project_query` applied to its first `query_width`
+        channels (the identity leaves it as it is, with no copy)."""
+        return projected
+
+    def implementation(self, requested: str) -> str:
+        """The attention implementation that computes these scores: the `attn_implementation` asked for, or
+        `eager` for scores that are not a product q k^T (with a warning)."""
+        if self.is_dot_product or requested == "eager":
+            return requested
+        logger.warning_once(
+            f"attention_scoring={self.name!r} has no {requested} kernel (its scores are not a product q k^T): "
+            "attention runs eagerly."
+        )
+        return "eager"
 
     def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
         return torch.matmul(query, key.transpose(2, 3))
@@ -61,8 +79,6 @@ class BilinearScoring(DotProductScoring):
     scores, not which scores a layer can make.
     """
 
-    projects_query = True
-
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
         self.weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
@@ -70,6 +86,10 @@ class BilinearScoring(DotProductScoring):
     def project_query(self, query: torch.Tensor) -> torch.Tensor:
         heads = query.unflatten(-1, (self.num_heads, self.head_dim))
         return torch.einsum("bthd,hde->bthe", heads, self.weight).flatten(-2)
+
+    def project_fused_query(self, projected: torch.Tensor, query_width: int) -> torch.Tensor:
+        query, key_and_value = projected.split([query_width, projected.shape[-1] - query_width], dim=-1)
+        return torch.cat((self.project_query(query), key_and_value), dim=-1)
 
     def init_parameters(self) -> None:
         identity = torch.eye(self.head_dim, device=self.weight.device, dtype=self.weight.dtype)
