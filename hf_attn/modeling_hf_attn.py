@@ -1,18 +1,17 @@
 """hf_attn models: a small Transformer encoder (or decoder) whose position scheme is one config field.
 
-Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if
-the scheme has them -> blocks -> final norm -> pooling -> classifier. The model builds the attention
-masks and the relative-position inputs (RoPE's cos/sin, ALiBi's bias) once per forward pass and
-passes them to every layer. The attention math is swappable through transformers'
-`attn_implementation` (`eager` here, `sdpa` from transformers' integration).
+Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if the scheme has
+them -> blocks -> final norm -> the head. `HfAttnModel.attention_batch` builds what attention needs once per forward
+pass (masks, RoPE's cos/sin, the position bias, band blocks, real tokens: `BatchAttention`) and every layer reads
+it. The attention math is swappable through transformers' `attn_implementation` (`eager` here, `sdpa` from
+transformers' integration). A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches
+it decodes one token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
 
-A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches it decodes one
-token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
-
-The file is longer than this package's other modules (about 1,400 lines) because, as in transformers, one modeling
-file holds every head (classifier, masked LM, ELECTRA, causal LM): a Hub repo receives it whole with
-`trust_remote_code`. The heads share their plumbing through `HfAttnHead` (the encoder, its call, the output) and
-`HfAttnClassifierHead` (dropout and the `classifier` layer).
+What grows lives in its own Hub file beside this one, each a registry or a small policy: position schemes
+(positions.py), masks (masking.py), attention scorings (scoring.py), decoding caches (caching.py) and the sequence
+classifier's reading policy (reading.py). As in transformers, this file holds every head: the heads share their
+plumbing through `HfAttnHead` (the encoder, its call, the output) and `HfAttnClassifierHead` (dropout and the
+`classifier` layer).
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing, logging
+from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing
 from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -53,8 +52,6 @@ from .masking import BandBlocks, RealTokens, band_blocks, key_padding_mask, real
 from .positions import PositionScheme, apply_rotary, build_position_scheme
 from .reading import read_inputs
 from .scoring import ATTENTION_SCORINGS, AttentionScoring
-
-logger = logging.get_logger(__name__)
 
 # The fewest queries in a block of `local_attention_forward`: with a narrow window, tiny blocks would make many
 # small attentions that cost more in overhead than the scores they skip.
@@ -133,8 +130,8 @@ class BatchAttention:
     `sliding_attention`), RoPE's tables, the sliding layers' band blocks, whether the full layers' mask is the
     causal one alone, the real tokens of an unpadded batch, and cross-attention's mask over the encoder's keys.
 
-    Each layer takes its bias as an argument of its own (`bias_of`): reentrant gradient checkpointing carries the
-    gradients of a layer's tensor arguments only, and a learned bias (t5, fire) needs its gradient.
+    Each layer takes its bias as an argument of its own (`biases[layer_type]`): reentrant gradient checkpointing
+    carries the gradients of a layer's tensor arguments only, and a learned bias (t5, fire) needs its gradient.
     """
 
     masks: dict[str, torch.Tensor | None]
@@ -147,17 +144,13 @@ class BatchAttention:
     cross_mask: torch.Tensor | None = None
     output_attentions: bool = False
 
-    def bias_of(self, layer_type: str) -> torch.Tensor | None:
-        return self.biases[layer_type]
-
     def self_attention(self, layer_type: str, bias: torch.Tensor | None) -> AttentionInputs:
-        by_blocks = layer_type == "sliding_attention" and self.band is not None
         return AttentionInputs(
             mask=self.masks[layer_type],
             rotary=self.rotary,
             bias=bias,
             empty_query_rows=self.empty_query_rows[layer_type],
-            band=self.band if by_blocks else None,
+            band=self.band if layer_type == "sliding_attention" else None,
             causal_only=self.causal_only and layer_type == "full_attention",
             real=self.real,
             eager=self.output_attentions,
@@ -386,7 +379,7 @@ class HfAttnLayer(GradientCheckpointingLayer):
         cache: Cache | None = None,
         **kwargs: object,
     ) -> torch.Tensor:
-        """`position_bias` (`batch.bias_of` this layer's type) and `encoder_hidden_states` are tensor arguments of
+        """`position_bias` (`batch.biases` of this layer's type) and `encoder_hidden_states` are tensor arguments of
         their own, so that reentrant gradient checkpointing carries their gradients (see `BatchAttention`)."""
         is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
         self_cache = cache.self_attention_cache if is_encoder_decoder_cache else cache
@@ -582,6 +575,52 @@ class HfAttnModel(HfAttnPreTrainedModel):
         }
         return masks, padding is None
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        cache: Cache | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if input_ids is not None:
+            _check_input_ids(input_ids, self.config.vocab_size)
+            inputs_embeds = self.embed_tokens(input_ids)
+        cache = self._decoding_cache(cache, use_cache, encoder_hidden_states)
+        past_length = cache.get_seq_length() if cache is not None else 0
+        self._check_inputs(inputs_embeds, attention_mask, past_length, encoder_hidden_states)
+        if position_ids is None:
+            position_ids = (torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_length)[None, :]
+
+        if self.embedding_scale != 1.0:
+            inputs_embeds = inputs_embeds * self.embedding_scale
+        hidden_states = self.dropout(self.positions.embed(inputs_embeds, position_ids))
+        batch = self.attention_batch(
+            hidden_states, attention_mask, position_ids, cache, encoder_hidden_states, encoder_attention_mask,
+            # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
+            output_attentions=kwargs.get("output_attentions", self.config.output_attentions),
+            output_hidden_states=kwargs.get("output_hidden_states", self.config.output_hidden_states),
+        )
+        if batch.real is not None:
+            hidden_states = batch.real.take(hidden_states)
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states, batch.biases[layer.attention_type], batch, encoder_hidden_states, cache=cache
+            )
+        hidden_states = self.norm(hidden_states)
+        if batch.real is not None:
+            hidden_states = batch.real.pad(hidden_states)
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
+
     def attention_batch(
         self,
         hidden_states: torch.Tensor,
@@ -638,52 +677,6 @@ class HfAttnModel(HfAttnPreTrainedModel):
             cross_mask=key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None,
             output_attentions=output_attentions,
         )
-
-    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")  # the 4.x name, as Llama takes it
-    @capture_outputs
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
-        cache: Cache | None = None,
-        use_cache: bool | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> BaseModelOutputWithPastAndCrossAttentions:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        if input_ids is not None:
-            _check_input_ids(input_ids, self.config.vocab_size)
-            inputs_embeds = self.embed_tokens(input_ids)
-        cache = self._decoding_cache(cache, use_cache, encoder_hidden_states)
-        past_length = cache.get_seq_length() if cache is not None else 0
-        self._check_inputs(inputs_embeds, attention_mask, past_length, encoder_hidden_states)
-        if position_ids is None:
-            position_ids = (torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_length)[None, :]
-
-        if self.embedding_scale != 1.0:
-            inputs_embeds = inputs_embeds * self.embedding_scale
-        hidden_states = self.dropout(self.positions.embed(inputs_embeds, position_ids))
-        batch = self.attention_batch(
-            hidden_states, attention_mask, position_ids, cache, encoder_hidden_states, encoder_attention_mask,
-            # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
-            output_attentions=kwargs.get("output_attentions", self.config.output_attentions),
-            output_hidden_states=kwargs.get("output_hidden_states", self.config.output_hidden_states),
-        )
-        if batch.real is not None:
-            hidden_states = batch.real.take(hidden_states)
-        for layer in self.layers:
-            hidden_states = layer(
-                hidden_states, batch.bias_of(layer.attention_type), batch, encoder_hidden_states, cache=cache
-            )
-        hidden_states = self.norm(hidden_states)
-        if batch.real is not None:
-            hidden_states = batch.real.pad(hidden_states)
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
