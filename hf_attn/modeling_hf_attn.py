@@ -109,7 +109,7 @@ class AttentionInputs:
     by block (`local_attention_forward`; `mask` is then None and `bias` cut to the blocks). `causal_only`: `mask` is
     the causal mask and nothing else. `real`: the hidden states are a padded batch's real tokens alone, (1, tokens,
     hidden), and so is the output; attention runs padded. `context`: cross-attention's keys and values come from
-    it. `eager`: the attention weights are asked for, which only the eager math returns.
+    it. `output_attentions`: the attention weights are asked for, which only the eager math returns.
     """
 
     mask: torch.Tensor | None = None
@@ -120,7 +120,7 @@ class AttentionInputs:
     causal_only: bool = False
     real: RealTokens | None = None
     context: torch.Tensor | None = None
-    eager: bool = False
+    output_attentions: bool = False
 
 
 @dataclass
@@ -153,11 +153,13 @@ class BatchAttention:
             band=self.band if layer_type == "sliding_attention" else None,
             causal_only=self.causal_only and layer_type == "full_attention",
             real=self.real,
-            eager=self.output_attentions,
+            output_attentions=self.output_attentions,
         )
 
     def cross_attention(self, encoder_hidden_states: torch.Tensor) -> AttentionInputs:
-        return AttentionInputs(mask=self.cross_mask, context=encoder_hidden_states, eager=self.output_attentions)
+        return AttentionInputs(
+            mask=self.cross_mask, context=encoder_hidden_states, output_attentions=self.output_attentions
+        )
 
 
 class HfAttnAttention(nn.Module):
@@ -244,7 +246,7 @@ class HfAttnAttention(nn.Module):
         kernel) and whether it runs as `is_causal`."""
         implementation = self.scoring.implementation(self.config._attn_implementation)
         # an empty text runs the eager math over no tokens (SDPA's reshapes fail)
-        if inputs.eager or implementation == "eager" or query_length == 0:
+        if inputs.output_attentions or implementation == "eager" or query_length == 0:
             return eager_attention_forward, False
         function = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         # Causality is in the explicit mask, so every backend sees the same one, unless it is the causal mask alone:
