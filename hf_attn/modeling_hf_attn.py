@@ -202,7 +202,7 @@ class HfAttnAttention(nn.Module):
 
     def _heads(self, *states: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(batch, seq, heads x head_dim) -> (batch, seq, heads, head_dim), each."""
-        return tuple(state.unflatten(-1, (-1, self.head_dim)) for state in states)
+        return tuple(state.view(*state.shape[:-1], -1, self.head_dim) for state in states)
 
     def _project(self, hidden_states: torch.Tensor, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
         """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied."""

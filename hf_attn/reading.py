@@ -5,7 +5,7 @@ The first `read_length` tokens of each (right-padded) text are read; with `windo
 together; without it, an input longer than `max_direct_length` is read as windows too (linear cost), with a warning,
 where the scheme has positions for every length, and a scheme with a table of positions refuses an input past it.
 `read_inputs` applies the policy to a batch and `TextReading.pool` puts the windows' vectors back together, so the
-head applies it in two lines and `pipeline(...)`, the CLI and remote code read the same tokens.
+head applies it in a few lines and `pipeline(...)`, the CLI and remote code read the same tokens.
 """
 
 from __future__ import annotations
