@@ -201,8 +201,8 @@ class HfAttnAttention(nn.Module):
         self.o_proj = nn.Linear(q_width, config.hidden_size, bias=config.attention_bias)
 
     def _heads(self, *states: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(batch, seq, heads x head_dim) -> (batch, seq, heads, head_dim), each."""
-        return tuple(state.view(*state.shape[:-1], -1, self.head_dim) for state in states)
+        """(batch, seq, heads x head_dim) -> (batch, seq, heads, head_dim), each (no -1: a text may be empty)."""
+        return tuple(state.view(*state.shape[:-1], state.shape[-1] // self.head_dim, self.head_dim) for state in states)
 
     def _project(self, hidden_states: torch.Tensor, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
         """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied."""
