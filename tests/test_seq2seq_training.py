@@ -38,7 +38,7 @@ PAD, EOS = 0, 1
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("seq2seq.decoder_context=last", "decoder_context must be one of"),
+    ("seq2seq.decoder_context=last", "`decoder_context` must be one of"),
     ("seq2seq.sampling=linear", "unknown key `sampling`"),
 ])
 def test_an_experiment_checks_its_seq2seq_section(override: str, message: str) -> None:

@@ -199,7 +199,7 @@ def test_bf16_asked_of_a_cpu_without_it_fails_before_any_data_is_read(monkeypatc
 def test_precision_is_one_setting() -> None:
     with pytest.raises(ExperimentConfigError, match=r"\[training\] bf16 would set the precision a second time"):
         load_experiment(SMOKE, ["training.bf16=true"])
-    with pytest.raises(ExperimentConfigError, match="precision must be one of"):
+    with pytest.raises(ExperimentConfigError, match="`precision` must be one of"):
         load_experiment(SMOKE, ["precision=fp16"])
 
 
