@@ -56,7 +56,7 @@ class Seq2SeqSettings:
 
     Attributes:
         num_beams: beams of the beam-search decoding that is scored next to greedy.
-        generator: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many pairs per split, locales,
+        generator: `hf_attn.tasks.dates.DateGeneratorSettings` fields (how many pairs per split, locales,
             formats, years).
         decoder_context: `attention` (cross-attention over every encoder state) or `pooled` (one mean-pooled
             vector of the encoder: the bottleneck).
@@ -464,7 +464,7 @@ def _check_task_sections(raw: dict[str, Any], where: Path) -> None:
     except ValueError as error:
         raise ExperimentConfigError(f"{where} [scheduled_sampling]: {error}") from error
     if "generator" in seq2seq:  # imported here: only `hf-attn seq2seq` experiments need babel
-        from .dates import DateGeneratorSettings
+        from ..tasks.dates import DateGeneratorSettings
 
         if not isinstance(seq2seq["generator"], dict):
             raise ExperimentConfigError(f"{where} [seq2seq]: `generator` must be a mapping of generator settings.")

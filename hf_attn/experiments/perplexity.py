@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..saved import beyond_learned_table, load_saved_causal_lm
-from .data import load_imdb
+from ..tasks.imdb import load_imdb
 from .precision import autocast, default_device, resolve_precision
 
 NOT_APPLICABLE = "n/a (learned table)"

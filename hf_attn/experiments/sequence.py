@@ -36,7 +36,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Traine
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
 from ..saved import check_known_words, load_tokenizer
-from ..tasks import dataset_source
+from ..tasks import SequenceTask, dataset_source
 from ..tasks.length import (
     BucketScore,
     Pair,
@@ -213,8 +213,8 @@ def sequence_task(experiment: Experiment) -> Task:
 
 
 def is_sequence_experiment(experiment: Experiment) -> bool:
-    """Whether the experiment's dataset is a sequence task (input/target pairs) rather than labelled texts."""
-    return dataset_source(experiment.dataset).task == "pairs"
+    """Whether the experiment's dataset is a sequence task (pairs scored by length) rather than labelled texts."""
+    return isinstance(dataset_source(experiment.dataset), SequenceTask)
 
 
 def train_sequence(experiment: Experiment, output_dir: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
@@ -235,9 +235,10 @@ def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]]
     if not isinstance(dataset, dict):
         return None
     try:
-        return dataset_source(dataset).score_buckets()
+        source = dataset_source(dataset)
     except ValueError:
         return None
+    return source.score_buckets() if isinstance(source, SequenceTask) else None
 
 
 def saved_sequence_model(model_dir: str | os.PathLike[str]) -> HfAttnPreTrainedModel:
