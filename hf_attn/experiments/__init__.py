@@ -1,4 +1,5 @@
-"""The experiments around the models (datasets: ``hf_attn.tasks``); `import hf_attn` does not import them.
+"""The experiments around the models (datasets: ``hf_attn.tasks``; precision: ``hf_attn.runtime``); `import hf_attn`
+does not import them.
 
 * ``config``: experiment YAML files (``base:`` inheritance, ``key=value`` overrides, validation) -> ``Experiment``;
 * ``data``: tokenized splits, row limits and random training windows (the IMDb names re-exported from
@@ -11,7 +12,6 @@
 * ``seq2seq``: ``hf-attn seq2seq`` (encoder-decoders on the date-normalisation pairs of ``hf_attn.tasks.dates``);
 * ``arena``: ``hf-attn arena`` (every position scheme through one data, budget and seed), a subpackage by
   concern: ``schema``, ``cells``, ``measure``, ``run``, ``report``;
-* ``precision``: what an experiment computes in (bf16 autocast where the hardware has it, else fp32);
 * ``baseline``: ``hf-attn baseline`` (TF-IDF + logistic regression on the same tokens);
 * ``results_index``: ``results/README.md``, the index of the results JSON files.
 """

@@ -23,7 +23,7 @@ import yaml
 from transformers import TrainingArguments
 
 from ..configuration_hf_attn import HfAttnConfig, is_count
-from .precision import PRECISIONS
+from ..runtime.precision import PRECISIONS
 
 
 class ExperimentConfigError(ValueError):
@@ -170,7 +170,7 @@ class Experiment:
             start the run instead of a fresh encoder with the DAN embedding; `model` may then
             change only the fine-tuning settings in `FINE_TUNING_SETTINGS`.
         precision: `auto` (bfloat16 autocast where the hardware has bfloat16 units, else float32), `bf16` or
-            `fp32`: what training and scoring compute in (`hf_attn.experiments.precision`); parameters
+            `fp32`: what training and scoring compute in (`hf_attn.runtime.precision`); parameters
             and optimizer state stay float32. The one precision setting: `training` may not set `bf16`
             or `fp16`.
         model: `HfAttnConfig` fields, except those the run derives (`DERIVED_MODEL_FIELDS`).

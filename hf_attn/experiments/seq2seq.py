@@ -36,9 +36,9 @@ from transformers import (
 )
 
 from ..configuration_hf_attn import HfAttnConfig
+from ..runtime.precision import autocast, trainer_precision
 from ..tasks.dates import DateNormalisation, DatePair
 from .config import Experiment
-from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, load_tokenizer, run
 from .seq2seq_training import PooledContextEncoderDecoder, Seq2SeqScheduledSamplingTrainer
@@ -158,7 +158,7 @@ def seq2seq_scores(
     for split, prefix in (("validation", "val"), ("test", "test")):
         sources = [pair.source for pair in pairs[split]]
         for decoding, beams in zip(DECODINGS, (1, num_beams)):
-            with autocast("bf16" if trainer.args.bf16 else "fp32", model.device):  # the run's precision
+            with autocast(trainer_precision(trainer.args), model.device):
                 predictions = decode(model, tokenizer, sources, num_beams=beams)
             result = exact_match_scores(predictions, pairs[split], tokenizer)
             scores[f"{prefix}_exact_match_{decoding}"] = result.pop("overall")

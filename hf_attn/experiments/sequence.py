@@ -35,6 +35,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Traine
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
+from ..runtime.precision import autocast, trainer_precision
 from ..saved import check_known_words, load_tokenizer
 from ..tasks import SequenceTask, dataset_source
 from ..tasks.length import (
@@ -49,7 +50,6 @@ from ..tasks.length import (
     word_accuracy_by_position,
 )
 from .config import Experiment, refuse_scheduled_sampling
-from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, run
 from .scheduled_sampling import CausalScheduledSamplingTrainer
@@ -160,7 +160,7 @@ def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: 
     and when it left it); exact match by length bucket on validation and test; the first wrong test answers."""
     by_step = validation_loss_by_step(trainer.state.log_history)  # before `evaluate` logs the kept checkpoint's
     scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"], "val_loss_by_step": by_step}
-    precision = "bf16" if trainer.args.bf16 else "fp32"
+    precision = trainer_precision(trainer.args)
     for split, prefix in SCORED_SPLITS:
         pairs = [Pair(row["input"], row["target"], row["length"]) for row in data[split]]
         by_bucket, answers = score_pairs(trainer.model, tokenizer, pairs, buckets, precision)
