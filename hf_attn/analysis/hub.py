@@ -25,8 +25,9 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
 from .. import configuration_hf_attn, masking, modeling_hf_attn, positions, tokenization_hf_attn
 from ..evaluation import f1_key
-from ..experiments.data import IMDB_HUB_ID
 from ..modeling_hf_attn import AUTO_CLASSES
+from ..tasks.imdb import IMDB_HUB_ID
+from ..tasks.length import get_length_task
 
 # The package's modules a saved model's `auto_map` loads: the config, the model (and the two modules it imports)
 # and the tokenizer.
@@ -405,8 +406,6 @@ Score it on pairs of your own generator (JSONL, one `{{"input": ..., "target": .
 def _sequence_task(dataset: dict[str, Any]) -> tuple[str, str, tuple[str, str]]:
     """A sequence task's name, a line on its data and an (input, target) example at a training length, from the
     experiment's `dataset` section."""
-    from ..tasks.length import get_length_task  # the tasks' package imports the experiments', which import this one
-
     if dataset.get("kind") == "scan":
         return ("SCAN", "Lake & Baroni's length split: commands of at most 22 actions for training, 24-48 for test",
                 ("jump twice after walk left", "I_TURN_LEFT I_WALK I_JUMP I_JUMP"))

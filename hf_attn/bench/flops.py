@@ -31,9 +31,9 @@ import torch
 from torch import nn
 
 from ..positions import PositionScheme
+from ..runtime.precision import compute_dtype
 from .settings import BenchSettings
 
-PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODE_FLOP_FACTORS = {"infer": 1, "train": 3}  # training: forward + backward (2 x forward)
 
 
@@ -66,7 +66,7 @@ def gemm_shapes(settings: BenchSettings) -> list[tuple[int, int, int]]:
 
 def gemm_operands(settings: BenchSettings, precision: str, device: torch.device) -> list[tuple[torch.Tensor, ...]]:
     """Random left and right operands of every shape of `gemm_shapes`, in the dtype of `precision`."""
-    dtype = PRECISION_DTYPES[precision]
+    dtype = compute_dtype(precision)
     generator = torch.Generator().manual_seed(settings.seed)
     return [(torch.randn(rows, inner, generator=generator).to(device, dtype),
              torch.randn(inner, columns, generator=generator).to(device, dtype))
@@ -89,5 +89,5 @@ def matmul_peak(settings: BenchSettings, precision: str, device: torch.device) -
         seconds = min(timed(lambda: torch.mm(left, right), device) for _ in range(settings.peak_repeats))
         (rows, inner), columns = left.shape, right.shape[1]
         shapes.append({"shape": [rows, inner, columns], "gflops": 2 * rows * inner * columns / seconds / 1e9})
-    return {"precision": precision, "dtype": str(PRECISION_DTYPES[precision]).removeprefix("torch."),
+    return {"precision": precision, "dtype": str(compute_dtype(precision)).removeprefix("torch."),
             "gflops": max(shape["gflops"] for shape in shapes), "shapes": shapes}

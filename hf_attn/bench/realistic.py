@@ -60,7 +60,7 @@ def epoch_batches(
 def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
     """One training epoch over IMDb review lengths: fixed padding vs dynamic vs length-grouped, for each
     truncation length."""
-    from ..experiments.data import load_sample
+    from ..tasks.imdb import load_sample
 
     texts = list(load_sample()["train"]["text"])  # the tokenizer learns from all of them
     all_lengths, vocab = review_token_lengths(texts, settings.realistic_vocab_size)

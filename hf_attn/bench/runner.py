@@ -22,20 +22,20 @@ from typing import Any
 import torch
 
 from ..arguments import output_file
-from ..experiments.precision import bf16_units, this_cpu
+from ..runtime.precision import COMPUTED_PRECISIONS, bf16_units, this_cpu
 from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
 from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling
 from .sections import bench_scaling, bench_throughput, profile_training
-from .settings import PRECISIONS, SECTIONS, BenchSettings
+from .settings import SECTIONS, BenchSettings
 
 
 def _check(settings: BenchSettings) -> None:
     """Fail on a misspelt section, anchor, precision or variant before minutes of timing, not at its turn."""
     anchors = tuple(ANCHOR_BUILDERS)
     for kind, chosen, allowed in (("section", settings.sections, SECTIONS), ("anchor", settings.anchors, anchors),
-                                  ("precision", (*settings.precision, settings.profile_precision), PRECISIONS),
+                                  ("precision", (*settings.precision, settings.profile_precision), COMPUTED_PRECISIONS),
                                   ("profile anchor", (settings.profile_anchor,) if settings.profile_anchor else (),
                                    anchors)):
         unknown = set(chosen) - set(allowed)

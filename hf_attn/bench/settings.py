@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..positions import POSITION_SCHEMES
+from ..runtime.precision import COMPUTED_PRECISIONS
 
-# bf16: the forward pass under torch.autocast(dtype=bfloat16), parameters and AdamW state float32 (as
-# transformers' `Trainer(bf16=True)`); see `timing.train_step`.
-PRECISIONS = ("fp32", "bf16")
 # The transformers models each hf-attn scheme is judged against (its "peers"): RoPE against the rotary
 # models, which do the same rotation work; every other scheme against all three.
 PEERS = {"rope": ("RoFormer", "ModernBERT")}
@@ -99,7 +97,8 @@ class BenchSettings:
         "hf-attn models measured beside the defaults, each SCHEME:FIELD=VALUE (one HfAttnConfig field set), "
         "e.g. RoPE on interleaved pairs instead of halves")
     precision: tuple[str, ...] = _setting(
-        PRECISIONS, "precisions of every throughput case, of fp32, bf16 (bf16: forward under bfloat16 autocast, "
+        COMPUTED_PRECISIONS,
+        "precisions of every throughput case, of fp32, bf16 (bf16: forward under bfloat16 autocast, "
         "parameters float32, as Trainer(bf16=True)); speed-ups compare models of one precision")
     peak_repeats: int = _setting(10, "timed products per GEMM shape of the matmul-peak measurement (the best counts)")
     peak_memory: bool = _setting(True, "measure each model's peak memory per case (one more step under the profiler)")

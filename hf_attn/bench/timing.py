@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..experiments.precision import autocast
+from ..runtime.precision import autocast
 from .models import Candidate
 
 MIB = 2**20

@@ -22,8 +22,8 @@ import yaml
 from transformers import TrainingArguments
 
 from ..configuration_hf_attn import HfAttnConfig, is_count
+from ..runtime.precision import PRECISIONS
 from ..settings import Settings, SettingsError, check_settings, choice, or_none, read_settings, setting
-from .precision import PRECISIONS
 
 
 class ExperimentConfigError(SettingsError):
@@ -60,7 +60,7 @@ class Seq2SeqSettings(Settings):
 
     Attributes:
         num_beams: beams of the beam-search decoding that is scored next to greedy.
-        generator: `hf_attn.experiments.dates.DateGeneratorSettings` fields (how many pairs per split, locales,
+        generator: `hf_attn.tasks.dates.DateGeneratorSettings` fields (how many pairs per split, locales,
             formats, years).
         decoder_context: `attention` (cross-attention over every encoder state) or `pooled` (one mean-pooled
             vector of the encoder: the bottleneck).
@@ -72,7 +72,7 @@ class Seq2SeqSettings(Settings):
 
     def check(self) -> None:
         if self.generator:  # imported here: only `hf-attn seq2seq` experiments need babel
-            from .dates import DateGeneratorSettings
+            from ..tasks.dates import DateGeneratorSettings
 
             DateGeneratorSettings(**check_settings(DateGeneratorSettings, self.generator, "[seq2seq.generator]"))
 
@@ -190,7 +190,7 @@ class Experiment(Settings):
             start the run instead of a fresh encoder with the DAN embedding; `model` may then
             change only the fine-tuning settings in `FINE_TUNING_SETTINGS`.
         precision: `auto` (bfloat16 autocast where the hardware has bfloat16 units, else float32), `bf16` or
-            `fp32`: what training and scoring compute in (`hf_attn.experiments.precision`); parameters
+            `fp32`: what training and scoring compute in (`hf_attn.runtime.precision`); parameters
             and optimizer state stay float32. The one precision setting: `training` may not set `bf16`
             or `fp16`.
         model: `HfAttnConfig` fields, except those the run derives (`DERIVED_MODEL_FIELDS`).

@@ -40,11 +40,11 @@ from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForReplacedTokenDetection, HfAttnForSequenceClassification, HfAttnPreTrainedModel
+from ..runtime.precision import default_device, resolve_precision
 from ..saved import load_strictly
 from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
 from .config import FINE_TUNING_SETTINGS, Experiment
 from .folders import RunFolderError, claim_output_dir, keep_only_checkpoint, process_state, resume_checkpoint
-from .precision import default_device, resolve_precision
 from .records import ExperimentRecord, TrainingClock, check_resumed, init_from_metrics, run_record, write_metrics
 from .stages import (
     STAGE_RECORD,

@@ -21,6 +21,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer import TRAINER_STATE_NAME
 
 from ..modeling_hf_attn import HfAttnPreTrainedModel
+from ..runtime.precision import trainer_precision
 from ..saved import load_strictly
 from .config import Experiment
 from .records import TrainingClock, cli_command, hardware_name
@@ -160,7 +161,7 @@ def write_stage(trainer: Trainer, experiment: Experiment, output_dir: Path, max_
         "train_runtime_s": clock.elapsed_s,
         "wall_time_s": time.time() - started,
         "hardware": hardware_name(trainer.args.device),
-        "precision": "bf16" if trainer.args.bf16 else "fp32",
+        "precision": trainer_precision(trainer.args),
         "checkpoint": str(checkpoint),
         "continue_here": continue_command("--resume"),
         "continue_elsewhere": [f"hf-attn checkpoint --model {checkpoint} --output {committed}",

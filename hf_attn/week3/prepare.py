@@ -20,7 +20,7 @@ from torch.utils.data import TensorDataset
 from ..tasks import load_classification
 from .bpe import save_week3, train_week3_tokenizer
 from .dan import train_dan
-from .tensors import save_week3_split
+from .tensors import SPLIT_FILES, save_week3_split
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def prepare_week3(
     save_week3(tokenizer, output_dir)
 
     tensors = {}
-    for name, filename in (("train", "train_ds.pt"), ("validation", "val_ds.pt"), ("test", "test_ds.pt")):
+    for name, filename in SPLIT_FILES.items():
         part = splits[name]
         tensors[name] = encode_week3(tokenizer, list(part["text"]), list(part["label"]), max_seq)
         save_week3_split(tensors[name], output_dir / "datasets" / filename)

@@ -17,12 +17,13 @@ from ...bench.timing import MIB, interleaved_times, make_batch, peak_memory_byte
 from ...configuration_hf_attn import HfAttnConfig
 from ...modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
 from ...positions import POSITION_SCHEMES
+from ...runtime.precision import autocast, resolve_precision
 from ...saved import beyond_learned_table
+from ...tasks.imdb import load_imdb
 from .. import classification
 from ..config import Experiment
-from ..data import limit_rows, load_imdb
+from ..data import limit_rows
 from ..perplexity import token_stream
-from ..precision import autocast, resolve_precision
 from ..pretraining import IGNORE_INDEX, MaskedLMCollator, masked_once
 from .schema import ATTENTION_MODES, READINGS, SCALINGS, Arena
 

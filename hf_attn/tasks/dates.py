@@ -14,6 +14,7 @@ Two choices keep every source readable in one way only:
   as a reader who knows the writer's locale reads it.
 
 Splits are disjoint by source text (so also by date, locale and format): no held-out source was trained on.
+`DateNormalisation` is the task's entry in the dataset registry (kind `dates`): `hf-attn seq2seq` reads its pairs.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ import datetime
 import random
 import re
 from collections.abc import Sequence
+from typing import ClassVar
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_date
+from datasets import Dataset, DatasetDict
+
+from .sources import PairsSource
 
 # Latin-script locales of CLDR with their own month names and date orders.
 LOCALES = ("en", "de", "fr", "es", "it", "nl", "pt", "sv", "pl", "cs", "fi", "tr")
@@ -54,7 +59,7 @@ class DatePair:
     date: datetime.date
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class DateGeneratorSettings:
     """What `generate_date_pairs` draws: how many pairs per split, from which locales, formats and years.
 
@@ -129,3 +134,22 @@ def generate_date_pairs(settings: DateGeneratorSettings, seed: int) -> dict[str,
         splits[name] = pairs[start : start + wanted[name]]
         start += wanted[name]
     return splits
+
+
+@dataclasses.dataclass(frozen=True)
+class DateNormalisation(DateGeneratorSettings, PairsSource):
+    """The date-normalisation pairs `generate_date_pairs` draws with these settings and `seed`: `input` the written
+    date, `target` its ISO form, with the `locale` and `format` it was written in."""
+
+    kind: ClassVar[str] = "dates"
+    seed: int = 0
+
+    def date_pairs(self) -> dict[str, list[DatePair]]:
+        """The pairs of each split, with how each was made (`hf-attn seq2seq` scores them per locale)."""
+        return generate_date_pairs(self, self.seed)
+
+    def load_pairs(self) -> DatasetDict:
+        return DatasetDict({split: Dataset.from_dict({
+            "input": [pair.source for pair in pairs], "target": [pair.target for pair in pairs],
+            "locale": [pair.locale for pair in pairs], "format": [pair.format for pair in pairs],
+        }) for split, pairs in self.date_pairs().items()})

@@ -1,10 +1,11 @@
-"""The precision an experiment computes in: bfloat16 autocast where the hardware has bfloat16 units, else float32.
+"""The one place that decides what a run computes in: bfloat16 autocast where the hardware has bfloat16 units, else
+float32. Experiments, their commands, the arena and the bench ask it; nothing else names a dtype to compute in.
 
-An experiment's `precision` is `auto` (the default), `bf16` or `fp32`. `bf16` runs the forward and backward
-passes under `torch.autocast(dtype=torch.bfloat16)` (`TrainingArguments(bf16=True)` when training); the
-parameters, gradients and optimizer state stay float32. CPUs with AMX or AVX512-BF16 run bfloat16 matrix
-products several times faster than float32; without them bfloat16 is emulated and slower, so `auto` picks
-it only where the units are there, and asking for `bf16` elsewhere is an error that names the hardware.
+An experiment's (or a command's) `precision` is `auto` (the default), `bf16` or `fp32`. `bf16` runs the forward
+and backward passes under `torch.autocast(dtype=torch.bfloat16)` (`TrainingArguments(bf16=True)` when training);
+the parameters, gradients and optimizer state stay float32. CPUs with AMX or AVX512-BF16 run bfloat16 matrix
+products several times faster than float32; without them bfloat16 is emulated and slower, so `auto` picks it only
+where the units are there, and asking for `bf16` elsewhere is an error that names the hardware.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where it is used: the command line reads PRECISIONS while building its parser
     import torch
+    from transformers import TrainingArguments
 
 PRECISIONS = ("auto", "bf16", "fp32")
+# What `auto` resolves to, float32 first: the precisions a run actually computes in.
+COMPUTED_PRECISIONS = ("fp32", "bf16")
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 matrix or vector instructions (Sapphire Rapids, Zen 4 and later).
 BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 
@@ -102,3 +106,17 @@ def autocast(precision: str, device: torch.device) -> Iterator[None]:
 
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
         yield
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype a matrix product's operands have under `precision` (`bf16` or `fp32`): what autocast hands the
+    matrix units."""
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+
+
+def trainer_precision(arguments: TrainingArguments) -> str:
+    """`bf16` or `fp32`: what a `Trainer` with these arguments computes in (`training_arguments` set its `bf16`
+    from `resolve_precision`)."""
+    return "bf16" if arguments.bf16 else "fp32"
