@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from hf_attn import cli
-from hf_attn.analysis.checkpoint import write_checkpoint
+from hf_attn.publishing.checkpoint import write_checkpoint
 from hf_attn.experiments import precision, stages
 from hf_attn.experiments.classification import train
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
