@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, cli
-from hf_attn.analysis.hub import MODEL_CODE_FILES, build_model_card, push
+from hf_attn.publishing.hub import MODEL_CODE_FILES, build_model_card, push
 from hf_attn.experiments.data import load_sample
 
 transfer = load_tool("transfer")

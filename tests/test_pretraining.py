@@ -12,7 +12,7 @@ from helpers import SMOKE, SMOKE_TINY_MODEL, run_on_two_processes
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, TrainerCallback, pipeline
 
-from hf_attn.analysis.hub import _pretraining_text, card_for_run
+from hf_attn.publishing.hub import _pretraining_text, card_for_run
 from hf_attn.experiments.classification import train
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
 from hf_attn.experiments.data import load_imdb, load_unlabelled

@@ -15,11 +15,11 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from hf_attn import cli
-from hf_attn.analysis.checkpoint import write_checkpoint
 from hf_attn.experiments import stages
 from hf_attn.experiments.classification import train
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
 from hf_attn.experiments.stages import REWARM_SHARE, check_max_time
+from hf_attn.publishing.checkpoint import write_checkpoint
 from hf_attn.runtime import precision
 from hf_attn.runtime.precision import PrecisionError, resolve_precision
 
