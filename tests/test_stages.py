@@ -15,12 +15,12 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from hf_attn import cli
-from hf_attn.publishing.checkpoint import write_checkpoint
 from hf_attn.experiments import precision, stages
 from hf_attn.experiments.classification import train
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
 from hf_attn.experiments.precision import PrecisionError, resolve_precision
 from hf_attn.experiments.stages import REWARM_SHARE, check_max_time
+from hf_attn.publishing.checkpoint import write_checkpoint
 
 # 256 training reviews in batches of 32: 8 steps an epoch, 16 in all, a checkpoint every 4.
 STAGED = ["limit_train=256", "limit_eval=64", "evals_per_epoch=2", "precision=fp32", *SMOKE_TINY_MODEL]
