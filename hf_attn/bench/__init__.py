@@ -5,7 +5,8 @@
 * `settings`: every size, repeat count and model choice (`BenchSettings`; the command line is generated
   from it);
 * `models`: hf-attn candidates and the transformers anchors, built with one shape;
-* `timing`: steps (fp32, or the forward under bfloat16 autocast), interleaved repeats and peak memory;
+* `timing`: the steps (fp32, or the forward under bfloat16 autocast), timed by `hf_attn.timing` (interleaved
+  repeats, peak memory), the package's one clock;
 * `flops`: model FLOPs per step, the measured matmul peak of each precision, MFU;
 * `sections` (throughput, attention scaling, profile), `realistic` (one epoch of real review lengths) and
   `generation` (decoders' `generate()` and KV cache against transformers' Llama; asked for by name);

@@ -34,9 +34,9 @@ from torch import nn
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM
+from ..timing import interleaved_times, summarize
 from .sections import top_operators
 from .settings import BenchSettings
-from .timing import interleaved_times, summarize
 
 LLAMA = "Llama"
 LLAMA_SCHEME = "rope"  # the hf-attn scheme Llama positions with: its rows in the tables, and the profiled pair

@@ -10,10 +10,8 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import shlex
 import sys
-import time
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +20,8 @@ from typing import Any
 import torch
 
 from ..arguments import output_file
-from ..experiments.precision import bf16_units, this_cpu
+from ..experiments.precision import bf16_units
+from ..timing import machine, use_threads
 from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
 from .realistic import bench_realistic
@@ -52,22 +51,12 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     """
     settings = dataclasses.replace(settings or BenchSettings(), **overrides)
     _check(settings)
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
+    use_threads(settings.threads)
     device = torch.device(settings.device)
-    import transformers
-
     results: dict[str, Any] = {
         "settings": dataclasses.asdict(settings),
-        "environment": {
-            "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
-            "machine": platform.machine(), "device": str(device), "threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count(), "cpu": this_cpu(), "precision": list(settings.precision),
-            "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        },
+        "environment": {**machine(device), "precision": list(settings.precision)},
     }
-    if device.type == "cuda":
-        results["environment"]["gpu"] = torch.cuda.get_device_name(device)
     results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
     sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
                 "generation": bench_generation}
