@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import runpy
 from pathlib import Path
 
 import pytest
@@ -430,25 +429,30 @@ def test_modernbert_dropout_follows_the_bench_or_its_own_defaults() -> None:
     assert torch.equal(logits(own, True), logits(own, False))
 
 
-def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> None:
-    """scripts/bench_objectives.py runs a masked-LM and a replaced-token-detection step of one config and
-    records both medians and their ratio."""
-    import sys
-
-    from helpers import REPO
-
-    output = tmp_path / "objectives.json"
-    argv = ["bench_objectives.py", "--config", str(REPO / "configs" / "pretraining" / "pretrain-rope-rtd.yaml"),
-            "--vocab-size", "64", "--batch", "2", "--length", "16", "--repeats", "1", "--warmup", "0",
-            "--output", str(output)]
-    original, sys.argv = sys.argv, argv
-    try:
-        runpy.run_path(str(REPO / "scripts" / "bench_objectives.py"), run_name="__main__")
-    finally:
-        sys.argv = original
-    record = json.loads(output.read_text())
+def test_objective_bench_times_both_pretraining_objectives() -> None:
+    """The objectives section runs a masked-LM and a replaced-token-detection step of one config and records both
+    medians and their ratio."""
+    results = run_benchmark(sections=("objectives",), profile_steps=0, tokenizer_json="", warmup=0,
+                            objectives_config=str(REPO / "configs" / "pretraining" / "pretrain-rope-rtd.yaml"),
+                            objectives_vocab_size=64, objectives_batch=2, objectives_length=16, objectives_repeats=1)
+    record = json.loads(json.dumps(results["objectives"]))
     assert set(record["median_ms"]) == {"mlm", "rtd"} and all(ms > 0 for ms in record["median_ms"].values())
     assert record["rtd_over_mlm"] == pytest.approx(record["median_ms"]["rtd"] / record["median_ms"]["mlm"])
+    assert "## Pretraining objectives" in format_markdown(results)
+
+
+def test_dropout_section_times_eager_and_sdpa_attention_with_dropout_in_both_dtypes() -> None:
+    """The dropout section times one attention with dropout, forward and backward, eager and SDPA, at the bench's
+    heads, in float32 and bfloat16, and records SDPA's median over eager's."""
+    results = run_benchmark(sections=("dropout",), profile_steps=0, tokenizer_json="", hidden_size=16,
+                            num_attention_heads=2, dropout_batch=2, dropout_seq=8, dropout_repeats=2)
+    section = results["dropout"]
+    assert section["shape"] == [2, 2, 8, 8] and section["dropout"] == 0.1
+    assert [row["dtype"] for row in section["rows"]] == ["fp32", "bf16"]
+    for row in section["rows"]:
+        assert len(row["eager"]["times_ms"]) == len(row["sdpa"]["times_ms"]) == 2
+        assert row["sdpa_over_eager"] == pytest.approx(row["sdpa"]["median_ms"] / row["eager"]["median_ms"])
+    assert "| fp32 |" in format_markdown(results)
 
 
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:

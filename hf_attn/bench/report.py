@@ -12,11 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .dropout import format_dropout
+from .objectives import format_objectives
 from .settings import (
     ANCHORS,
     CELL_GOAL,
     GEOMEAN_GOAL,
     OWN_DROPOUT_ANCHORS,
+    SECTIONS,
     is_goal_row,
     peer_families,
     ratio_summary,
@@ -414,7 +417,8 @@ def format_markdown(results: dict[str, Any]) -> str:
            + ". "
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
     formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
-                  "generation": _format_generation, "tokenizer": _format_tokenizer, "profile": _format_profile}
+                  "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
+                  "tokenizer": _format_tokenizer, "profile": _format_profile}
     for name, formatter in formatters.items():
         if name in results:
             out += formatter(results[name])
@@ -480,7 +484,7 @@ def records_table(records: dict[str, dict[str, Any]]) -> str:
             by_precision.setdefault(case["precision"], []).append(case["gflops"])
         around = ", ".join(f"{precision} {min(values):.0f}-{max(values):.0f}" for precision, values in
                            by_precision.items()) or (NOT_RECORDED if "throughput" in record else "")
-        sections = [section for section in ("throughput", "scaling", "realistic", "generation") if section in record]
+        sections = [section for section in SECTIONS if section in record]
         machine = where_it_ran(record)
         body.append([f"`{name}`", environment["started"], ", ".join(sections), machine["CPU"], machine["flags"],
                      machine["threads"], machine["precision"], machine["load"],

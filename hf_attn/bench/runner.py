@@ -22,8 +22,10 @@ import torch
 from ..arguments import output_file
 from ..experiments.precision import bf16_units
 from ..timing import machine, use_threads
+from .dropout import bench_dropout
 from .generation import bench_generation
 from .models import ANCHOR_BUILDERS, Variant
+from .objectives import bench_objectives
 from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling
 from .sections import bench_scaling, bench_throughput, profile_training
@@ -59,7 +61,7 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     }
     results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
     sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
-                "generation": bench_generation}
+                "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout}
     for name in settings.sections:
         results[name] = sections[name](settings, device)
     if settings.profile_steps:
