@@ -90,9 +90,9 @@ def summarize(times: list[float]) -> dict[str, Any]:
             "times_ms": [1e3 * seconds for seconds in times]}
 
 
-def median_ms(steps: Mapping[str, Callable[[], object]], **timing: Any) -> dict[str, float]:
-    """The median milliseconds of each step over `interleaved_times(steps, **timing)`."""
-    return {name: summarize(seconds)["median_ms"] for name, seconds in interleaved_times(steps, **timing).items()}
+def median_seconds(steps: Mapping[str, Callable[[], object]], **timing: Any) -> dict[str, float]:
+    """The median seconds of each step over `interleaved_times(steps, **timing)`."""
+    return {name: statistics.median(seconds) for name, seconds in interleaved_times(steps, **timing).items()}
 
 
 def peak_memory_bytes(step: Callable[[], object], device: torch.device) -> int:

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -23,8 +22,8 @@ from transformers import AutoTokenizer, pipeline
 from transformers.utils import logging
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
-from hf_attn.bench.runner import this_cpu
 from hf_attn.experiments.data import SAMPLE_PATH
+from hf_attn.timing import this_cpu, timed
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (10_000, 100_000, 1_000_000)
@@ -52,10 +51,8 @@ def main() -> None:
                 if "max_direct_length" in changes and size > ONE_PASS_LIMIT:
                     continue
                 tokens = len(tokenizer(text[:size])["input_ids"])
-                start = time.perf_counter()
-                classify(text[:size])
-                rows.append({"policy": policy, "characters": size, "tokens": tokens,
-                             "seconds": round(time.perf_counter() - start, 2)})
+                seconds = timed(lambda: classify(text[:size]))  # noqa: B023 - called at once
+                rows.append({"policy": policy, "characters": size, "tokens": tokens, "seconds": round(seconds, 2)})
                 print(rows[-1], flush=True)
     record = {"command": "python scripts/bench_long_text.py --out " + str(args.out), "cpu": this_cpu(),
               "threads": torch.get_num_threads(), "torch": torch.__version__, "precision": "fp32",

@@ -16,21 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from hf_attn.bench.runner import this_cpu, write_script_record
-
-
-def seconds_of(function: Callable[[], object]) -> float:
-    """The thread's CPU time of one call."""
-    began = time.thread_time()
-    function()
-    return time.thread_time() - began
+from hf_attn.bench.runner import write_script_record
+from hf_attn.timing import interleaved_times, this_cpu, use_threads
 
 
 def main() -> None:
@@ -41,7 +33,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    use_threads(1)
     copies = max(2, args.megabytes * 10**6 // (args.rows * args.columns * 4))
     weights = [torch.randn(args.rows, args.columns) for _ in range(copies)]  # (out, in), as nn.Linear
     transposed = [weight.t().contiguous() for weight in weights]  # (in, out)
@@ -54,14 +46,9 @@ def main() -> None:
         "BLAS, weight (in, out): row @ weight": lambda: [row @ w for w in transposed],
         "(row * weight).sum(-1), compiled": lambda: [fused(row, w) for w in weights],
     }
-    with torch.no_grad():
-        for method in methods.values():  # warm-up; compiles the fused product
-            method()
-        load_start = os.getloadavg()
-        seconds: dict[str, list[float]] = {name: [] for name in methods}
-        for _ in range(args.repeats):
-            for name, method in methods.items():
-                seconds[name].append(seconds_of(method))
+    load_start = os.getloadavg()
+    with torch.no_grad():  # the warm-up compiles the fused product
+        seconds = interleaved_times(methods, warmup=1, repeats=args.repeats, clock="thread")
     gigabytes = whole.numel() * 4 / 1e9
     rows = [{"method": name, "gb_per_s": gigabytes / statistics.median(values),
              "gb_per_s_per_repeat": [gigabytes / value for value in values]} for name, values in seconds.items()]
