@@ -63,8 +63,7 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
                 steps = {c.name: (lambda c=c: step_fn(c, batch, precision)) for c in candidates}
                 operands = gemm_operands(settings, precision, device)
                 steps[MATMUL_STEP] = lambda operands=operands: [torch.mm(left, right) for left, right in operands]
-                times = interleaved_times(steps, prepare | {MATMUL_STEP: lambda: None}, settings.warmup,
-                                          settings.repeats, device)
+                times = interleaved_times(steps, prepare, settings.warmup, settings.repeats, device)
                 matmul = summarize(times[MATMUL_STEP])
                 matmul_gflops = gemm_flops(settings) / (matmul["median_ms"] / 1e3) / 1e9
                 interleaved_peaks.append({"mode": mode, "seq": seq, "precision": precision,
