@@ -455,6 +455,21 @@ def test_dropout_section_times_eager_and_sdpa_attention_with_dropout_in_both_dty
     assert "| fp32 |" in format_markdown(results)
 
 
+def test_long_text_section_times_one_pipeline_call_per_policy_and_size() -> None:
+    """The long-text section reads one text of each size through `pipeline` under each reading policy, the one-pass
+    policy only up to its limit, and records the text's length in tokens (more characters, more tokens)."""
+    results = run_benchmark(sections=("long-text",), profile_steps=0, tokenizer_json="", hidden_size=16,
+                            num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                            long_text_sizes=(300, 900), long_text_one_pass_limit=300,
+                            long_text_tokenizer=str(REPO / "checkpoints" / "rope-whole-reviews"))
+    rows = results["long-text"]["rows"]
+    assert [(row["policy"], row["characters"]) for row in rows] == [
+        ("windows past 8192 (default)", 300), ("windows past 8192 (default)", 900), ("read_length=8192", 300),
+        ("read_length=8192", 900), ("one pass (max_direct_length=None)", 300)]
+    assert all(row["seconds"] > 0 for row in rows) and rows[0]["tokens"] < rows[1]["tokens"]
+    assert "| read_length=8192 | 900 |" in format_markdown(results)
+
+
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
     """The 'faster in' column pairs each repeat with the same repeat of the row's fastest peer, or in records
     from before peers, of the transformers model with the lowest median among those with the bench's dropout

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .dropout import format_dropout
+from .long_text import format_long_text
 from .objectives import format_objectives
 from .settings import (
     ANCHORS,
@@ -418,6 +419,7 @@ def format_markdown(results: dict[str, Any]) -> str:
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
     formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
                   "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
+                  "long-text": format_long_text,
                   "tokenizer": _format_tokenizer, "profile": _format_profile}
     for name, formatter in formatters.items():
         if name in results:

@@ -24,6 +24,7 @@ from ..experiments.precision import bf16_units
 from ..timing import machine, use_threads
 from .dropout import bench_dropout
 from .generation import bench_generation
+from .long_text import bench_long_text
 from .models import ANCHOR_BUILDERS, Variant
 from .objectives import bench_objectives
 from .realistic import bench_realistic
@@ -61,7 +62,8 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     }
     results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
     sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
-                "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout}
+                "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
+                "long-text": bench_long_text}
     for name in settings.sections:
         results[name] = sections[name](settings, device)
     if settings.profile_steps:

@@ -44,7 +44,7 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     """How many of `ratios` (speed-ups over the fastest peer) reach `CELL_GOAL`, the worst, the geometric mean."""
     return {"cells": len(ratios), "met": sum(ratio >= CELL_GOAL for ratio in ratios),
             "geomean": statistics.geometric_mean(ratios), "worst": min(ratios)}
-SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout")
+SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text")
 # Run by default: the others are asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
@@ -155,6 +155,13 @@ class BenchSettings:
     dropout_batch: int = _setting(8, "batch of the dropout section")
     dropout_seq: int = _setting(128, "tokens of the dropout section")
     dropout_repeats: int = _setting(15, "timed forward + backward passes of each attention in the dropout section")
+    # Long-text section: one text through `pipeline`, under each reading policy.
+    long_text_sizes: tuple[int, ...] = _setting(
+        (10_000, 100_000, 1_000_000), "characters of the long-text section's text")
+    long_text_tokenizer: str = _setting(
+        "checkpoints/rope-whole-reviews", "tokenizer folder of the long-text section's classifier")
+    long_text_one_pass_limit: int = _setting(
+        100_000, "longest text (characters) the long-text section reads in one quadratic pass")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
