@@ -470,6 +470,33 @@ def test_long_text_section_times_one_pipeline_call_per_policy_and_size() -> None
     assert "| read_length=8192 | 900 |" in format_markdown(results)
 
 
+def test_streaming_methods_read_every_copy_and_compute_the_same_products() -> None:
+    """The streaming section's methods (the fused product here uncompiled): each product method multiplies the row by
+    every copy of the weight, as `row @ weight.T` does, and the copies together make the megabytes asked for."""
+    from hf_attn.bench.streaming import FUSED, single_row_product, streaming_methods
+
+    settings = BenchSettings(streaming_megabytes=1, streaming_rows=64, streaming_columns=32)
+    methods, copies = streaming_methods(settings, single_row_product, torch.device("cpu"))
+    assert copies == 10**6 // (64 * 32 * 4)
+    linear = methods["BLAS, weight (out, in): nn.functional.linear"]()
+    for name in ("BLAS, weight (in, out): row @ weight", FUSED):
+        products = methods[name]()
+        assert len(products) == copies
+        for mine, reference in zip(products, linear, strict=True):
+            torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-5)
+    assert methods["sum over one tensor"]().shape == ()
+
+
+@pytest.mark.slow
+def test_streaming_section_reports_each_methods_speed() -> None:
+    results = run_benchmark(sections=("streaming",), profile_steps=0, tokenizer_json="",
+                            streaming_megabytes=1, streaming_rows=64, streaming_columns=32, streaming_repeats=2)
+    section = results["streaming"]
+    assert [row["method"] for row in section["rows"]][-1] == "(row * weight).sum(-1), compiled"
+    assert all(row["gb_per_s"] > 0 and len(row["gb_per_s_per_repeat"]) == 2 for row in section["rows"])
+    assert "| sum over one tensor |" in format_markdown(results)
+
+
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
     """The 'faster in' column pairs each repeat with the same repeat of the row's fastest peer, or in records
     from before peers, of the transformers model with the lowest median among those with the bench's dropout

@@ -25,6 +25,7 @@ from .settings import (
     peer_families,
     ratio_summary,
 )
+from .streaming import format_streaming
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -419,7 +420,7 @@ def format_markdown(results: dict[str, Any]) -> str:
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
     formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
                   "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
-                  "long-text": format_long_text,
+                  "long-text": format_long_text, "streaming": format_streaming,
                   "tokenizer": _format_tokenizer, "profile": _format_profile}
     for name, formatter in formatters.items():
         if name in results:

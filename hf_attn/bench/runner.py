@@ -31,6 +31,7 @@ from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling
 from .sections import bench_scaling, bench_throughput, profile_training
 from .settings import PRECISIONS, SECTIONS, BenchSettings
+from .streaming import bench_streaming
 
 
 def _check(settings: BenchSettings) -> None:
@@ -63,7 +64,7 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
     sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
                 "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
-                "long-text": bench_long_text}
+                "long-text": bench_long_text, "streaming": bench_streaming}
     for name in settings.sections:
         results[name] = sections[name](settings, device)
     if settings.profile_steps:

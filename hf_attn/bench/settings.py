@@ -44,7 +44,7 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     """How many of `ratios` (speed-ups over the fastest peer) reach `CELL_GOAL`, the worst, the geometric mean."""
     return {"cells": len(ratios), "met": sum(ratio >= CELL_GOAL for ratio in ratios),
             "geomean": statistics.geometric_mean(ratios), "worst": min(ratios)}
-SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text")
+SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming")
 # Run by default: the others are asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
@@ -162,6 +162,11 @@ class BenchSettings:
         "checkpoints/rope-whole-reviews", "tokenizer folder of the long-text section's classifier")
     long_text_one_pass_limit: int = _setting(
         100_000, "longest text (characters) the long-text section reads in one quadratic pass")
+    # Streaming section: one-row products against a plain pass over memory.
+    streaming_megabytes: int = _setting(160, "data the streaming section reads per call (beyond the caches)")
+    streaming_rows: int = _setting(3072, "weight rows (outputs) of the streaming section, as an nn.Linear stores it")
+    streaming_columns: int = _setting(384, "weight columns (inputs) of the streaming section")
+    streaming_repeats: int = _setting(5, "timed calls of each method of the streaming section")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
