@@ -49,6 +49,8 @@ def synchronize(device: torch.device) -> None:
 
 def timed(step: Callable[[], object], device: torch.device = CPU, clock: str = "wall") -> float:
     """Seconds of one call of `step` on `clock` (`CLOCKS`); CUDA work is waited for on both sides."""
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r}; the clocks are {', '.join(CLOCKS)}")
     read = CLOCKS[clock]
     synchronize(device)
     start = read()

@@ -32,6 +32,8 @@ def test_a_step_is_timed_on_the_clock_asked_for(clock: str) -> None:
             pass
 
     asleep = timing.timed(lambda: time.sleep(0.05), clock=clock)
+    with pytest.raises(ValueError, match="unknown clock 'cpu'; the clocks are wall, thread, process"):
+        timing.timed(spin, clock="cpu")
     assert timing.timed(spin, clock=clock) >= 0.05
     assert (asleep >= 0.05) if clock == "wall" else (asleep < 0.02)
 
