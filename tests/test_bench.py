@@ -354,6 +354,17 @@ def test_peak_memory_counts_only_what_the_step_allocates() -> None:
     assert held_before.numel() == 2_000_000 and kept[0].numel() == 500_000
 
 
+def test_every_section_has_a_run_and_report_lines_in_the_reports_order() -> None:
+    """A section's name in `settings.SECTIONS` has its measuring function and its report lines, and the report
+    shows the sections in that order, before the tokenizer's JSON and the profile."""
+    from hf_attn.bench.report import SECTION_REPORTS
+    from hf_attn.bench.runner import SECTION_RUNS
+    from hf_attn.bench.settings import SECTIONS
+
+    assert tuple(SECTION_RUNS) == SECTIONS
+    assert tuple(SECTION_REPORTS) == (*SECTIONS, "tokenizer", "profile")
+
+
 def test_unknown_section_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown benchmark section"):
         run_benchmark(BenchSettings(sections=("throughput", "typo")))

@@ -17,7 +17,7 @@
 * `runner`: `run_benchmark` and the command-line wiring.
 
 A section is one module with its run and report functions, its settings as `BenchSettings` fields, its name in
-`settings.SECTIONS` and its two functions in `runner.run_benchmark`'s and `report.format_markdown`'s tables.
+`settings.SECTIONS` and its two functions in `runner.SECTION_RUNS` and `report.SECTION_REPORTS`.
 """
 
 from .report import format_markdown, plot_attention_scaling

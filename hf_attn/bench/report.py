@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -404,6 +404,16 @@ def _format_tokenizer(section: Any) -> list[str]:
     return out + ([", ".join(caption) + ".", ""] if caption else []) + [_table(header, body), ""]
 
 
+# The report lines of each part of a record, in the report's order: the sections (`settings.SECTIONS`), then the
+# tokenizer's JSON and the profile.
+SECTION_REPORTS: dict[str, Callable[[Any], list[str]]] = {
+    "throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
+    "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
+    "long-text": format_long_text, "streaming": format_streaming, "tokenizer": _format_tokenizer,
+    "profile": _format_profile,
+}
+
+
 def format_markdown(results: dict[str, Any]) -> str:
     """The report: one table per measured case, then scaling, realistic batches, generation, tokenizer and
     profile."""
@@ -418,11 +428,7 @@ def format_markdown(results: dict[str, Any]) -> str:
            + (f"; bfloat16 units: {env['bf16_units'] or 'none (bf16 is emulated)'}" if "bf16_units" in env else "")
            + ". "
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
-    formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
-                  "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
-                  "long-text": format_long_text, "streaming": format_streaming,
-                  "tokenizer": _format_tokenizer, "profile": _format_profile}
-    for name, formatter in formatters.items():
+    for name, formatter in SECTION_REPORTS.items():
         if name in results:
             out += formatter(results[name])
     if "throughput" in results and "realistic" in results:

@@ -33,6 +33,13 @@ from .sections import bench_scaling, bench_throughput, profile_training
 from .settings import PRECISIONS, SECTIONS, BenchSettings
 from .streaming import bench_streaming
 
+# What measures each of `settings.SECTIONS` (its report lines: `report.SECTION_REPORTS`).
+SECTION_RUNS: dict[str, Callable[[BenchSettings, torch.device], dict[str, Any]]] = {
+    "throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
+    "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
+    "long-text": bench_long_text, "streaming": bench_streaming,
+}
+
 
 def _check(settings: BenchSettings) -> None:
     """Fail on a misspelt section, anchor, precision or variant before minutes of timing, not at its turn."""
@@ -62,11 +69,8 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
         "environment": {**machine(device), "precision": list(settings.precision)},
     }
     results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
-    sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
-                "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
-                "long-text": bench_long_text, "streaming": bench_streaming}
     for name in settings.sections:
-        results[name] = sections[name](settings, device)
+        results[name] = SECTION_RUNS[name](settings, device)
     if settings.profile_steps:
         results["profile"] = profile_training(settings, device)
     if settings.tokenizer_json and Path(settings.tokenizer_json).is_file():
