@@ -26,7 +26,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's hf_attn; the 
 
 from week3_reference import ReferenceTokenizer  # noqa: E402
 
-from hf_attn.bench.runner import this_cpu  # noqa: E402
+from hf_attn.timing import this_cpu, timed  # noqa: E402
 from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast  # noqa: E402
 from hf_attn.week3 import load_week3_tokenizer  # noqa: E402
 
@@ -83,16 +82,11 @@ def tokenizer_of_file(tokenizer: HfAttnTokenizerFast, path: Path) -> HfAttnToken
     return other
 
 
-def cpu_timed(function: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.process_time()
-    result = function()
-    return result, time.process_time() - start
-
-
-def timed(function: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.perf_counter()
-    result = function()
-    return result, time.perf_counter() - start
+def timed_result(function: Callable[[], Any], clock: str = "wall") -> tuple[Any, float]:
+    """What `function()` returns, and its seconds on `clock` (`hf_attn.timing.CLOCKS`)."""
+    results = []
+    seconds = timed(lambda: results.append(function()), clock=clock)
+    return results[0], seconds
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,9 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     reference_times, tensors_times = [], []
     for _ in range(args.repeats):  # interleaved, so that the load of a shared machine hits both alike
         reference = ReferenceTokenizer.from_week3_folder(args.week3)  # cold: an empty per-word cache
-        expected, seconds = timed(lambda: reference_week3(reference, texts))
+        expected, seconds = timed_result(lambda: reference_week3(reference, texts))
         reference_times.append(seconds)
-        tensors, seconds = timed(lambda: encode_week3(tokenizer, texts))
+        tensors, seconds = timed_result(lambda: encode_week3(tokenizer, texts))
         tensors_times.append(seconds)
     reference_seconds, tensors_seconds = statistics.median(reference_times), statistics.median(tensors_times)
     tensors_speedup = statistics.median(ref / mine for ref, mine in zip(reference_times, tensors_times))
@@ -129,11 +123,11 @@ def main(argv: list[str] | None = None) -> None:
     def matches(encoded: Any) -> bool:
         return all(torch.equal(torch.as_tensor(encoded[name]), expected[name]) for name in expected)
 
-    lists, lists_seconds = timed(lambda: encode_week3(tokenizer, texts, return_tensors=None))
+    lists, lists_seconds = timed_result(lambda: encode_week3(tokenizer, texts, return_tensors=None))
 
     whole_reference = ReferenceTokenizer.from_week3_folder(args.week3)
-    whole_expected, whole_reference_seconds = timed(lambda: [whole_reference.encode(text) for text in texts])
-    whole, whole_seconds = timed(lambda: tokenizer(texts)["input_ids"])
+    whole_expected, whole_reference_seconds = timed_result(lambda: [whole_reference.encode(text) for text in texts])
+    whole, whole_seconds = timed_result(lambda: tokenizer(texts)["input_ids"])
 
     against = None
     if args.against is not None:
@@ -141,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         times: dict[str, list[float]] = {"this checkout": [], str(args.against): []}
         for _ in range(args.repeats):
             for name, one in (("this checkout", tokenizer), (str(args.against), other)):
-                encoded, seconds = cpu_timed(lambda one=one: encode_week3(one, texts))
+                encoded, seconds = timed_result(lambda one=one: encode_week3(one, texts), clock="process")
                 times[name].append(seconds)
         against = {
             "cpu_seconds_per_repeat": {name: [round(value, 3) for value in values] for name, values in times.items()},
@@ -151,11 +145,11 @@ def main(argv: list[str] | None = None) -> None:
 
     backend = tokenizer.backend_tokenizer
     end_of_word = tokenizer.end_of_word_id
-    rust, rust_seconds = timed(lambda: backend.encode_batch_fast(texts, add_special_tokens=False))
+    rust, rust_seconds = timed_result(lambda: backend.encode_batch_fast(texts, add_special_tokens=False))
     rust_ids = [[i for i in encoding.ids if i != end_of_word][: tokenizer.model_max_length] for encoding in rust]
 
     dataset = datasets.Dataset.from_dict({"text": texts})
-    mapped, map_seconds = timed(
+    mapped, map_seconds = timed_result(
         lambda: dataset.map(
             lambda batch: encode_week3(tokenizer, batch["text"], return_tensors="np"),
             batched=True,

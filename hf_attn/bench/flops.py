@@ -32,6 +32,7 @@ from torch import nn
 
 from ..positions import PositionScheme
 from ..runtime.precision import compute_dtype
+from ..timing import timed
 from .settings import BenchSettings
 
 MODE_FLOP_FACTORS = {"infer": 1, "train": 3}  # training: forward + backward (2 x forward)
@@ -81,8 +82,6 @@ def gemm_flops(settings: BenchSettings) -> int:
 def matmul_peak(settings: BenchSettings, precision: str, device: torch.device) -> dict[str, Any]:
     """The best GFLOP/s of `torch.mm` in `precision` over `gemm_shapes`, each timed `peak_repeats` times
     after one untimed product (the best, not the median: a peak is what the machine can do)."""
-    from .timing import timed
-
     shapes = []
     for left, right in gemm_operands(settings, precision, device):
         torch.mm(left, right)

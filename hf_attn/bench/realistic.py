@@ -18,9 +18,10 @@ import torch
 from torch import nn
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
+from ..timing import timed
 from .models import ANCHOR_BUILDERS, Candidate, hf_attn_config, supported_backends
 from .settings import OWN_DROPOUT_ANCHORS, WEEK3_VOCAB, BenchSettings, peer_families
-from .timing import make_batch, timed, train_step
+from .timing import make_batch, train_step
 
 STRATEGIES = ("fixed", "dynamic", "grouped")
 

@@ -17,7 +17,8 @@ from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, Trai
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..runtime.precision import this_cpu, trainer_precision
+from ..runtime.cpu import this_cpu
+from ..runtime.precision import trainer_precision
 from .config import SECTIONS, Experiment
 from .folders import RunFolderError
 

@@ -11,10 +11,10 @@ where the units are there, and asking for `bf16` elsewhere is an error that name
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .cpu import this_cpu
 
 if TYPE_CHECKING:  # torch is imported where it is used: the command line reads PRECISIONS while building its parser
     import torch
@@ -29,31 +29,6 @@ BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 
 class PrecisionError(ValueError):
     """A precision that is not one of `PRECISIONS`, or bfloat16 asked of hardware without it."""
-
-
-# The CPU flags that decide how fast a matrix product runs: vector width (AVX2 + FMA, AVX-512) and the
-# bfloat16 / int8 units (AVX-512 BF16 and VNNI, AMX tiles); on an AVX2-only CPU bf16 is emulated.
-MATMUL_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-                    "amx_int8")
-
-
-def cpu_description(cpuinfo: str) -> dict[str, Any]:
-    """The CPU of a `/proc/cpuinfo` text: its model name, and which of `MATMUL_CPU_FLAGS` it has (in that
-    order). Fields missing from the text (another OS, an emulator) are None."""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():  # the first processor's block is enough: the cores of one CPU agree
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
-    flags = fields.get("flags")
-    return {"model": fields.get("model name"),
-            "matmul_flags": None if flags is None else [flag for flag in MATMUL_CPU_FLAGS if flag in flags.split()]}
-
-
-@functools.cache
-def this_cpu() -> dict[str, Any]:
-    """`cpu_description` of this machine (model and flags None where there is no `/proc/cpuinfo`)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    return cpu_description(cpuinfo.read_text() if cpuinfo.is_file() else "")
 
 
 def bf16_units(device: torch.device) -> str | None:
