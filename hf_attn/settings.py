@@ -170,6 +170,12 @@ def read_settings(cls: type[SettingsClass], values: Any, where: str) -> Settings
     """An instance of the settings class `cls` (a `Settings` dataclass) from `values`: checked (`check_settings`),
     then built, which holds it to the class's cross-field rules (`check()`)."""
     checked = check_settings(cls, values, where)
+    missing = [field.name for field in dataclasses.fields(cls)  # type: ignore[arg-type]
+               if field.init and field.name not in checked and field.default is dataclasses.MISSING
+               and field.default_factory is dataclasses.MISSING]
+    if missing:
+        raise SettingsError(f"{where}: {', '.join(f'`{key}`' for key in missing)} must be given ({cls.__name__} has no "
+                            "default for it).")
     try:
         return cls(**checked)
     except ValueError as error:  # a cross-field rule, or a section of `check()`'s

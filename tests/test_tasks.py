@@ -173,8 +173,8 @@ def test_a_data_file_datasets_cannot_read_is_one_line_naming_the_file_and_the_fi
 
 @pytest.mark.parametrize(("spec", "message"), [
     ({"kind": "nope"}, "dataset kind 'nope' is not registered; known kinds"),
-    ({"path": "x.csv", "colour": "red"}, "has no setting(s) ['colour']"),
-    ({"kind": "datasets"}, "missing 1 required positional argument: 'path'"),
+    ({"path": "x.csv", "colour": "red"}, "dataset kind 'datasets': unknown key `colour` for LoadedDataset"),
+    ({"kind": "datasets"}, "dataset kind 'datasets': `path` must be given"),
     ({"path": "x.csv", "test_size": 1.5}, "`test_size` must be a share of the training rows in (0, 1)"),
 ])
 def test_a_dataset_mapping_that_names_no_known_kind_or_setting_is_refused_before_any_work(

@@ -30,6 +30,8 @@ from babel import Locale, UnknownLocaleError
 from babel.dates import format_date
 from datasets import Dataset, DatasetDict
 
+from ..configuration_hf_attn import is_count
+from ..settings import Settings, setting
 from .sources import PairsSource
 
 # Latin-script locales of CLDR with their own month names and date orders.
@@ -60,25 +62,21 @@ class DatePair:
 
 
 @dataclasses.dataclass(frozen=True)
-class DateGeneratorSettings:
+class DateGeneratorSettings(Settings):
     """What `generate_date_pairs` draws: how many pairs per split, from which locales, formats and years.
 
     These are the keys of an experiment's `generator` section (`hf-attn seq2seq`).
     """
 
-    n_train: int = 50_000
-    n_validation: int = 1_000
-    n_test: int = 2_000
+    n_train: int = setting(50_000, accepts=is_count, meaning="a positive integer")
+    n_validation: int = setting(1_000, accepts=is_count, meaning="a positive integer")
+    n_test: int = setting(2_000, accepts=is_count, meaning="a positive integer")
     locales: Sequence[str] = LOCALES
     formats: Sequence[str] = FORMATS
     first_year: int = 1900
     last_year: int = 2099
 
-    def __post_init__(self) -> None:
-        for name in ("n_train", "n_validation", "n_test"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"generator.{name} must be a positive integer, got {value!r}.")
+    def check(self) -> None:
         for locale in self.locales:
             try:
                 Locale.parse(locale)

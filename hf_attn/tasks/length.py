@@ -513,7 +513,7 @@ class GeneratedLengthTask(SequenceTask):
     n_test_per_length: int = 100
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         get_length_task(self.name)  # an unknown task is refused now, naming the known ones
 
     def load_pairs(self) -> DatasetDict:

@@ -20,6 +20,7 @@ import datasets
 import pyarrow.parquet as pq
 from datasets.exceptions import DatasetGenerationError
 
+from ..settings import setting
 from ..tokenization_hf_attn import check_encodable
 from .sources import ClassificationData, DatasetError, LabelledTexts
 
@@ -49,15 +50,11 @@ class LoadedDataset(LabelledTexts):
     text_pair_column: str | None = None
     label_column: str = "label"
     config_name: str | None = None
-    validation_size: float = 0.1
-    test_size: float = 0.1
+    validation_size: float = setting(0.1, accepts=lambda value: 0 < value < 1,
+                                     meaning="a share of the training rows in (0, 1)")
+    test_size: float = setting(0.1, accepts=lambda value: 0 < value < 1,
+                               meaning="a share of the training rows in (0, 1)")
     split_seed: int = 42
-
-    def __post_init__(self) -> None:
-        for field in ("validation_size", "test_size"):
-            value = getattr(self, field)
-            if not (isinstance(value, float | int) and not isinstance(value, bool) and 0 < value < 1):
-                raise DatasetError(f"dataset `{field}` must be a share of the training rows in (0, 1), got {value!r}")
 
     @property
     def is_local(self) -> bool:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..settings import read_settings
 from .dates import DateNormalisation
 from .imdb import IMDB_HUB_ID, ImdbDataset, is_imdb_folder
 from .length import GeneratedLengthTask
@@ -46,16 +46,12 @@ def dataset_source(spec: str | Mapping[str, Any], **columns: str | None) -> Data
     if kind not in DATASETS:
         raise DatasetError(f"dataset kind {kind!r} is not registered; known kinds: {sorted(DATASETS)}")
     source = DATASETS[kind]
-    allowed = [field.name for field in dataclasses.fields(source)]
-    unknown = sorted(set(settings) - set(allowed))
-    if unknown:
-        raise DatasetError(f"dataset kind {kind!r} has no setting(s) {unknown}; its settings: {allowed}")
     try:
-        return source(**settings)
+        return read_settings(source, settings, f"dataset kind {kind!r}")
     except DatasetError:
         raise
-    except (TypeError, ValueError) as error:  # a required setting left out, or a value the source refuses
-        raise DatasetError(f"dataset kind {kind!r}: {error}; its settings: {allowed}") from None
+    except ValueError as error:  # a setting it does not have, a required one left out, or a value it refuses
+        raise DatasetError(str(error)) from None
 
 
 def load_classification(spec: str | Mapping[str, Any] | os.PathLike[str], **columns: str | None) -> ClassificationData:

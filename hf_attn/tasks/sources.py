@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 import datasets
 from transformers import PreTrainedTokenizerFast
 
+from ..settings import Settings
+
 
 class DatasetError(ValueError):
     """A dataset that cannot be read as the task needs it; the message names the column and the source."""
@@ -43,9 +45,9 @@ class ClassificationData:
 
 
 @dataclasses.dataclass(frozen=True)
-class DatasetSource(abc.ABC):
-    """A registered dataset: `kind` is its key in `DATASETS`, its dataclass fields are its settings, and `task` what
-    it holds."""
+class DatasetSource(Settings, abc.ABC):
+    """A registered dataset: `kind` is its key in `DATASETS`, its dataclass fields are its settings (checked as every
+    `Settings` are: types, rules, `check()`), and `task` what it holds."""
 
     kind: ClassVar[str]
     task: ClassVar[str]
