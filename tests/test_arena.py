@@ -278,7 +278,7 @@ def test_a_reading_not_yet_read_on_test_is_blank_never_its_validation_number(are
         del cells["test"]
     del entry["test"]
     record["seeds"] = [42, 43]  # a second seed, not read yet
-    arena_module.run.summarize_readings(record)
+    arena_module.kinds.ReadingCell.summarize(record)
     assert entry["value"] is None and entry["val"]["value"] is not None
     table = arena_module.markdown_report(record)
     row = next(line for line in table.splitlines() if line.startswith("| rope | direct |"))
@@ -647,6 +647,7 @@ def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class ProbeCell(kinds.Cell):
         kind: ClassVar[str] = "probe"
+        section: ClassVar[str] = "probe"
         scheme: str
         seed: int
 
