@@ -87,8 +87,8 @@ class _Values:
 
 @dataclasses.dataclass(frozen=True)
 class Budget(_Values):
-    """One entry of an arena file's `budgets`: overrides of the experiments and the evaluation limits, every key of
-    `BUDGET_SETTINGS` in `values`.
+    """One entry of an arena file's `budgets`: overrides of the experiments and the evaluation limits; the keys the
+    roles and kinds declare in `values` (`BUDGET_SETTINGS`).
 
     Its keys: `classifier` / `pretraining` / `sequence` (experiment keys, sections as mappings, set over the base
     files); `fine_tune` (each scheme's classifier is fine-tuned from its pretrained encoder, `init_from`, not trained
@@ -100,9 +100,11 @@ class Budget(_Values):
     """
 
     values: dict[str, Any]
+    fine_tune: bool = False
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [42])
 
     def settings(self) -> dict[str, Any]:
-        return copy.deepcopy(self.values)
+        return {name: copy.deepcopy(getattr(self, name)) for name in BUDGET_SETTINGS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +193,9 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
     budget_raw = raw["budgets"][budget] or {}
     _check_mapping(budget_raw, BUDGET_SETTINGS, f"{path} [budgets.{budget}]", required=())
     files = {kind: str(path.parent / raw[kind]) for kind in EXPERIMENT_KINDS if kind in raw}
-    arena = Arena(path=path, budget_name=budget, budget=Budget(_defaults(BUDGET_SETTINGS, budget_raw)),
+    budget_values = _defaults(BUDGET_SETTINGS, budget_raw)
+    base = {setting.name: budget_values.pop(setting.name) for setting in BASE_BUDGET_SETTINGS}
+    arena = Arena(path=path, budget_name=budget, budget=Budget(budget_values, **base),
                   schemes=raw["schemes"], values={**_defaults(KIND_SETTINGS, raw), **files},
                   scheme_settings=raw.get("scheme_settings", {}), overrides=tuple(overrides))
     kinds = [kind for kind in CELL_KINDS.values() if kind.in_arena(arena.values)]
