@@ -15,9 +15,10 @@ import torch
 import yaml
 from helpers import REPO, tiny_config_kwargs
 
-from hf_attn import HfAttnConfig
+from hf_attn import HfAttnConfig, HfAttnModel
 from hf_attn.cli import main
 from hf_attn.commands.arena import ARENA_LIMITS
+from hf_attn.configuration_hf_attn import is_count
 from hf_attn.experiments import arena as arena_module
 from hf_attn.experiments import classification, pretraining
 from hf_attn.experiments.arena import (
@@ -28,6 +29,7 @@ from hf_attn.experiments.arena import (
     run_arena,
     trained,
 )
+from hf_attn.experiments.arena.settings import Setting, counts
 from hf_attn.experiments.config import FINE_TUNING_SETTINGS, Experiment
 from hf_attn.experiments.pretraining import EVAL_SEED, IGNORE_INDEX, MaskedLMCollator
 from hf_attn.experiments.records import ExperimentRecord
@@ -682,3 +684,88 @@ def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
     assert record["measured_now"] == ["probe/none/seed42", "probe/rope/seed42"]
     assert fake_measures == [("probe", "none-seed42"), ("probe", "rope-seed42")]
     assert record["probe"] == {"none/42": 1.0, "rope/42": 1.0} and record["reading"] == before["reading"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ParametersCell(arena_module.kinds.Cell):
+    """A kind of cell defined outside the package (docs/contributing.md, "Adding an arena kind"): the parameters of
+    a tiny encoder of each scheme whose positions cover `length` tokens, and how many each position adds."""
+
+    kind: ClassVar[str] = "parameters"
+    section: ClassVar[str] = "parameters"
+    settings: ClassVar[tuple[Setting, ...]] = (
+        Setting("parameter_lengths", counts, "a non-empty list of positive integers", []),)
+    budget_settings: ClassVar[tuple[Setting, ...]] = (Setting("parameter_width", is_count, "a positive integer", 32),)
+    plural: ClassVar[str] = "parameter counts"
+    scheme: str
+    length: int
+
+    @classmethod
+    def of(cls, arena: Any, task: str) -> list[Any]:
+        return [cls(task=task, scheme=scheme, length=length) for scheme in arena.schemes
+                for length in arena.parameter_lengths]
+
+    def group(self, arena: Any) -> tuple[int, ...]:
+        return arena_module.kinds.EVERY_SCHEME
+
+    def parts(self) -> tuple[str, ...]:
+        return self.scheme, str(self.length)
+
+    def depends_on(self, arena: Any) -> tuple[str, ...]:
+        return ("budget.parameter_width",)
+
+    def measure(self, run: Any) -> dict[str, Any]:
+        config = HfAttnConfig(**tiny_config_kwargs(hidden_size=run.arena.budget.parameter_width,
+                                                   max_position_embeddings=self.length,
+                                                   position_embedding_type=self.scheme))
+        return {"value": sum(parameter.numel() for parameter in HfAttnModel(config).parameters())}
+
+    def report(self, record: dict[str, Any], cell: dict[str, Any]) -> None:
+        record[self.section][f"{self.scheme}/{self.length}"] = cell["value"]
+
+    @classmethod
+    def summarize(cls, record: dict[str, Any]) -> None:
+        lengths = sorted(record["settings"]["parameter_lengths"])
+        record["parameters_per_position"] = {
+            scheme: (record[cls.section][f"{scheme}/{lengths[-1]}"] - record[cls.section][f"{scheme}/{lengths[0]}"])
+            / (lengths[-1] - lengths[0]) for scheme in record["settings"]["schemes"]}
+
+    @classmethod
+    def table(cls, record: dict[str, Any], notes: Any) -> list[str]:
+        return ["", "## Parameters each position adds", "", "| scheme | per position |", "|---|---|",
+                *(f"| {scheme} | {value:g} |" for scheme, value in record["parameters_per_position"].items())]
+
+
+def test_a_kind_defined_in_one_class_and_registered_in_one_line_runs_through_an_arena_and_its_report(
+        tmp_path: Path, fake_measures: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ParametersCell` declares its arena-file key, its budget key, its stamp, its measuring, its record section, its
+    summary and its table: registered in `CELL_KINDS`, the arena file takes its keys (checked), a run measures its
+    cells and the report shows them; an arena that gains one of its lengths measures only those cells. Reference:
+    learned positions add one row of `hidden_size` per position, RoPE none."""
+    arena_file = write_arena(tmp_path, **{**GROWING_ARENA, "schemes": ["learned", "rope"]},
+                             parameter_lengths=[64, 128])
+    with pytest.raises(ArenaConfigError, match=r"unknown key\(s\) \['parameter_lengths'\]"):
+        load_arena(arena_file, "tiny")  # not a key of any kind yet
+    monkeypatch.setitem(arena_module.kinds.CELL_KINDS, "parameters", ParametersCell)
+    (tmp_path / "bad").mkdir()
+    bad = write_arena(tmp_path / "bad", **GROWING_ARENA, parameter_lengths=[0])
+    with pytest.raises(ArenaConfigError, match="`parameter_lengths` must be a non-empty list of positive integers"):
+        load_arena(bad, "tiny")
+
+    record = run_arena(load_arena(arena_file, "tiny"), tmp_path / "out", tmp_path / "results")
+    ours = [path for path in record["measured_now"] if path.startswith("parameters/")]
+    assert ours == ["parameters/learned/64", "parameters/learned/128", "parameters/rope/64", "parameters/rope/128"]
+    stamp = json.loads((tmp_path / "results" / "cells" / "parameters" / "rope" / "64.json").read_text())["stamp"]
+    assert stamp == {"kind": "parameters", "version": 2, "settings": {"budget.parameter_width": 32}}
+    assert record["parameters"]["learned/128"] - record["parameters"]["learned/64"] == 64 * 32
+    assert record["parameters"]["rope/128"] == record["parameters"]["rope/64"]
+    assert record["parameters_per_position"] == {"learned": 32.0, "rope": 0.0}
+    table = (tmp_path / "results" / "arena.md").read_text()
+    assert "## Parameters each position adds\n\n| scheme | per position |\n|---|---|\n| learned | 32 |\n| rope | 0 |" \
+        in table
+
+    grown = write_arena(tmp_path, **{**GROWING_ARENA, "schemes": ["learned", "rope"]},
+                        parameter_lengths=[64, 128, 256])
+    record = run_arena(load_arena(grown, "tiny"), tmp_path / "out", tmp_path / "results")
+    assert record["measured_now"] == ["parameters/learned/256", "parameters/rope/256"]
+    assert record["parameters_per_position"] == {"learned": 32.0, "rope": 0.0}

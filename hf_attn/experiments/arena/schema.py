@@ -31,7 +31,7 @@ from .kinds import CELL_KINDS, Cell
 from .roles import ROLES
 from .settings import ArenaConfigError, Setting, subset
 
-BASE_SETTINGS = (  # what every arena file has; the roles and the kinds declare the rest (`ARENA_SETTINGS`)
+BASE_SETTINGS = (  # what every arena file has; the roles and the kinds declare the rest (`arena_settings`)
     Setting("schemes", lambda value: bool(value) and subset(tuple(POSITION_SCHEMES))(value),
             f"a non-empty list of {sorted(POSITION_SCHEMES)}"),
     Setting("scheme_settings", lambda value: isinstance(value, dict)
@@ -63,11 +63,25 @@ def part_settings(kinds: Iterable[type[Cell]]) -> dict[str, Setting]:
                     for setting in (*(ROLES[role].setting() for role in kind.roles), *kind.settings))
 
 
-KIND_SETTINGS = part_settings(CELL_KINDS.values())
-ARENA_SETTINGS = declared((BASE_SETTINGS[0], *KIND_SETTINGS.values(), *BASE_SETTINGS[1:]))
-BUDGET_SETTINGS = declared((*(role.budget_setting() for role in ROLES.values()), *BASE_BUDGET_SETTINGS,
-                            *(setting for kind in CELL_KINDS.values() for setting in kind.budget_settings)))
-EXPERIMENT_KINDS = tuple(role.experiment for role in ROLES.values())  # the keys that name an experiment file
+def kind_settings() -> dict[str, Setting]:
+    """The keys of an arena file the roles and kinds declare (read from the registries as they are now)."""
+    return part_settings(CELL_KINDS.values())
+
+
+def arena_settings() -> dict[str, Setting]:
+    """Every key of an arena file: `schemes`, the roles' and kinds' (`kind_settings`), `scheme_settings`, `budgets`."""
+    return declared((BASE_SETTINGS[0], *kind_settings().values(), *BASE_SETTINGS[1:]))
+
+
+def budget_settings() -> dict[str, Setting]:
+    """Every key of a budget: each role's experiment keys, `fine_tune` and `seeds`, then the kinds'."""
+    return declared((*(role.budget_setting() for role in ROLES.values()), *BASE_BUDGET_SETTINGS,
+                     *(setting for kind in CELL_KINDS.values() for setting in kind.budget_settings)))
+
+
+def experiment_keys() -> tuple[str, ...]:
+    """The keys of an arena file that name an experiment file: one per role."""
+    return tuple(role.experiment for role in ROLES.values())
 
 
 def _defaults(settings: dict[str, Setting], raw: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +102,7 @@ class _Values:
 @dataclasses.dataclass(frozen=True)
 class Budget(_Values):
     """One entry of an arena file's `budgets`: overrides of the experiments and the evaluation limits; the keys the
-    roles and kinds declare in `values` (`BUDGET_SETTINGS`).
+    roles and kinds declare in `values` (`budget_settings`).
 
     Its keys: `classifier` / `pretraining` / `sequence` (experiment keys, sections as mappings, set over the base
     files); `fine_tune` (each scheme's classifier is fine-tuned from its pretrained encoder, `init_from`, not trained
@@ -104,13 +118,13 @@ class Budget(_Values):
     seeds: list[int] = dataclasses.field(default_factory=lambda: [42])
 
     def settings(self) -> dict[str, Any]:
-        return {name: copy.deepcopy(getattr(self, name)) for name in BUDGET_SETTINGS}
+        return {name: copy.deepcopy(getattr(self, name)) for name in budget_settings()}
 
 
 @dataclasses.dataclass(frozen=True)
 class Arena(_Values):
     """A validated arena file with one budget chosen (see `load_arena`); every key the roles and kinds declare
-    (`KIND_SETTINGS`) is in `values`, read as an attribute (`arena.read_lengths`).
+    (`kind_settings`) is in `values`, read as an attribute (`arena.read_lengths`).
 
     An arena of IMDb classifiers names `classifier` and `pretraining` (and what to read them at); an arena of
     sequence tasks names a `sequence` experiment and its `tasks`: each task's experiment keys (`task_keys`: its
@@ -135,7 +149,7 @@ class Arena(_Values):
         settings = {"path": str(self.path), "budget_name": self.budget_name, "budget": self.budget.settings(),
                     "schemes": list(self.schemes), **copy.deepcopy(self.values),
                     "scheme_settings": copy.deepcopy(self.scheme_settings), "overrides": list(self.overrides)}
-        settings["experiment_files"] = {kind: settings[kind] for kind in EXPERIMENT_KINDS if settings[kind]}
+        settings["experiment_files"] = {kind: settings[kind] for kind in experiment_keys() if settings[kind]}
         for kind, path in settings["experiment_files"].items():
             settings[kind] = read_experiment_file(path)
         return settings
@@ -183,7 +197,7 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
         raw = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ArenaConfigError(f"{path} is not valid YAML: {error}") from error
-    _check_mapping(raw, ARENA_SETTINGS, str(path), required=("schemes", "budgets"))
+    _check_mapping(raw, arena_settings(), str(path), required=("schemes", "budgets"))
     _check_parts(raw, path)
     unknown_schemes = sorted(set(raw.get("scheme_settings", {})) - set(raw["schemes"]))
     if unknown_schemes:
@@ -191,12 +205,12 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
     if budget not in raw["budgets"]:
         raise ArenaConfigError(f"{path}: no budget {budget!r}; choose one of {sorted(raw['budgets'])}.")
     budget_raw = raw["budgets"][budget] or {}
-    _check_mapping(budget_raw, BUDGET_SETTINGS, f"{path} [budgets.{budget}]", required=())
-    files = {kind: str(path.parent / raw[kind]) for kind in EXPERIMENT_KINDS if kind in raw}
-    budget_values = _defaults(BUDGET_SETTINGS, budget_raw)
+    _check_mapping(budget_raw, budget_settings(), f"{path} [budgets.{budget}]", required=())
+    files = {kind: str(path.parent / raw[kind]) for kind in experiment_keys() if kind in raw}
+    budget_values = _defaults(budget_settings(), budget_raw)
     base = {setting.name: budget_values.pop(setting.name) for setting in BASE_BUDGET_SETTINGS}
     arena = Arena(path=path, budget_name=budget, budget=Budget(budget_values, **base),
-                  schemes=raw["schemes"], values={**_defaults(KIND_SETTINGS, raw), **files},
+                  schemes=raw["schemes"], values={**_defaults(kind_settings(), raw), **files},
                   scheme_settings=raw.get("scheme_settings", {}), overrides=tuple(overrides))
     kinds = [kind for kind in CELL_KINDS.values() if kind.in_arena(arena.values)]
     for role in dict.fromkeys(role for kind in kinds for role in kind.roles):
