@@ -655,7 +655,7 @@ def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
 
         @classmethod
         def of(cls, arena: Any, task: str) -> list[Any]:
-            return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+            return kinds.each_scheme_and_seed(cls, arena, task)
 
         def group(self, arena: Any) -> tuple[int, ...]:
             return kinds.classifier_group(arena, self.scheme, self.seed)
@@ -689,7 +689,7 @@ def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ParametersCell(arena_module.kinds.Cell):
     """A kind of cell defined outside the package (docs/contributing.md, "Adding an arena kind"): the parameters of
-    a tiny encoder of each scheme whose positions cover `length` tokens, and how many each position adds."""
+    a tiny encoder of every scheme whose positions cover `length` tokens, and how many each position adds."""
 
     kind: ClassVar[str] = "parameters"
     section: ClassVar[str] = "parameters"
@@ -697,38 +697,35 @@ class ParametersCell(arena_module.kinds.Cell):
         Setting("parameter_lengths", counts, "a non-empty list of positive integers", []),)
     budget_settings: ClassVar[tuple[Setting, ...]] = (Setting("parameter_width", is_count, "a positive integer", 32),)
     plural: ClassVar[str] = "parameter counts"
-    scheme: str
     length: int
 
     @classmethod
     def of(cls, arena: Any, task: str) -> list[Any]:
-        return [cls(task=task, scheme=scheme, length=length) for scheme in arena.schemes
-                for length in arena.parameter_lengths]
-
-    def group(self, arena: Any) -> tuple[int, ...]:
-        return arena_module.kinds.EVERY_SCHEME
+        return [cls(task=task, length=length) for length in arena.parameter_lengths]
 
     def parts(self) -> tuple[str, ...]:
-        return self.scheme, str(self.length)
+        return (str(self.length),)
 
     def depends_on(self, arena: Any) -> tuple[str, ...]:
-        return ("budget.parameter_width",)
+        return ("schemes", "budget.parameter_width")  # not the list of lengths: a new one keeps every cell there is
 
     def measure(self, run: Any) -> dict[str, Any]:
-        config = HfAttnConfig(**tiny_config_kwargs(hidden_size=run.arena.budget.parameter_width,
-                                                   max_position_embeddings=self.length,
-                                                   position_embedding_type=self.scheme))
-        return {"value": sum(parameter.numel() for parameter in HfAttnModel(config).parameters())}
+        width = run.arena.budget.parameter_width
+        configs = {scheme: HfAttnConfig(**tiny_config_kwargs(hidden_size=width, max_position_embeddings=self.length,
+                                                             position_embedding_type=scheme))
+                   for scheme in run.arena.schemes}
+        return {"by_scheme": {scheme: sum(parameter.numel() for parameter in HfAttnModel(config).parameters())
+                              for scheme, config in configs.items()}}
 
     def report(self, record: dict[str, Any], cell: dict[str, Any]) -> None:
-        record[self.section][f"{self.scheme}/{self.length}"] = cell["value"]
+        record[self.section][self.length] = cell["by_scheme"]
 
     @classmethod
     def summarize(cls, record: dict[str, Any]) -> None:
-        lengths = sorted(record["settings"]["parameter_lengths"])
+        shortest, longest = min(record[cls.section]), max(record[cls.section])
         record["parameters_per_position"] = {
-            scheme: (record[cls.section][f"{scheme}/{lengths[-1]}"] - record[cls.section][f"{scheme}/{lengths[0]}"])
-            / (lengths[-1] - lengths[0]) for scheme in record["settings"]["schemes"]}
+            scheme: (record[cls.section][longest][scheme] - count) / (longest - shortest)
+            for scheme, count in record[cls.section][shortest].items()}
 
     @classmethod
     def table(cls, record: dict[str, Any], notes: Any) -> list[str]:
@@ -740,7 +737,7 @@ def test_a_kind_defined_in_one_class_and_registered_in_one_line_runs_through_an_
         tmp_path: Path, fake_measures: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     """`ParametersCell` declares its arena-file key, its budget key, its stamp, its measuring, its record section, its
     summary and its table: registered in `CELL_KINDS`, the arena file takes its keys (checked), a run measures its
-    cells and the report shows them; an arena that gains one of its lengths measures only those cells. Reference:
+    cells and the report shows them; an arena that gains one of its lengths measures only that cell. Reference:
     learned positions add one row of `hidden_size` per position, RoPE none."""
     arena_file = write_arena(tmp_path, **{**GROWING_ARENA, "schemes": ["learned", "rope"]},
                              parameter_lengths=[64, 128])
@@ -753,12 +750,14 @@ def test_a_kind_defined_in_one_class_and_registered_in_one_line_runs_through_an_
         load_arena(bad, "tiny")
 
     record = run_arena(load_arena(arena_file, "tiny"), tmp_path / "out", tmp_path / "results")
-    ours = [path for path in record["measured_now"] if path.startswith("parameters/")]
-    assert ours == ["parameters/learned/64", "parameters/learned/128", "parameters/rope/64", "parameters/rope/128"]
-    stamp = json.loads((tmp_path / "results" / "cells" / "parameters" / "rope" / "64.json").read_text())["stamp"]
-    assert stamp == {"kind": "parameters", "version": 2, "settings": {"budget.parameter_width": 32}}
-    assert record["parameters"]["learned/128"] - record["parameters"]["learned/64"] == 64 * 32
-    assert record["parameters"]["rope/128"] == record["parameters"]["rope/64"]
+    assert [path for path in record["measured_now"] if path.startswith("parameters/")] == [
+        "parameters/64", "parameters/128"]
+    stamp = json.loads((tmp_path / "results" / "cells" / "parameters" / "64.json").read_text())["stamp"]
+    assert stamp == {"kind": "parameters", "version": 2,
+                     "settings": {"schemes": ["learned", "rope"], "budget.parameter_width": 32}}
+    counts_by_length = record["parameters"]
+    assert counts_by_length[128]["learned"] - counts_by_length[64]["learned"] == 64 * 32
+    assert counts_by_length[128]["rope"] == counts_by_length[64]["rope"]
     assert record["parameters_per_position"] == {"learned": 32.0, "rope": 0.0}
     table = (tmp_path / "results" / "arena.md").read_text()
     assert "## Parameters each position adds\n\n| scheme | per position |\n|---|---|\n| learned | 32 |\n| rope | 0 |" \
@@ -767,5 +766,5 @@ def test_a_kind_defined_in_one_class_and_registered_in_one_line_runs_through_an_
     grown = write_arena(tmp_path, **{**GROWING_ARENA, "schemes": ["learned", "rope"]},
                         parameter_lengths=[64, 128, 256])
     record = run_arena(load_arena(grown, "tiny"), tmp_path / "out", tmp_path / "results")
-    assert record["measured_now"] == ["parameters/learned/256", "parameters/rope/256"]
+    assert record["measured_now"] == ["parameters/256"]
     assert record["parameters_per_position"] == {"learned": 32.0, "rope": 0.0}

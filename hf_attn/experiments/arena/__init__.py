@@ -24,7 +24,7 @@ writes `arena.md`, `arena.json` and the plots to `--results`; with `--max-time` 
 run (docs/long-runs.md).
 
 The modules, by concern: `settings` (how a key of the arena file is declared), `roles` (the models an arena
-trains: encoder, classifier, decoder), `kinds` (the kinds of cells, one class per file, each owning its settings,
+trains: encoder, classifier, decoder), `kinds` (the kinds of cells, a file each, each class owning its settings,
 stamp, measuring, record section, summary, table and plots; `CELL_KINDS` lists them), `schema` (the arena file and
 its budgets as the roles and kinds declare them, the experiments they make), `cells` (committed measurements),
 `measure` (readings, masked-LM loss, speed), `run` (`run_arena`: the pending cells, the models they need, stages,

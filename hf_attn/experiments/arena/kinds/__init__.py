@@ -1,4 +1,5 @@
-"""The kinds of arena cells, one class per file (`base.Cell` says what a kind declares), and their registry.
+"""The kinds of arena cells, a file each (`encoder`: the two of a scheme's encoder), `base.Cell` saying what a kind
+declares, and their registry.
 
 Adding a kind is one file here and one line in `CELL_KINDS`. The registry's order is the order of the arena file's
 keys the kinds declare, of the sections of the report's record, of its tables and plots, and of a stage's cells
@@ -21,13 +22,13 @@ from .base import (
     cell_summary,
     classifier_group,
     classifier_settings,
+    each_scheme_and_seed,
     encoder_group,
     run_summary,
     settings_of,
 )
 from .classifier import ClassifierCell
-from .mlm import MaskedLMCell
-from .pretraining import PretrainingCell
+from .encoder import MaskedLMCell, PretrainingCell
 from .reading import ReadingCell
 from .sequence import SequenceCell, sequence_summary
 from .speed import SpeedCell
@@ -75,6 +76,7 @@ __all__ = [
     "cell_summary",
     "classifier_group",
     "classifier_settings",
+    "each_scheme_and_seed",
     "encoder_group",
     "plan",
     "run_summary",

@@ -56,6 +56,11 @@ def classifier_group(arena: Arena, scheme: str, seed: int) -> tuple[int, ...]:
 EVERY_SCHEME = (2,)  # last, the cells of every scheme together
 
 
+def each_scheme_and_seed(kind: type[Cell], arena: Arena, task: str) -> list[Cell]:
+    """A cell of `kind` for every scheme and seed of `arena` (a classifier's training, a decoder's), for `task`."""
+    return [kind(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+
+
 def classifier_settings(arena: Arena) -> tuple[str, ...]:
     """What a classifier depends on: its experiment, and its encoder's when it is fine-tuned from one."""
     return tuple(dict.fromkeys(CLASSIFIER_SETTINGS + (ENCODER_SETTINGS if arena.budget.fine_tune else ())))
@@ -142,8 +147,9 @@ class Cell:
         raise NotImplementedError
 
     def group(self, arena: Arena) -> tuple[int, ...]:
-        """Where the cell comes in a stage: `encoder_group`, `classifier_group` or `EVERY_SCHEME`."""
-        raise NotImplementedError
+        """Where the cell comes in a stage: `encoder_group`, `classifier_group`, or by default `EVERY_SCHEME` (after
+        every model's own cells)."""
+        return EVERY_SCHEME
 
     @property
     def path(self) -> str:

@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..roles import Model
-from .base import Cell, cell_summary, classifier_group, classifier_settings, run_summary
+from .base import Cell, cell_summary, classifier_group, classifier_settings, each_scheme_and_seed, run_summary
 
 if TYPE_CHECKING:
     from ..run import ArenaRun
@@ -27,7 +27,7 @@ class ClassifierCell(Cell):
 
     @classmethod
     def of(cls, arena: Arena, task: str) -> list[Cell]:
-        return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+        return each_scheme_and_seed(cls, arena, task)
 
     def group(self, arena: Arena) -> tuple[int, ...]:
         return classifier_group(arena, self.scheme, self.seed)

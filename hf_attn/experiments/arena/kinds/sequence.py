@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..settings import Setting
-from .base import Cell, Notes, cell_summary
+from .base import Cell, Notes, cell_summary, each_scheme_and_seed
 
 if TYPE_CHECKING:
     from ..run import ArenaRun
@@ -83,7 +83,7 @@ class SequenceCell(Cell):
 
     @classmethod
     def of(cls, arena: Arena, task: str) -> list[Cell]:
-        return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+        return each_scheme_and_seed(cls, arena, task)
 
     def group(self, arena: Arena) -> tuple[int, ...]:
         return (3, arena.budget.seeds.index(self.seed), list(arena.tasks).index(self.task),

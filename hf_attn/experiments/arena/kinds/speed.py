@@ -12,7 +12,7 @@ from .. import measure
 from ..measure import ATTENTION_MODES
 from ..roles import ROLES, Model
 from ..settings import ArenaConfigError, Setting, counts
-from .base import ENCODER_SETTINGS, EVERY_SCHEME, Cell, Notes, plot_series
+from .base import ENCODER_SETTINGS, Cell, Notes, plot_series
 
 if TYPE_CHECKING:
     from ..run import ArenaRun
@@ -59,9 +59,6 @@ class SpeedCell(Cell):
     def of(cls, arena: Arena, task: str) -> list[Cell]:
         return [cls(task=task, length=length, batch=batch) for length in arena.speed_lengths
                 for batch in arena.speed_batch_sizes]
-
-    def group(self, arena: Arena) -> tuple[int, ...]:
-        return EVERY_SCHEME
 
     def parts(self) -> tuple[str, ...]:
         return (f"{self.length}-batch{self.batch}",)
