@@ -38,18 +38,24 @@ from .cells import Cells
 from .kinds import CELL_KINDS, DEFAULT_TASK, Cell, plan
 from .measure import masked_lm_loss, mlm_token_budget
 from .report import markdown_report, ranking, standard_error
+from .roles import ROLES, Model, Role
 from .run import ArenaRun, run_arena, trained
 from .schema import Arena, ArenaConfigError, Budget, experiment_for, load_arena
+from .settings import Setting
 
 __all__ = [
     "CELL_KINDS",
     "DEFAULT_TASK",
+    "ROLES",
     "Arena",
     "ArenaConfigError",
     "ArenaRun",
     "Budget",
     "Cell",
     "Cells",
+    "Model",
+    "Role",
+    "Setting",
     "StageClock",
     "StageStopped",
     "experiment_for",
