@@ -38,6 +38,10 @@ class Rule:
     accepts: Callable[[Any], bool]
     meaning: str
 
+    def refusal(self, key: str, value: Any) -> str:
+        """What is said of a value of `key` the rule does not accept."""
+        return f"`{key}` must be {self.meaning}, got {value!r}."
+
 
 def setting(default: Any = dataclasses.MISSING, *, accepts: Callable[[Any], bool] | None = None, meaning: str = "",
             default_factory: Any = dataclasses.MISSING) -> Any:
@@ -64,6 +68,15 @@ def did_you_mean(key: str, known: Collection[str]) -> str:
     if close:
         return f" Did you mean {', '.join(close[:5])}?"
     return f" Allowed: {', '.join(sorted(known))}." if len(known) <= MOST_KEYS_LISTED else ""
+
+
+def refuse_unknown_keys(values: Mapping[str, Any], known: Collection[str], where: str, owner: str,
+                        error: type[SettingsError] = SettingsError) -> None:
+    """An `error` for the first key of `values` that is not one of `known` (the keys of `owner`: a class, a
+    section), with the keys it may have meant."""
+    for key in values:
+        if key not in known:
+            raise error(f"{where}: unknown key `{key}` for {owner}.{did_you_mean(str(key), known)}")
 
 
 def _field_hints(cls: type) -> dict[str, Any]:
@@ -118,7 +131,7 @@ def _check_value(key: str, value: Any, field: dataclasses.Field, hint: Any) -> N
         fits = value is None or matches_type(value, type(default))  # an unresolved annotation: judged by the default
     rule = field.metadata.get("rule")
     if rule is not None and (fits is False or not rule.accepts(value)):
-        raise ValueError(f"`{key}` must be {rule.meaning}, got {value!r}.")
+        raise ValueError(rule.refusal(key, value))
     if fits is False:
         is_mapping = (typing.get_origin(hint) or hint) is dict
         expected = "a mapping" if is_mapping else f"of type {_type_name(hint or type(default))}"
@@ -147,11 +160,10 @@ def check_settings(cls: type, values: Any, where: str) -> dict[str, Any]:
     if not isinstance(values, Mapping):
         raise SettingsError(f"{where}: must be a mapping of {cls.__name__} settings, got {values!r}.")
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
+    refuse_unknown_keys(values, fields, where, cls.__name__)
     hints = _field_hints(cls)
     checked = {}
     for key, value in values.items():
-        if key not in fields:
-            raise SettingsError(f"{where}: unknown key `{key}` for {cls.__name__}.{did_you_mean(str(key), fields)}")
         hint = hints.get(key)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             if not isinstance(value, Mapping):

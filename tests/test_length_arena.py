@@ -113,7 +113,8 @@ def test_an_experiment_file_of_another_dataset_kind_replaces_its_bases_dataset_w
     ({"sequence": None, "tasks": None}, r"name a `classifier` .* or a `sequence` experiment"),
     ({"tasks": None}, r"missing key\(s\) \['tasks'\]"),
     ({"tasks": {"copy": {"dataset": {"name": "copi"}}}}, r"task copy, scheme none\]: .*unknown length task 'copi'"),
-    ({"tasks": {"copy": {"max_lenght": 9}}}, r"task copy, scheme none\]: .*unknown key\(s\) \['max_lenght'\]"),
+    ({"tasks": {"copy": {"max_lenght": 9}}},
+     r"task copy, scheme none\]: .*unknown key `max_lenght` for Experiment. Did you mean max_length"),
 ])
 def test_bad_length_arenas_name_the_problem(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
     path = write_length_arena(tmp_path)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ...positions import POSITION_SCHEMES
+from ...settings import refuse_unknown_keys
 from ..config import (
     FINE_TUNING_SETTINGS,
     Experiment,
@@ -155,19 +156,17 @@ class Arena(_Values):
         return settings
 
 
-def _check_mapping(raw: Any, settings: dict[str, Setting], where: str, required: Sequence[str]) -> None:
+def _check_mapping(raw: Any, settings: dict[str, Setting], where: str, owner: str, required: Sequence[str]) -> None:
     """Unknown keys, missing keys and bad values of one mapping, as an `ArenaConfigError` naming the key."""
     if not isinstance(raw, dict):
         raise ArenaConfigError(f"{where} must be a mapping of keys ({', '.join(settings)}).")
-    unknown = sorted(set(raw) - set(settings))
-    if unknown:
-        raise ArenaConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(settings)}.")
+    refuse_unknown_keys(raw, settings, where, owner, error=ArenaConfigError)
     missing = sorted(set(required) - set(raw))
     if missing:
         raise ArenaConfigError(f"{where}: missing key(s) {missing}.")
     for key, value in raw.items():
         if not settings[key].valid(value):
-            raise ArenaConfigError(f"{where}: `{key}` must be {settings[key].meaning}, got {value!r}.")
+            raise ArenaConfigError(f"{where}: {settings[key].rule.refusal(key, value)}")
 
 
 def _check_parts(raw: dict[str, Any], path: Path) -> None:
@@ -197,7 +196,7 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
         raw = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ArenaConfigError(f"{path} is not valid YAML: {error}") from error
-    _check_mapping(raw, arena_settings(), str(path), required=("schemes", "budgets"))
+    _check_mapping(raw, arena_settings(), str(path), "an arena", required=("schemes", "budgets"))
     _check_parts(raw, path)
     unknown_schemes = sorted(set(raw.get("scheme_settings", {})) - set(raw["schemes"]))
     if unknown_schemes:
@@ -205,7 +204,7 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
     if budget not in raw["budgets"]:
         raise ArenaConfigError(f"{path}: no budget {budget!r}; choose one of {sorted(raw['budgets'])}.")
     budget_raw = raw["budgets"][budget] or {}
-    _check_mapping(budget_raw, budget_settings(), f"{path} [budgets.{budget}]", required=())
+    _check_mapping(budget_raw, budget_settings(), f"{path} [budgets.{budget}]", "a budget", required=())
     files = {kind: str(path.parent / raw[kind]) for kind in experiment_keys() if kind in raw}
     budget_values = _defaults(budget_settings(), budget_raw)
     base = {setting.name: budget_values.pop(setting.name) for setting in BASE_BUDGET_SETTINGS}

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...configuration_hf_attn import is_count
+from ...settings import Rule
 from ..config import ExperimentConfigError
 
 
@@ -18,12 +19,18 @@ class ArenaConfigError(ExperimentConfigError):
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """One key of an arena file (or of its budgets): `valid` says whether a value is good, `meaning` what it must
-    be (`... must be {meaning}, got ...`), `default` its value where the file has none."""
+    be (`... must be {meaning}, got ...`), `default` its value where the file has none. A named `Rule` rather than
+    a dataclass field, as experiments' settings are, because an arena's keys are those its registered kinds and
+    roles declare."""
 
     name: str
     valid: Callable[[Any], bool]
     meaning: str
     default: Any = None
+
+    @property
+    def rule(self) -> Rule:
+        return Rule(self.valid, self.meaning)
 
 
 def counts(value: Any) -> bool:
