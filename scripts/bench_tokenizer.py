@@ -1,7 +1,8 @@
-"""Encode the seed split's 40,000 training reviews with HfAttnTokenizerFast and with the reference.
+"""Encode the seed split's 40,000 training reviews with HfAttnTokenizerFast, with the package's opt-in
+``hf_attn.week3.batch_encoding.encode_batch`` and with the reference.
 
 The reference is the pure-Python encoder of tests/week3_reference.py with its per-word cache, the
-way the Week 3 notebook tokenized. Both start cold and run in the same process, one after the
+way the Week 3 notebook tokenized. All three start cold and run in the same process, one after the
 other, ``--repeats`` times (the median time and the median of the per-repeat ratios are reported),
 and produce the Week 3 output: ``input_ids`` and ``padding_mask`` as ``[N, max_seq]`` int64
 tensors (what the notebook stores in its ``TensorDataset``; the reference builds lists, then
@@ -44,6 +45,7 @@ from week3_reference import ReferenceTokenizer  # noqa: E402
 from hf_attn.timing import this_cpu, timed  # noqa: E402
 from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast  # noqa: E402
 from hf_attn.week3 import load_week3_tokenizer  # noqa: E402
+from hf_attn.week3.batch_encoding import encode_batch  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 
@@ -63,6 +65,11 @@ def seed_train_reviews(imdb: Path, limit: int | None) -> list[str]:
 def encode_week3(tokenizer: HfAttnTokenizerFast, texts: list[str], return_tensors: str | None = "pt") -> Any:
     """The Week 3 encoding: ``max_seq`` ids per review, ``[PAD]``-padded, and the padding mask."""
     return tokenizer(texts, truncation=True, padding="max_length", return_tensors=return_tensors)
+
+
+def batch_week3(tokenizer: HfAttnTokenizerFast, texts: list[str]) -> Any:
+    """The same Week 3 tensors from the package's opt-in word-level path."""
+    return encode_batch(tokenizer, texts, truncation=True, padding="max_length", return_tensors="pt")
 
 
 def reference_week3(reference: ReferenceTokenizer, texts: list[str]) -> dict[str, torch.Tensor]:
@@ -108,15 +115,18 @@ def main(argv: list[str] | None = None) -> None:
     load_start = os.getloadavg()
 
     tokenizer = load_week3_tokenizer(args.week3)
-    reference_times, tensors_times = [], []
-    for _ in range(args.repeats):  # interleaved, so that the load of a shared machine hits both alike
+    reference_times, tensors_times, batch_times = [], [], []
+    for _ in range(args.repeats):  # interleaved, so that the load of a shared machine hits all alike
         reference = ReferenceTokenizer.from_week3_folder(args.week3)  # cold: an empty per-word cache
         expected, seconds = timed_result(lambda: reference_week3(reference, texts))
         reference_times.append(seconds)
         tensors, seconds = timed_result(lambda: encode_week3(tokenizer, texts))
         tensors_times.append(seconds)
+        batch, seconds = timed(lambda: batch_week3(tokenizer, texts))
+        batch_times.append(seconds)
     reference_seconds, tensors_seconds = statistics.median(reference_times), statistics.median(tensors_times)
     tensors_speedup = statistics.median(ref / mine for ref, mine in zip(reference_times, tensors_times))
+    batch_speedup = statistics.median(ref / mine for ref, mine in zip(reference_times, batch_times))
     expected_ids = expected["input_ids"].tolist()
     expected_masks = expected["attention_mask"].tolist()
 
@@ -178,6 +188,10 @@ def main(argv: list[str] | None = None) -> None:
             | {"speedup_vs_reference": round(tensors_speedup, 2),
                "seconds_per_repeat": [round(seconds, 3) for seconds in tensors_times],
                "reference_seconds_per_repeat": [round(seconds, 3) for seconds in reference_times]},
+            row("encode_batch (hf_attn.week3.batch_encoding), one call (tensors)", statistics.median(batch_times),
+                matches(batch))
+            | {"speedup_vs_reference": round(batch_speedup, 2),
+               "seconds_per_repeat": [round(seconds, 3) for seconds in batch_times]},
             row("HfAttnTokenizerFast, one call (Python lists)", lists_seconds, matches(lists)),
             row("reference, every token of every review (lists)", whole_reference_seconds, True)
             | {"speedup_vs_reference": 1.0},
@@ -203,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
             "datasets": datasets.__version__,
             "cpu_count": os.cpu_count(),
             "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM", "unset (on)"),
+            "rayon_num_threads": os.environ.get("RAYON_NUM_THREADS", "unset (one per CPU)"),
             "load_average_start": list(load_start),
             "load_average_end": list(os.getloadavg()),
         },

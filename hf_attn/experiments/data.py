@@ -24,6 +24,8 @@ from ..tasks.imdb import (
     load_unlabelled,
     seed_split_indices,
 )
+from ..tokenization_hf_attn import HfAttnTokenizerFast
+from ..week3.batch_encoding import encode_batch
 
 __all__ = [
     "ACCEPTED_SOURCES",
@@ -70,8 +72,11 @@ def tokenize_splits(
     def encoder(truncate: bool) -> Any:
         def encode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
             texts = (batch["text"], batch["text_pair"]) if "text_pair" in batch else (batch["text"],)
-            encoded = tokenizer(*texts, truncation=truncate, max_length=max_length if truncate else None,
-                                return_attention_mask=True, verbose=truncate)
+            if isinstance(tokenizer, HfAttnTokenizerFast) and len(texts) == 1:  # the same ids, word by word
+                encoded = encode_batch(tokenizer, batch["text"], truncation=truncate, max_length=max_length)
+            else:
+                encoded = tokenizer(*texts, truncation=truncate, max_length=max_length if truncate else None,
+                                    return_attention_mask=True, verbose=truncate)
             return {
                 "input_ids": encoded["input_ids"],
                 "attention_mask": encoded["attention_mask"],
