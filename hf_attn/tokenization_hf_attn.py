@@ -116,7 +116,8 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
                 check_encodable(one, f"text {index + 1}" if batched else "the text")
         if truncation is None:  # transformers truncates when a max_length alone is given
             truncation = max_length is not None
-        limit = None if truncation in (False, "do_not_truncate") else max_length or self.model_max_length
+        limit = self.model_max_length if max_length is None else max_length
+        limit = None if truncation in (False, "do_not_truncate") else limit
         if limit is not None and self.truncation_side == "right" and not is_split_into_words:
             texts = [head_of(one, limit) if isinstance(one, str) else one for one in texts]
         encoded = super().__call__(texts, is_split_into_words=is_split_into_words, return_attention_mask=False,

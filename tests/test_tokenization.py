@@ -691,6 +691,12 @@ def test_word_route_and_rust_route_give_the_same_ids(
     by_words = encode_batch(tokenizer, texts, **options)
     by_texts = tokenizer(texts, **options)
     with_mask = tokenizer(texts, return_special_tokens_mask=True, **options)
+    whole = tokenizer(texts)["input_ids"]
+    if max_length is not None:
+        cut = [ids[:max_length] if truncation_side == "right" else ids[len(ids) - min(max_length, len(ids)):]
+               for ids in whole]
+        assert by_texts["input_ids"] == [ids + [tokenizer.pad_token_id] * (max(map(len, cut)) - len(ids))
+                                         for ids in cut]
     assert by_words["input_ids"] == by_texts["input_ids"] == with_mask["input_ids"]
     assert by_words["attention_mask"] == by_texts["attention_mask"] == with_mask["attention_mask"]
 

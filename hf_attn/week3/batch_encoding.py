@@ -193,12 +193,12 @@ def encode_batch(
     """
     for index, text in enumerate(texts):
         check_encodable(text, f"text {index + 1}")
-    limit = (max_length or tokenizer.model_max_length) if truncation else None
+    pad_length = tokenizer.model_max_length if max_length is None else max_length
+    limit = pad_length if truncation else None
     keep_end = tokenizer.truncation_side == "left"
     flat_ids, lengths = word_level_ids(tokenizer, texts, limit, keep_end)
     kept, kept_lengths = kept_positions(lengths, flat_ids == tokenizer.end_of_word_id, limit, keep_end=keep_end)
     strategy = PaddingStrategy.LONGEST if padding is True else PaddingStrategy(padding or "do_not_pad")
-    pad_length = max_length or tokenizer.model_max_length
     width = padded_width(kept_lengths, strategy, pad_length, pad_to_multiple_of)
     if width is None:
         rows = [row.tolist() for row in np.split(flat_ids[kept], np.cumsum(kept_lengths)[:-1])] if texts else []
