@@ -192,6 +192,7 @@ def test_all_labelled_reviews_match_reference(
     assert len(labelled_reviews) == 50_000
     encoded = tokenizer(labelled_reviews, truncation=False)["input_ids"]
     assert encoded == [reference.encode(text) for text in labelled_reviews]
+    assert encode_batch(tokenizer, labelled_reviews)["input_ids"] == encoded
 
 
 def test_word_split_matches_python_re_on_every_code_point(tokenizer: HfAttnTokenizerFast) -> None:
