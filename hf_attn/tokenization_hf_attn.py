@@ -23,6 +23,7 @@ import re
 from typing import Any, ClassVar
 
 from transformers import BatchEncoding, PreTrainedTokenizerFast
+from transformers.tokenization_utils_base import LARGE_INTEGER
 
 END_OF_WORD_TOKEN = "Ġ"
 """Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
@@ -114,10 +115,7 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         for index, one in enumerate(texts):
             if isinstance(one, str):
                 check_encodable(one, f"text {index + 1}" if batched else "the text")
-        if truncation is None:  # transformers truncates when a max_length alone is given
-            truncation = max_length is not None
-        limit = self.model_max_length if max_length is None else max_length
-        limit = None if truncation in (False, "do_not_truncate") else limit
+        limit = self.truncation_length(truncation, max_length)
         if limit is not None and self.truncation_side == "right" and not is_split_into_words:
             texts = [head_of(one, limit) if isinstance(one, str) else one for one in texts]
         encoded = super().__call__(texts, is_split_into_words=is_split_into_words, return_attention_mask=False,
@@ -135,6 +133,16 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         if not batched and return_tensors is None:  # like transformers: tensors keep the batch axis
             return BatchEncoding({name: values[0] for name, values in data.items()})
         return BatchEncoding(dict(data), tensor_type=return_tensors)
+
+    def truncation_length(self, truncation: bool | str | None, max_length: int | None) -> int | None:
+        """How many tokens ``truncation`` and ``max_length`` keep, read as transformers reads them (None: all)."""
+        if truncation is None:  # transformers truncates when a max_length alone is given
+            truncation = max_length is not None
+        if truncation in (False, "do_not_truncate"):
+            return None
+        if max_length is None and self.model_max_length > LARGE_INTEGER:  # no length known: transformers keeps all
+            return None
+        return self.model_max_length if max_length is None else max_length
 
     def without_end_of_word(self, encoded: dict[str, list[list[Any]]], limit: int | None) -> dict[str, list[list[Any]]]:
         """Each per-token output of a batch without the positions of the lone ``</w>``, then cut to ``limit``

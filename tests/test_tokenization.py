@@ -746,6 +746,19 @@ def test_both_paths_give_the_references_ids_and_masks(
     assert masks == expected_masks
 
 
+@pytest.mark.parametrize("encoder", list(ENCODERS))
+def test_truncation_without_a_known_length_keeps_every_token(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, encoder: str
+) -> None:
+    """A tokenizer saved without ``model_max_length`` (transformers' ``VERY_LARGE_INTEGER``) truncates nothing, as
+    transformers' own tokenizers do."""
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.model_max_length = int(1e30)
+    texts = [HARD_CASES["long_word"], HARD_CASES["plain"]]
+    encoded = ENCODERS[encoder](tokenizer, texts, truncation=True)["input_ids"]
+    assert encoded == [reference.encode(text) for text in texts]
+
+
 def test_head_of_a_text_is_its_prefix_up_to_the_next_piece() -> None:
     assert head_of("a  b\tc d", 2) == "a  b\t"
     assert head_of(" a b", 5) == " a b"

@@ -194,7 +194,7 @@ def encode_batch(
     for index, text in enumerate(texts):
         check_encodable(text, f"text {index + 1}")
     pad_length = tokenizer.model_max_length if max_length is None else max_length
-    limit = pad_length if truncation else None
+    limit = tokenizer.truncation_length(truncation, max_length)
     keep_end = tokenizer.truncation_side == "left"
     flat_ids, lengths = word_level_ids(tokenizer, texts, limit, keep_end)
     kept, kept_lengths = kept_positions(lengths, flat_ids == tokenizer.end_of_word_id, limit, keep_end=keep_end)
