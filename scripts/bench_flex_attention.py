@@ -12,18 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from hf_attn.bench.runner import this_cpu
 from hf_attn.masking import band_blocks
 from hf_attn.modeling_hf_attn import LOCAL_MIN_BLOCK, local_attention_forward
+from hf_attn.timing import median_seconds, this_cpu, timed, use_threads
 
 
 class Heads(torch.nn.Module):
@@ -41,8 +39,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: torch's own choice)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     length, window, heads, scaling = args.length, args.window, Heads(), 96**-0.5
     load_before = os.getloadavg()
     generator = torch.Generator().manual_seed(0)
@@ -52,9 +49,7 @@ def main() -> None:
     block_mask = create_block_mask(lambda b, h, q, k: (q - k).abs() <= window, 1, 1, length, length, device="cpu")
     compiled = torch.compile(flex_attention)
     with torch.inference_mode():
-        start = time.perf_counter()
-        compiled(query, key, value, block_mask=block_mask, scale=scaling)
-        compile_seconds = time.perf_counter() - start
+        compile_seconds = timed(lambda: compiled(query, key, value, block_mask=block_mask, scale=scaling))
         ways = {
             "full (sdpa)": lambda: sdpa_attention_forward(heads, query, key, value, None, scaling=scaling)[0],
             "window by blocks (sdpa)": lambda: local_attention_forward(
@@ -65,12 +60,7 @@ def main() -> None:
                 query, key, value, block_mask=block_mask, scale=scaling).transpose(1, 2),
         }
         outputs = {way: attend() for way, attend in ways.items()}  # also the warm-up
-        times: dict[str, list[float]] = {way: [] for way in ways}
-        for _ in range(args.repeats):
-            for way, attend in ways.items():
-                start = time.perf_counter()
-                attend()
-                times[way].append(time.perf_counter() - start)
+        medians = median_seconds(ways, warmup=0, repeats=args.repeats)
     reference = outputs["window by blocks (sdpa)"]
     record = {
         "what": f"one attention call, 4 heads x 96, batch 1, fp32, inference, {length} tokens, sliding window of "
@@ -80,7 +70,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "load_average_before_after": [load_before, os.getloadavg()],
         "torch": torch.__version__,
-        "median_seconds": {way: statistics.median(runs) for way, runs in times.items()},
+        "median_seconds": medians,
         "flex_compile_seconds": compile_seconds,
         "max_difference_from_blocks": {way: (output - reference).abs().max().item()
                                        for way, output in outputs.items() if way != "full (sdpa)"},

@@ -36,11 +36,14 @@ import transformers
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList
 
 from hf_attn.bench.generation import build_decoders
-from hf_attn.bench.runner import this_cpu, write_script_record
+from hf_attn.bench.runner import write_script_record
 from hf_attn.bench.settings import BenchSettings
 from hf_attn.serving import stream_single_row_products
+from hf_attn.timing import CLOCKS as TIMING_CLOCKS
+from hf_attn.timing import this_cpu, timed, use_threads
 
-CLOCKS = ("wall", "cpu")
+# A row's clocks (its keys wall_ms, cpu_ms) and what each reads.
+CLOCKS = {"wall": TIMING_CLOCKS["wall"], "cpu": TIMING_CLOCKS["thread"]}
 MODES = {"greedy": dict(do_sample=False), "sampling": dict(do_sample=True, top_k=50, temperature=1.0)}
 
 
@@ -50,10 +53,10 @@ class StepClock(LogitsProcessor):
     thread, every operator runs on the calling thread)."""
 
     def __init__(self) -> None:
-        self.times: list[tuple[float, float]] = []
+        self.times: list[tuple[float, ...]] = []
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        self.times.append((time.perf_counter(), time.thread_time()))
+        self.times.append(tuple(read() for read in CLOCKS.values()))
         return scores
 
 
@@ -74,8 +77,8 @@ def generate(model: torch.nn.Module, prompt: torch.Tensor, new_tokens: int, mode
                             min_new_tokens=new_tokens, pad_token_id=0, logits_processor=LogitsProcessorList([clock]),
                             **MODES[mode], **extra)
     pairs = list(zip(clock.times, clock.times[1:]))
-    steps = [[later[index] - earlier[index] for earlier, later in pairs] for index in (0, 1)]
-    return tokens, dict(zip(CLOCKS, steps, strict=True))
+    return tokens, {clock: [later[index] - earlier[index] for earlier, later in pairs]
+                    for index, clock in enumerate(CLOCKS)}
 
 
 def main() -> None:
@@ -88,7 +91,7 @@ def main() -> None:
     parser.add_argument("--no-freezing", action="store_true", help="compile without folding the weights in")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     contexts = [int(value) for value in args.contexts.split(",")]
     settings = BenchSettings(generation_kv_heads=(args.kv_heads,), generation_schemes=("rope",))
     hf_attn, llama = (decoder.model for decoder in
@@ -108,10 +111,9 @@ def main() -> None:
         torch.compiler.reset()
         prompt = torch.randint(0, settings.generation_vocab_size - 1, (1, context), generator=generator)
         for name, (model, extra) in variants.items():  # warm-up; compiles the static variants' step
-            began = time.perf_counter()
-            generate(model, prompt, args.new_tokens, "greedy", settings.seed, extra)
+            first_call = timed(lambda: generate(model, prompt, args.new_tokens, "greedy", settings.seed, extra))  # noqa: B023
             if extra:
-                compile_seconds[f"{name} | {context}"] = time.perf_counter() - began
+                compile_seconds[f"{name} | {context}"] = first_call
         steps = {(name, mode, clock): [] for name in variants for mode in MODES for clock in CLOCKS}
         tokens = {}
         for _ in range(args.repeats):

@@ -24,10 +24,8 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -35,11 +33,11 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from hf_attn import HfAttnModel
 from hf_attn.bench.models import hf_attn_config
-from hf_attn.bench.runner import this_cpu
 from hf_attn.bench.settings import BenchSettings
 from hf_attn.masking import band_blocks, distance_mask
 from hf_attn.modeling_hf_attn import LOCAL_MIN_BLOCK, local_attention_forward
 from hf_attn.positions import POSITION_SCHEMES
+from hf_attn.timing import median_seconds, this_cpu, use_threads
 
 WAYS = ("full", "sliding (dense mask)", "sliding (band)")
 
@@ -78,18 +76,13 @@ def flop_ratios(length: int, window: int) -> dict[str, float]:
 def time_ways(lengths: list[int], window: int, repeats: int, scheme: str) -> dict[str, dict[str, float]]:
     """Median seconds of one forward pass of each way at each length, interleaved."""
     models = {way: build(way, window, max(lengths), scheme) for way in WAYS}
-    timings: dict[str, dict[str, list[float]]] = {str(n): {way: [] for way in WAYS} for n in lengths}
+    medians = {}
     with torch.inference_mode():
         for length in lengths:
             input_ids = torch.randint(0, 500, (1, length), generator=torch.Generator().manual_seed(0))
-            for model in models.values():  # warm-up
-                model(input_ids)
-            for _ in range(repeats):
-                for way, model in models.items():
-                    start = time.perf_counter()
-                    model(input_ids)
-                    timings[str(length)][way].append(time.perf_counter() - start)
-    return {n: {way: statistics.median(times) for way, times in by_way.items()} for n, by_way in timings.items()}
+            steps = {way: (lambda model=model: model(input_ids)) for way, model in models.items()}
+            medians[str(length)] = median_seconds(steps, repeats=repeats)
+    return medians
 
 
 def time_attention_alone(lengths: list[int], window: int, repeats: int) -> dict[str, dict[str, float]]:
@@ -99,7 +92,7 @@ def time_attention_alone(lengths: list[int], window: int, repeats: int) -> dict[
     settings = BenchSettings()
     heads = settings.num_attention_heads
     module = build("full", window, max(lengths), "none").layers[0].self_attn
-    timings: dict[str, dict[str, list[float]]] = {str(n): {way: [] for way in WAYS} for n in lengths}
+    medians = {}
     cpu = torch.device("cpu")
     with torch.inference_mode():
         for length in lengths:
@@ -118,14 +111,8 @@ def time_attention_alone(lengths: list[int], window: int, repeats: int) -> dict[
                                 block=max(window, LOCAL_MIN_BLOCK), device=cpu),
                     sdpa_attention_forward, scaling=module.scaling),
             }
-            for attend in ways.values():  # warm-up
-                attend()
-            for _ in range(repeats):
-                for way, attend in ways.items():
-                    start = time.perf_counter()
-                    attend()
-                    timings[str(length)][way].append(time.perf_counter() - start)
-    return {n: {way: statistics.median(times) for way, times in by_way.items()} for n, by_way in timings.items()}
+            medians[str(length)] = median_seconds(ways, repeats=repeats)
+    return medians
 
 
 def peak_memory(way: str, length: int, window: int, scheme: str) -> float:
@@ -169,15 +156,13 @@ def main() -> None:
     parser.add_argument("--memory-of", nargs=3, metavar=("WAY", "LENGTH", "WINDOW"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_of:
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        use_threads(args.threads)
         way, length, window = args.memory_of
         memory_probe(way, int(length), int(window), args.scheme)
         return
     if args.out is None:
         parser.error("--out is required")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     load_before = os.getloadavg()
     times = time_ways(args.lengths, args.window, args.repeats, args.scheme)
     attention_times = time_attention_alone(args.lengths, args.window, args.repeats)

@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -73,12 +72,12 @@ def _bench(args: argparse.Namespace, chosen: list[str]) -> None:
     import onnxruntime
     import torch
 
-    from hf_attn.bench.runner import this_cpu
     from hf_attn.experiments.data import load_imdb
     from hf_attn.serving import OnnxClassifier, export_classifier
     from hf_attn.serving.onnx import ONNX_FILES
+    from hf_attn.timing import this_cpu, timed, use_threads
 
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     model, tokenizer = _load(args.model, "fp32")
     int8_model = _load(args.model, "int8")[0] if "torch_int8" in chosen else None
     test = load_imdb(args.dataset)["test"]
@@ -123,9 +122,8 @@ def _bench(args: argparse.Namespace, chosen: list[str]) -> None:
             for start in range(0, len(chunk), args.batch_size):
                 batch = [texts[index] for index in chunk[start : start + args.batch_size]]
                 for name in chosen:
-                    began = time.perf_counter()
-                    predicted[name].extend(runners[name](batch).argmax(axis=-1).tolist())
-                    seconds[name] += time.perf_counter() - began
+                    seconds[name] += timed(lambda name=name: predicted[name].extend(  # noqa: B023 - called at once
+                        runners[name](batch).argmax(axis=-1).tolist()))
             read.extend(chunk)
             record.update(reviews=len(read), load_average_at_end=os.getloadavg(),
                           rows=_rows(predicted, seconds, labels[read], files))
@@ -201,8 +199,9 @@ def _peak_memory(variant: str, model_dir: str, onnx_folder: str, texts_file: Pat
     import torch
 
     from hf_attn.serving import OnnxClassifier
+    from hf_attn.timing import use_threads
 
-    torch.set_num_threads(threads)
+    use_threads(threads)
     texts = json.loads(texts_file.read_text())
     after_imports = _peak_rss_mb()
     if variant.startswith("torch"):

@@ -1,8 +1,11 @@
-"""Encode the seed split's 40,000 training reviews with HfAttnTokenizerFast and with the reference.
+"""Encode the seed split's 40,000 training reviews with HfAttnTokenizerFast, with the package's opt-in
+``hf_attn.week3.batch_encoding.encode_batch`` and with the reference.
 
 The reference is the pure-Python encoder of tests/week3_reference.py with its per-word cache, the
-way the Week 3 notebook tokenized. Both start cold and run in the same process, one after the
-other, ``--repeats`` times (the median time and the median of the per-repeat ratios are reported),
+way the Week 3 notebook tokenized. All three start cold and run in the same process, one after the
+other, ``--repeats`` times (the median time and the median of the per-repeat ratios are reported, in wall-clock
+and in CPU time: with ``TOKENIZERS_PARALLELISM=false`` all three run on one thread, and CPU time stands on a
+shared machine where wall-clock time does not),
 and produce the Week 3 output: ``input_ids`` and ``padding_mask`` as ``[N, max_seq]`` int64
 tensors (what the notebook stores in its ``TensorDataset``; the reference builds lists, then
 tensors). Every result is compared id for id with the reference's. The tokenizer is also timed
@@ -26,7 +29,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,9 +44,10 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's hf_attn; the 
 
 from week3_reference import ReferenceTokenizer  # noqa: E402
 
-from hf_attn.bench.runner import this_cpu  # noqa: E402
+from hf_attn.timing import this_cpu, timed  # noqa: E402
 from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast  # noqa: E402
 from hf_attn.week3 import load_week3_tokenizer  # noqa: E402
+from hf_attn.week3.batch_encoding import encode_batch  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 
@@ -66,6 +69,11 @@ def encode_week3(tokenizer: HfAttnTokenizerFast, texts: list[str], return_tensor
     return tokenizer(texts, truncation=True, padding="max_length", return_tensors=return_tensors)
 
 
+def batch_week3(tokenizer: HfAttnTokenizerFast, texts: list[str]) -> Any:
+    """The same Week 3 tensors from the package's opt-in word-level path."""
+    return encode_batch(tokenizer, texts, truncation=True, padding="max_length", return_tensors="pt")
+
+
 def reference_week3(reference: ReferenceTokenizer, texts: list[str]) -> dict[str, torch.Tensor]:
     """The notebook's way: per-text lists from the cached reference encoder, stacked into tensors."""
     encoded = [reference.encode_padded(text) for text in texts]
@@ -83,16 +91,11 @@ def tokenizer_of_file(tokenizer: HfAttnTokenizerFast, path: Path) -> HfAttnToken
     return other
 
 
-def cpu_timed(function: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.process_time()
-    result = function()
-    return result, time.process_time() - start
-
-
-def timed(function: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.perf_counter()
-    result = function()
-    return result, time.perf_counter() - start
+def timed_result(function: Callable[[], Any], clock: str = "wall") -> tuple[Any, float]:
+    """What `function()` returns, and its seconds on `clock` (`hf_attn.timing.CLOCKS`)."""
+    results = []
+    seconds = timed(lambda: results.append(function()), clock=clock)
+    return results[0], seconds
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -114,26 +117,36 @@ def main(argv: list[str] | None = None) -> None:
     load_start = os.getloadavg()
 
     tokenizer = load_week3_tokenizer(args.week3)
-    reference_times, tensors_times = [], []
-    for _ in range(args.repeats):  # interleaved, so that the load of a shared machine hits both alike
+    reference_times, tensors_times, batch_times = [], [], []
+    cpu_times: dict[str, list[float]] = {"reference": [], "HfAttnTokenizerFast": [], "encode_batch": []}
+    for _ in range(args.repeats):  # interleaved, so that the load of a shared machine hits all alike
         reference = ReferenceTokenizer.from_week3_folder(args.week3)  # cold: an empty per-word cache
-        expected, seconds = timed(lambda: reference_week3(reference, texts))
+        (expected, cpu), seconds = timed_result(lambda: timed_result(lambda: reference_week3(reference, texts),
+                                                                     clock="process"))
         reference_times.append(seconds)
-        tensors, seconds = timed(lambda: encode_week3(tokenizer, texts))
+        cpu_times["reference"].append(cpu)
+        (tensors, cpu), seconds = timed_result(lambda: timed_result(lambda: encode_week3(tokenizer, texts),
+                                                                    clock="process"))
         tensors_times.append(seconds)
+        cpu_times["HfAttnTokenizerFast"].append(cpu)
+        (batch, cpu), seconds = timed_result(lambda: timed_result(lambda: batch_week3(tokenizer, texts),
+                                                                  clock="process"))
+        batch_times.append(seconds)
+        cpu_times["encode_batch"].append(cpu)
     reference_seconds, tensors_seconds = statistics.median(reference_times), statistics.median(tensors_times)
     tensors_speedup = statistics.median(ref / mine for ref, mine in zip(reference_times, tensors_times))
+    batch_speedup = statistics.median(ref / mine for ref, mine in zip(reference_times, batch_times))
     expected_ids = expected["input_ids"].tolist()
     expected_masks = expected["attention_mask"].tolist()
 
     def matches(encoded: Any) -> bool:
         return all(torch.equal(torch.as_tensor(encoded[name]), expected[name]) for name in expected)
 
-    lists, lists_seconds = timed(lambda: encode_week3(tokenizer, texts, return_tensors=None))
+    lists, lists_seconds = timed_result(lambda: encode_week3(tokenizer, texts, return_tensors=None))
 
     whole_reference = ReferenceTokenizer.from_week3_folder(args.week3)
-    whole_expected, whole_reference_seconds = timed(lambda: [whole_reference.encode(text) for text in texts])
-    whole, whole_seconds = timed(lambda: tokenizer(texts)["input_ids"])
+    whole_expected, whole_reference_seconds = timed_result(lambda: [whole_reference.encode(text) for text in texts])
+    whole, whole_seconds = timed_result(lambda: tokenizer(texts)["input_ids"])
 
     against = None
     if args.against is not None:
@@ -141,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         times: dict[str, list[float]] = {"this checkout": [], str(args.against): []}
         for _ in range(args.repeats):
             for name, one in (("this checkout", tokenizer), (str(args.against), other)):
-                encoded, seconds = cpu_timed(lambda one=one: encode_week3(one, texts))
+                encoded, seconds = timed_result(lambda one=one: encode_week3(one, texts), clock="process")
                 times[name].append(seconds)
         against = {
             "cpu_seconds_per_repeat": {name: [round(value, 3) for value in values] for name, values in times.items()},
@@ -151,11 +164,11 @@ def main(argv: list[str] | None = None) -> None:
 
     backend = tokenizer.backend_tokenizer
     end_of_word = tokenizer.end_of_word_id
-    rust, rust_seconds = timed(lambda: backend.encode_batch_fast(texts, add_special_tokens=False))
+    rust, rust_seconds = timed_result(lambda: backend.encode_batch_fast(texts, add_special_tokens=False))
     rust_ids = [[i for i in encoding.ids if i != end_of_word][: tokenizer.model_max_length] for encoding in rust]
 
     dataset = datasets.Dataset.from_dict({"text": texts})
-    mapped, map_seconds = timed(
+    mapped, map_seconds = timed_result(
         lambda: dataset.map(
             lambda batch: encode_week3(tokenizer, batch["text"], return_tensors="np"),
             batched=True,
@@ -184,6 +197,10 @@ def main(argv: list[str] | None = None) -> None:
             | {"speedup_vs_reference": round(tensors_speedup, 2),
                "seconds_per_repeat": [round(seconds, 3) for seconds in tensors_times],
                "reference_seconds_per_repeat": [round(seconds, 3) for seconds in reference_times]},
+            row("encode_batch (hf_attn.week3.batch_encoding), one call (tensors)", statistics.median(batch_times),
+                matches(batch))
+            | {"speedup_vs_reference": round(batch_speedup, 2),
+               "seconds_per_repeat": [round(seconds, 3) for seconds in batch_times]},
             row("HfAttnTokenizerFast, one call (Python lists)", lists_seconds, matches(lists)),
             row("reference, every token of every review (lists)", whole_reference_seconds, True)
             | {"speedup_vs_reference": 1.0},
@@ -200,6 +217,11 @@ def main(argv: list[str] | None = None) -> None:
                 matches(mapped.with_format("torch")[:]),
             ),
         ],
+        "cpu_seconds_per_repeat": {name: [round(value, 3) for value in values] for name, values in cpu_times.items()},
+        "cpu_speedup_vs_reference": {
+            name: round(statistics.median(ref / mine for ref, mine in zip(cpu_times["reference"], values)), 2)
+            for name, values in cpu_times.items()
+        },
         "against": against,
         "environment": {
             "cpu": this_cpu(),
@@ -209,12 +231,14 @@ def main(argv: list[str] | None = None) -> None:
             "datasets": datasets.__version__,
             "cpu_count": os.cpu_count(),
             "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM", "unset (on)"),
+            "rayon_num_threads": os.environ.get("RAYON_NUM_THREADS", "unset (one per CPU)"),
             "load_average_start": list(load_start),
             "load_average_end": list(os.getloadavg()),
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"CPU time, median of the per-repeat ratios to the reference's: {report['cpu_speedup_vs_reference']}")
     if against is not None:
         print(f"against {args.against}: {against['speedup']}x its CPU time, identical={against['identical_ids']}")
     for entry in report["rows"]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hf_attn.analysis.checkpoint import committed_classifiers
 from hf_attn.experiments.data import LABEL_NAMES, load_sample
+from hf_attn.publishing.checkpoint import committed_classifiers
 from hf_attn.saved import classifier_pipeline
 
 SHOWN_CHARACTERS = 60  # of each text in the table; the models read more

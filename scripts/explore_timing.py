@@ -13,31 +13,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from hf_attn import timing  # noqa: E402
 from hf_attn.explore.analysis import load_explored, read_text, sample_texts  # noqa: E402
 from hf_attn.explore.page import pictures, window_views  # noqa: E402
 
 
 def median_seconds(work, repeats: int) -> tuple[float, float]:  # noqa: ANN001 - a function of no arguments
-    """The median wall-clock and CPU seconds (all threads) of `work()` after one warm-up: on a machine that
-    other jobs share, the CPU time says what the work itself costs."""
-    work()
-    walls, cpus = [], []
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        work()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return round(statistics.median(walls), 3), round(statistics.median(cpus), 3)
+    """The median wall-clock and CPU seconds (all threads) of `work()` after one warm-up, each over `repeats` calls
+    of its own: on a machine that other jobs share, the CPU time says what the work itself costs."""
+    return tuple(round(timing.median_seconds({"work": work}, repeats=repeats, clock=clock)["work"], 3)
+                 for clock in ("wall", "process"))
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import argparse
 import copy
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,8 +32,9 @@ import transformers
 from bench_generation_compiled import compile_config, generate
 from torch import nn
 
+from hf_attn import timing
 from hf_attn.bench.generation import build_decoders
-from hf_attn.bench.runner import this_cpu, write_script_record
+from hf_attn.bench.runner import write_script_record
 from hf_attn.bench.settings import BenchSettings
 
 PARTS = ("step", "forward", "generate_own", "weight_products", "rest_of_forward")
@@ -48,9 +48,10 @@ class ForwardClock:
         self.seconds: list[float] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        began = time.thread_time()
+        clock = timing.CLOCKS["thread"]
+        began = clock()
         output = self.function(*args, **kwargs)
-        self.seconds.append(time.thread_time() - began)
+        self.seconds.append(clock() - began)
         return output
 
 
@@ -93,7 +94,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    timing.use_threads(1)
     settings = BenchSettings(generation_kv_heads=(4,), generation_schemes=("rope",))
     hf_attn, llama = (decoder.model for decoder in
                       build_decoders(settings, args.context + args.new_tokens, torch.device("cpu")))
@@ -116,11 +117,10 @@ def main() -> None:
             forwards = [second for clock in clocks[name] for second in clock.seconds]
             if len(forwards) != args.new_tokens - 1:
                 raise RuntimeError(f"{name}: {len(forwards)} decoding steps clocked, {args.new_tokens - 1} expected")
-            began = time.thread_time()
-            for _ in range(args.new_tokens):
-                products[name]()
+            all_products = timing.timed(lambda: [products[name]() for _ in range(args.new_tokens)],  # noqa: B023
+                                        clock="thread")
             measured = {"step": statistics.median(seconds["cpu"]), "forward": statistics.median(forwards),
-                        "weight_products": (time.thread_time() - began) / args.new_tokens}
+                        "weight_products": all_products / args.new_tokens}
             measured["generate_own"] = measured["step"] - measured["forward"]
             measured["rest_of_forward"] = measured["forward"] - measured["weight_products"]
             for part, value in measured.items():
@@ -134,7 +134,8 @@ def main() -> None:
     results = {
         "command": f"python scripts/profile_generation_step.py --context {args.context} --new-tokens "
                    f"{args.new_tokens} --repeats {args.repeats} --out {args.out}",
-        "environment": {"cpu": this_cpu(), "threads": 1, "cpus": os.cpu_count(), "load_average_start": load_start,
+        "environment": {"cpu": timing.this_cpu(), "threads": 1, "cpus": os.cpu_count(),
+                        "load_average_start": load_start,
                         "load_average_end": os.getloadavg(), "torch": torch.__version__,
                         "transformers": transformers.__version__},
         "context": args.context, "new_tokens": args.new_tokens, "repeats": args.repeats,

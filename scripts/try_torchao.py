@@ -16,7 +16,6 @@ import argparse
 import copy
 import json
 import os
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 import torchao
 from torchao.quantization import Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig, quantize_
 
-from hf_attn.bench.runner import this_cpu
+from hf_attn import timing
 from hf_attn.experiments.data import load_imdb
 from hf_attn.saved import load_saved_classifier
 
@@ -44,7 +43,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls of each variant on the fixed batch")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    timing.use_threads(args.threads)
     model, tokenizer = load_saved_classifier(args.model)
     model.eval()
     variants = {"torch_fp32": model, "torch_ao_dynamic_int8": _torch_ao_int8(model)}
@@ -70,7 +69,8 @@ def main() -> None:
     record = {"command": "python scripts/try_torchao.py " + " ".join(
                   f"--{key.replace('_', '-')} {value}" for key, value in vars(args).items()
                   if value not in (None, False)).replace(" True", ""),
-              "cpu": this_cpu(), "threads": args.threads, "torch": torch.__version__, "torchao": torchao.__version__,
+              "cpu": timing.this_cpu(), "threads": args.threads, "torch": torch.__version__,
+              "torchao": torchao.__version__,
               "load_average_at_start": os.getloadavg(),
               "eager": {"reviews": len(texts), "read": "whole, batches sorted by length",
                         "rows": _rows(eager, labels)}}
@@ -83,9 +83,7 @@ def main() -> None:
                                                                             dynamic=False)}
         compile_seconds = {}
         for name, network in compiled_variants.items():  # compiles (and warms) outside the timing
-            began = time.perf_counter()
-            logits(network, fixed, **cut)
-            compile_seconds[name] = round(time.perf_counter() - began, 1)
+            compile_seconds[name] = round(timing.timed(lambda: logits(network, fixed, **cut)), 1)  # noqa: B023
         timed = _interleaved({name: (lambda batch, network=network: logits(network, batch, **cut))
                               for name, network in compiled_variants.items()}, [fixed] * args.repeats)
         record["compiled"] = {"batch": f"the {len(fixed)} longest of the reviews above, cut to "
@@ -110,9 +108,8 @@ def _interleaved(runners: dict[str, Callable[[list[str]], np.ndarray]],
     seconds, predicted = dict.fromkeys(runners, 0.0), {name: [] for name in runners}
     for batch in batches:
         for name, run in runners.items():
-            began = time.perf_counter()
-            predicted[name].extend(run(batch).argmax(axis=-1).tolist())
-            seconds[name] += time.perf_counter() - began
+            seconds[name] += timing.timed(lambda: predicted[name].extend(  # noqa: B023 - called at once
+                run(batch).argmax(axis=-1).tolist()))
     return {name: (seconds[name], predicted[name]) for name in runners}
 
 

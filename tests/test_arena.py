@@ -15,9 +15,10 @@ import torch
 import yaml
 from helpers import REPO, tiny_config_kwargs
 
-from hf_attn import HfAttnConfig
+from hf_attn import HfAttnConfig, HfAttnModel
 from hf_attn.cli import main
 from hf_attn.commands.arena import ARENA_LIMITS
+from hf_attn.configuration_hf_attn import is_count
 from hf_attn.experiments import arena as arena_module
 from hf_attn.experiments import classification, pretraining
 from hf_attn.experiments.arena import (
@@ -28,6 +29,7 @@ from hf_attn.experiments.arena import (
     run_arena,
     trained,
 )
+from hf_attn.experiments.arena.settings import Setting, counts
 from hf_attn.experiments.config import FINE_TUNING_SETTINGS, Experiment
 from hf_attn.experiments.pretraining import EVAL_SEED, IGNORE_INDEX, MaskedLMCollator
 from hf_attn.experiments.records import ExperimentRecord
@@ -205,8 +207,9 @@ def test_the_shipped_arena_file_loads_every_budget(budget: str) -> None:
     ({"schemes": ["rope", "xpos"]}, "`schemes` must be"),
     ({"read_lengths": [128, 0]}, "`read_lengths` must be"),
     ({"window_stride": 512}, "`window_stride` 512 is longer than the training length"),
-    ({"sliding_windw": 64}, r"unknown key\(s\) \['sliding_windw'\]"),
-    ({"budgets": {"tiny": {"eval_limit": 5, "mlm_tokns": 10}}}, r"\[budgets.tiny\]: unknown key\(s\) \['mlm_tokns'\]"),
+    ({"sliding_windw": 64}, r"unknown key `sliding_windw` for an arena. Did you mean sliding_window\?"),
+    ({"budgets": {"tiny": {"eval_limit": 5, "mlm_tokns": 10}}},
+     r"\[budgets.tiny\]: unknown key `mlm_tokns` for a budget. Did you mean mlm_tokens\?"),
     ({"budgets": {"tiny": {"classifier": {"model": {"hiden_size": 8}}}}}, "hiden_size"),
 ])
 def test_bad_arena_files_name_the_key(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
@@ -278,7 +281,7 @@ def test_a_reading_not_yet_read_on_test_is_blank_never_its_validation_number(are
         del cells["test"]
     del entry["test"]
     record["seeds"] = [42, 43]  # a second seed, not read yet
-    arena_module.run.summarize_readings(record)
+    arena_module.kinds.ReadingCell.summarize(record)
     assert entry["value"] is None and entry["val"]["value"] is not None
     table = arena_module.markdown_report(record)
     row = next(line for line in table.splitlines() if line.startswith("| rope | direct |"))
@@ -647,12 +650,13 @@ def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class ProbeCell(kinds.Cell):
         kind: ClassVar[str] = "probe"
+        section: ClassVar[str] = "probe"
         scheme: str
         seed: int
 
         @classmethod
         def of(cls, arena: Any, task: str) -> list[Any]:
-            return [cls(task=task, scheme=scheme, seed=seed) for scheme in arena.schemes for seed in arena.budget.seeds]
+            return kinds.each_scheme_and_seed(cls, arena, task)
 
         def group(self, arena: Any) -> tuple[int, ...]:
             return kinds.classifier_group(arena, self.scheme, self.seed)
@@ -681,3 +685,87 @@ def test_an_arena_that_gains_a_kind_of_cell_measures_only_its_cells(
     assert record["measured_now"] == ["probe/none/seed42", "probe/rope/seed42"]
     assert fake_measures == [("probe", "none-seed42"), ("probe", "rope-seed42")]
     assert record["probe"] == {"none/42": 1.0, "rope/42": 1.0} and record["reading"] == before["reading"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ParametersCell(arena_module.kinds.Cell):
+    """A kind of cell defined outside the package (docs/contributing.md, "Adding an arena kind"): the parameters of
+    a tiny encoder of every scheme whose positions cover `length` tokens, and how many each position adds."""
+
+    kind: ClassVar[str] = "parameters"
+    section: ClassVar[str] = "parameters"
+    settings: ClassVar[tuple[Setting, ...]] = (
+        Setting("parameter_lengths", counts, "a non-empty list of positive integers", []),)
+    budget_settings: ClassVar[tuple[Setting, ...]] = (Setting("parameter_width", is_count, "a positive integer", 32),)
+    plural: ClassVar[str] = "parameter counts"
+    length: int
+
+    @classmethod
+    def of(cls, arena: Any, task: str) -> list[Any]:
+        return [cls(task=task, length=length) for length in arena.parameter_lengths]
+
+    def parts(self) -> tuple[str, ...]:
+        return (str(self.length),)
+
+    def depends_on(self, arena: Any) -> tuple[str, ...]:
+        return ("schemes", "budget.parameter_width")  # not the list of lengths: a new one keeps every cell there is
+
+    def measure(self, run: Any) -> dict[str, Any]:
+        width = run.arena.budget.parameter_width
+        configs = {scheme: HfAttnConfig(**tiny_config_kwargs(hidden_size=width, max_position_embeddings=self.length,
+                                                             position_embedding_type=scheme))
+                   for scheme in run.arena.schemes}
+        return {"by_scheme": {scheme: sum(parameter.numel() for parameter in HfAttnModel(config).parameters())
+                              for scheme, config in configs.items()}}
+
+    def report(self, record: dict[str, Any], cell: dict[str, Any]) -> None:
+        record[self.section][self.length] = cell["by_scheme"]
+
+    @classmethod
+    def summarize(cls, record: dict[str, Any]) -> None:
+        shortest, longest = min(record[cls.section]), max(record[cls.section])
+        record["parameters_per_position"] = {
+            scheme: (record[cls.section][longest][scheme] - count) / (longest - shortest)
+            for scheme, count in record[cls.section][shortest].items()}
+
+    @classmethod
+    def table(cls, record: dict[str, Any], notes: Any) -> list[str]:
+        return ["", "## Parameters each position adds", "", "| scheme | per position |", "|---|---|",
+                *(f"| {scheme} | {value:g} |" for scheme, value in record["parameters_per_position"].items())]
+
+
+def test_a_kind_defined_in_one_class_and_registered_in_one_line_runs_through_an_arena_and_its_report(
+        tmp_path: Path, fake_measures: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ParametersCell` declares its arena-file key, its budget key, its stamp, its measuring, its record section, its
+    summary and its table: registered in `CELL_KINDS`, the arena file takes its keys (checked), a run measures its
+    cells and the report shows them; an arena that gains one of its lengths measures only that cell. Reference:
+    learned positions add one row of `hidden_size` per position, RoPE none."""
+    arena_file = write_arena(tmp_path, **{**GROWING_ARENA, "schemes": ["learned", "rope"]},
+                             parameter_lengths=[64, 128])
+    with pytest.raises(ArenaConfigError, match=r"unknown key `parameter_lengths` for an arena"):
+        load_arena(arena_file, "tiny")  # not a key of any kind yet
+    monkeypatch.setitem(arena_module.kinds.CELL_KINDS, "parameters", ParametersCell)
+    (tmp_path / "bad").mkdir()
+    bad = write_arena(tmp_path / "bad", **GROWING_ARENA, parameter_lengths=[0])
+    with pytest.raises(ArenaConfigError, match="`parameter_lengths` must be a non-empty list of positive integers"):
+        load_arena(bad, "tiny")
+
+    record = run_arena(load_arena(arena_file, "tiny"), tmp_path / "out", tmp_path / "results")
+    assert [path for path in record["measured_now"] if path.startswith("parameters/")] == [
+        "parameters/64", "parameters/128"]
+    stamp = json.loads((tmp_path / "results" / "cells" / "parameters" / "64.json").read_text())["stamp"]
+    assert stamp == {"kind": "parameters", "version": 2,
+                     "settings": {"schemes": ["learned", "rope"], "budget.parameter_width": 32}}
+    counts_by_length = record["parameters"]
+    assert counts_by_length[128]["learned"] - counts_by_length[64]["learned"] == 64 * 32
+    assert counts_by_length[128]["rope"] == counts_by_length[64]["rope"]
+    assert record["parameters_per_position"] == {"learned": 32.0, "rope": 0.0}
+    table = (tmp_path / "results" / "arena.md").read_text()
+    assert "## Parameters each position adds\n\n| scheme | per position |\n|---|---|\n| learned | 32 |\n| rope | 0 |" \
+        in table
+
+    grown = write_arena(tmp_path, **{**GROWING_ARENA, "schemes": ["learned", "rope"]},
+                        parameter_lengths=[64, 128, 256])
+    record = run_arena(load_arena(grown, "tiny"), tmp_path / "out", tmp_path / "results")
+    assert record["measured_now"] == ["parameters/256"]
+    assert record["parameters_per_position"] == {"learned": 32.0, "rope": 0.0}

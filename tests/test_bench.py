@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import runpy
 from pathlib import Path
 
 import pytest
@@ -26,10 +25,10 @@ from hf_attn.bench.models import ANCHOR_BUILDERS, build_candidates, build_modern
 from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import _faster_repeats, read_records, records_table, with_records_table
 from hf_attn.bench.settings import ANCHORS
-from hf_attn.bench.timing import infer_step, make_batch, peak_memory_bytes, train_step
+from hf_attn.bench.timing import infer_step, make_batch, train_step
 from hf_attn.caching import GrowingCacheLayer
-from hf_attn.experiments.precision import cpu_description
 from hf_attn.positions import POSITION_SCHEMES
+from hf_attn.timing import cpu_description, peak_memory_bytes
 
 # Every section and every scheme, at sizes that make each step a few milliseconds.
 TOY = [
@@ -355,6 +354,17 @@ def test_peak_memory_counts_only_what_the_step_allocates() -> None:
     assert held_before.numel() == 2_000_000 and kept[0].numel() == 500_000
 
 
+def test_every_section_has_a_run_and_report_lines_in_the_reports_order() -> None:
+    """A section's name in `settings.SECTIONS` has its measuring function and its report lines, and the report
+    shows the sections in that order, before the tokenizer's JSON and the profile."""
+    from hf_attn.bench.report import SECTION_REPORTS
+    from hf_attn.bench.runner import SECTION_RUNS
+    from hf_attn.bench.settings import SECTIONS
+
+    assert tuple(SECTION_RUNS) == SECTIONS
+    assert tuple(SECTION_REPORTS) == (*SECTIONS, "tokenizer", "profile")
+
+
 def test_unknown_section_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown benchmark section"):
         run_benchmark(BenchSettings(sections=("throughput", "typo")))
@@ -430,25 +440,72 @@ def test_modernbert_dropout_follows_the_bench_or_its_own_defaults() -> None:
     assert torch.equal(logits(own, True), logits(own, False))
 
 
-def test_objective_bench_times_both_pretraining_objectives(tmp_path: Path) -> None:
-    """scripts/bench_objectives.py runs a masked-LM and a replaced-token-detection step of one config and
-    records both medians and their ratio."""
-    import sys
-
-    from helpers import REPO
-
-    output = tmp_path / "objectives.json"
-    argv = ["bench_objectives.py", "--config", str(REPO / "configs" / "pretraining" / "pretrain-rope-rtd.yaml"),
-            "--vocab-size", "64", "--batch", "2", "--length", "16", "--repeats", "1", "--warmup", "0",
-            "--output", str(output)]
-    original, sys.argv = sys.argv, argv
-    try:
-        runpy.run_path(str(REPO / "scripts" / "bench_objectives.py"), run_name="__main__")
-    finally:
-        sys.argv = original
-    record = json.loads(output.read_text())
+def test_objective_bench_times_both_pretraining_objectives() -> None:
+    """The objectives section runs a masked-LM and a replaced-token-detection step of one config and records both
+    medians and their ratio."""
+    results = run_benchmark(sections=("objectives",), profile_steps=0, tokenizer_json="", warmup=0,
+                            objectives_config=str(REPO / "configs" / "pretraining" / "pretrain-rope-rtd.yaml"),
+                            objectives_vocab_size=64, objectives_batch=2, objectives_length=16, objectives_repeats=1)
+    record = json.loads(json.dumps(results["objectives"]))
     assert set(record["median_ms"]) == {"mlm", "rtd"} and all(ms > 0 for ms in record["median_ms"].values())
     assert record["rtd_over_mlm"] == pytest.approx(record["median_ms"]["rtd"] / record["median_ms"]["mlm"])
+    assert "## Pretraining objectives" in format_markdown(results)
+
+
+def test_dropout_section_times_eager_and_sdpa_attention_with_dropout_in_both_dtypes() -> None:
+    """The dropout section times one attention with dropout, forward and backward, eager and SDPA, at the bench's
+    heads, in float32 and bfloat16, and records SDPA's median over eager's."""
+    results = run_benchmark(sections=("dropout",), profile_steps=0, tokenizer_json="", hidden_size=16,
+                            num_attention_heads=2, dropout_batch=2, dropout_seq=8, dropout_repeats=2)
+    section = results["dropout"]
+    assert section["shape"] == [2, 2, 8, 8] and section["dropout"] == 0.1
+    assert [row["dtype"] for row in section["rows"]] == ["fp32", "bf16"]
+    for row in section["rows"]:
+        assert len(row["eager"]["times_ms"]) == len(row["sdpa"]["times_ms"]) == 2
+        assert row["sdpa_over_eager"] == pytest.approx(row["sdpa"]["median_ms"] / row["eager"]["median_ms"])
+    assert "| fp32 |" in format_markdown(results)
+
+
+def test_long_text_section_times_one_pipeline_call_per_policy_and_size() -> None:
+    """The long-text section reads one text of each size through `pipeline` under each reading policy, the one-pass
+    policy only up to its limit, and records the text's length in tokens (more characters, more tokens)."""
+    results = run_benchmark(sections=("long-text",), profile_steps=0, tokenizer_json="", hidden_size=16,
+                            num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                            long_text_sizes=(300, 900), long_text_one_pass_limit=300,
+                            long_text_tokenizer=str(REPO / "checkpoints" / "rope-whole-reviews"))
+    rows = results["long-text"]["rows"]
+    assert [(row["policy"], row["characters"]) for row in rows] == [
+        ("windows past 8192 (default)", 300), ("windows past 8192 (default)", 900), ("read_length=8192", 300),
+        ("read_length=8192", 900), ("one pass (max_direct_length=None)", 300)]
+    assert all(row["seconds"] > 0 for row in rows) and rows[0]["tokens"] < rows[1]["tokens"]
+    assert "| read_length=8192 | 900 |" in format_markdown(results)
+
+
+def test_streaming_methods_read_every_copy_and_compute_the_same_products() -> None:
+    """The streaming section's methods (the fused product here uncompiled): each product method multiplies the row by
+    every copy of the weight, as `row @ weight.T` does, and the copies together make the megabytes asked for."""
+    from hf_attn.bench.streaming import FUSED, single_row_product, streaming_methods
+
+    settings = BenchSettings(streaming_megabytes=1, streaming_rows=64, streaming_columns=32)
+    methods, copies = streaming_methods(settings, single_row_product, torch.device("cpu"))
+    assert copies == 10**6 // (64 * 32 * 4)
+    linear = methods["BLAS, weight (out, in): nn.functional.linear"]()
+    for name in ("BLAS, weight (in, out): row @ weight", FUSED):
+        products = methods[name]()
+        assert len(products) == copies
+        for mine, reference in zip(products, linear, strict=True):
+            torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-5)
+    assert methods["sum over one tensor"]().shape == ()
+
+
+@pytest.mark.slow
+def test_streaming_section_reports_each_methods_speed() -> None:
+    results = run_benchmark(sections=("streaming",), profile_steps=0, tokenizer_json="",
+                            streaming_megabytes=1, streaming_rows=64, streaming_columns=32, streaming_repeats=2)
+    section = results["streaming"]
+    assert [row["method"] for row in section["rows"]][-1] == "(row * weight).sum(-1), compiled"
+    assert all(row["gb_per_s"] > 0 and len(row["gb_per_s_per_repeat"]) == 2 for row in section["rows"])
+    assert "| sum over one tensor |" in format_markdown(results)
 
 
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:

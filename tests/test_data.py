@@ -1,4 +1,5 @@
-"""Tests for hf_attn.experiments.data: the seed split, the three source layouts, the sample, tokenization."""
+"""IMDb (`hf_attn.tasks.imdb`: the seed split, the three source layouts, the sample) and tokenization
+(`hf_attn.experiments.data`, which also still exports the IMDb names)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,10 @@ from helpers import SHARED
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from hf_attn.experiments.data import (
-    SAMPLE_PATH,
-    RandomWindows,
-    load_imdb,
-    load_labelled,
-    load_sample,
-    seed_split_indices,
-    tokenize_splits,
-)
+from hf_attn.experiments import data
+from hf_attn.experiments.data import RandomWindows, tokenize_splits
+from hf_attn.tasks import imdb
+from hf_attn.tasks.imdb import SAMPLE_PATH, load_imdb, load_labelled, load_sample, seed_split_indices
 
 IMDB_DIR = SHARED / "data" / "imdb"
 SPLIT_JSON = SHARED / "week3-sample" / "split_indices.json"
@@ -225,3 +221,9 @@ def test_random_windows_are_uniform_slices_of_each_review() -> None:
     assert sorted(starts) == list(range(16))
     assert all(60 < count < 140 for count in starts.values()), starts
     assert split["input_ids"][0] == long_review  # the split itself is untouched
+
+
+def test_the_imdb_names_keep_their_old_home() -> None:
+    for name in ("IMDB_HUB_ID", "LABEL_NAMES", "SAMPLE_PATH", "load_imdb", "load_labelled", "load_sample",
+                 "load_unlabelled", "seed_split_indices", "is_imdb_folder"):
+        assert getattr(data, name) is getattr(imdb, name), name

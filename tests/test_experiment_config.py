@@ -27,17 +27,17 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("name: x\nlearning_rate: 0.1\n", "unknown key(s) ['learning_rate']"),
+    ("name: x\nlearning_rate: 0.1\n", "unknown key `learning_rate` for Experiment. Allowed: dataset, early_stopping"),
     ("name: x\nmodel:\n  hidden_sise: 64\n", "unknown key `hidden_sise` for HfAttnConfig. Did you mean hidden_size"),
     ("name: x\ntraining:\n  learning_rte: 0.1\n", "unknown key `learning_rte` for TrainingArguments"),
     ("name: x\ntraining:\n  num_train_epochs: three\n", "`num_train_epochs` must be of type float"),
-    ("name: x\nmax_length: '128'\n", "`max_length` must be like 128"),
+    ("name: x\nmax_length: '128'\n", "`max_length` must be a positive integer, got '128'"),
     ("name: x\nmodel:\n  position_embedding_type: xpos\n", "position_embedding_type"),
     ("name: x\nmodel: [1, 2]\n", "`model` must be a mapping"),
     ("- just\n- a list\n", "must hold a mapping"),
     ("name: [unclosed\n", "not valid YAML"),
-    ("name: x\ntrain_window: end\n", "train_window must be one of ['random', 'start']"),
-    ("name: x\npretraining: {objective: electra}\n", "objective must be one of ['causal', 'mlm', 'rtd']"),
+    ("name: x\ntrain_window: end\n", "`train_window` must be one of ['random', 'start']"),
+    ("name: x\npretraining: {objective: electra}\n", "`objective` must be one of ['causal', 'mlm', 'rtd']"),
     ("name: x\ntrain_window: random\ntraining:\n  train_sampling_strategy: group_by_length\n", "use one of the two"),
     ("base: [a.yaml]\n", "`base` must be the path of another experiment file"),
     ("", "is empty"),
@@ -261,7 +261,7 @@ def test_a_tasks_setting_at_the_top_level_names_its_section(key: str, section: s
 
 
 def test_a_tasks_section_checks_its_values() -> None:
-    with pytest.raises(ExperimentConfigError, match=r"\[pretraining\]: objective must be one of"):
+    with pytest.raises(ExperimentConfigError, match=r"\[pretraining\]: `objective` must be one of"):
         load_experiment(SMOKE, ["pretraining.objective=nope"])
     with pytest.raises(ExperimentConfigError, match=r"\[pretraining\]: `mlm_probability` must be a probability"):
         load_experiment(SMOKE, ["pretraining.mlm_probability=1.5"])

@@ -18,8 +18,8 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, cli
-from hf_attn.analysis.hub import MODEL_CODE_FILES, build_model_card, push
 from hf_attn.experiments.data import load_sample
+from hf_attn.publishing.hub import MODEL_CODE_FILES, build_model_card, push
 
 transfer = load_tool("transfer")
 
@@ -225,3 +225,15 @@ def test_uploaded_files_load_and_predict_without_hf_attn(run_dir: Path, tmp_path
     for remote_scores, local_scores in zip(remote, local):
         assert {s["label"]: round(s["score"], 5) for s in remote_scores} == \
                {s["label"]: round(s["score"], 5) for s in local_scores}
+
+
+def test_the_2x_import_paths_of_cards_push_and_checkpoints_still_work() -> None:
+    """hf_attn.analysis.hub and .checkpoint moved to hf_attn.publishing; the old paths give the same objects."""
+    from hf_attn.analysis import checkpoint as old_checkpoint
+    from hf_attn.analysis import hub as old_hub
+    from hf_attn.publishing import checkpoint, hub
+
+    for name in ("MODEL_CODE_FILES", "build_model_card", "card_for_run", "push", "write_model_code"):
+        assert getattr(old_hub, name) is getattr(hub, name), name
+    for name in ("CheckpointError", "committed_classifiers", "load_run_model", "write_checkpoint"):
+        assert getattr(old_checkpoint, name) is getattr(checkpoint, name), name

@@ -25,7 +25,6 @@ from helpers import REPO
 
 from hf_attn.experiments import sequence
 from hf_attn.experiments.arena import Arena, ArenaConfigError, experiment_for, load_arena, run_arena, trained
-from hf_attn.experiments.arena import report as arena_report
 from hf_attn.experiments.arena.kinds import SequenceCell
 from hf_attn.experiments.config import load_experiment
 
@@ -114,7 +113,8 @@ def test_an_experiment_file_of_another_dataset_kind_replaces_its_bases_dataset_w
     ({"sequence": None, "tasks": None}, r"name a `classifier` .* or a `sequence` experiment"),
     ({"tasks": None}, r"missing key\(s\) \['tasks'\]"),
     ({"tasks": {"copy": {"dataset": {"name": "copi"}}}}, r"task copy, scheme none\]: .*unknown length task 'copi'"),
-    ({"tasks": {"copy": {"max_lenght": 9}}}, r"task copy, scheme none\]: .*unknown key\(s\) \['max_lenght'\]"),
+    ({"tasks": {"copy": {"max_lenght": 9}}},
+     r"task copy, scheme none\]: .*unknown key `max_lenght` for Experiment. Did you mean max_length"),
 ])
 def test_bad_length_arenas_name_the_problem(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
     path = write_length_arena(tmp_path)
@@ -177,7 +177,7 @@ def fake_sequence_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     arena = fake_arena(tmp_path)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sequence, "train_sequence", fake_training(calls))
-        patch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+        patch.setattr(SequenceCell, "plots", classmethod(lambda cls, record, folder: [folder / "exact_match.png"]))
         first = run_arena(arena, tmp_path / "out", tmp_path / "results")
         first_calls = list(calls)
         second = run_arena(arena, tmp_path / "out", tmp_path / "results")
@@ -198,7 +198,7 @@ def test_stages_limited_to_tasks_schemes_and_seeds_measure_those_cells_in_the_ar
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str, int]] = []
     monkeypatch.setattr(sequence, "train_sequence", fake_training(calls))
-    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    monkeypatch.setattr(SequenceCell, "plots", classmethod(lambda cls, record, folder: [folder / "exact_match.png"]))
     arena, measured = fake_arena(tmp_path), []
     for only in ({"task": ["sort"], "seed": [1]}, {"scheme": ["alibi", "none"]}, {}):
         calls.clear()
@@ -243,7 +243,7 @@ def test_a_cell_resumed_over_stages_counts_its_training_over_every_stage(
         return metrics
 
     monkeypatch.setattr(sequence, "train_sequence", resumed)
-    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    monkeypatch.setattr(SequenceCell, "plots", classmethod(lambda cls, record, folder: [folder / "exact_match.png"]))
     run_arena(fake_arena(tmp_path), tmp_path / "out", tmp_path / "results", only={"task": ["copy"], "seed": [0]})
     assert "3 cells, 0.0 minutes each (median; 0.0-50.0), training" in (tmp_path / "results" / "arena.md").read_text()
 
@@ -260,7 +260,7 @@ def test_the_mean_reciprocal_rank_counts_only_tasks_every_scheme_learned(fake_se
 
 def test_report_only_redraws_the_table_from_the_cells_and_measures_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    monkeypatch.setattr(SequenceCell, "plots", classmethod(lambda cls, record, folder: [folder / "exact_match.png"]))
     arena = fake_arena(tmp_path)
     monkeypatch.setattr(sequence, "train_sequence", fake_training([]))
     run_arena(arena, tmp_path / "out", tmp_path / "results", max_time=60)
@@ -286,7 +286,7 @@ def test_the_ranking_seed_by_seed_gives_the_rankings_spread() -> None:
                                "test_exact_match_by_length": bucket_rows((past[task, scheme][seed],), [(9, 16)]),
                                "seconds": 60.0}
                         for seed in (0, 1)} for scheme in ("a", "b")} for task in ("copy", "sort")}}
-    arena_report.summarize_sequences(record)
+    SequenceCell.summarize(record)
     rank = record["mean_reciprocal_rank"]
     # by hand: seed 0 a 1, b 1/2; seed 1 a (1/2 + 1) / 2, b (1 + 1/2) / 2
     assert rank["by_seed"] == {0: {"a": 1.0, "b": 0.5}, 1: {"a": 0.75, "b": 0.75}}
@@ -324,7 +324,7 @@ def test_a_stage_shorter_than_a_sequence_cell_trains_the_next_one_within_its_tim
     a later stage resumes it) and gives the next cell's training the time the stage has left."""
     calls: list[tuple[str, str, int]] = []
     monkeypatch.setattr(sequence, "train_sequence", fake_training(calls))
-    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    monkeypatch.setattr(SequenceCell, "plots", classmethod(lambda cls, record, folder: [folder / "exact_match.png"]))
     arena = fake_arena(tmp_path)
     run_arena(arena, tmp_path / "out", tmp_path / "results")
     cells = tmp_path / "results" / "cells" / "tasks" / "copy" / "sequence"
@@ -345,7 +345,7 @@ def test_a_stage_shorter_than_a_sequence_cell_trains_the_next_one_within_its_tim
 def test_two_stages_side_by_side_share_the_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str, int]] = []
     monkeypatch.setattr(sequence, "train_sequence", fake_training(calls, seconds=0.05))
-    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    monkeypatch.setattr(SequenceCell, "plots", classmethod(lambda cls, record, folder: [folder / "exact_match.png"]))
     arena = fake_arena(tmp_path)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # one process, two stages: their claims still exclude
         records = list(pool.map(lambda _: run_arena(arena, tmp_path / "out", tmp_path / "results"), range(2)))
@@ -363,7 +363,7 @@ def test_a_cell_another_live_process_holds_is_left_and_a_dead_ones_claim_taken_o
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str, int]] = []
     monkeypatch.setattr(sequence, "train_sequence", fake_training(calls))
-    monkeypatch.setattr(arena_report, "sequence_plot", lambda record, folder: folder / "exact_match.png")
+    monkeypatch.setattr(SequenceCell, "plots", classmethod(lambda cls, record, folder: [folder / "exact_match.png"]))
     arena = fake_arena(tmp_path)
     claims = tmp_path / "out" / "claims"
     claims.mkdir(parents=True)

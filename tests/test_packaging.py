@@ -19,7 +19,7 @@ from helpers import REPO
 from hf_attn import cli
 
 OPTIONAL = ["matplotlib", "sklearn", "datasets", "pyarrow", "gradio", "evaluate", "hf_attn.experiments",
-            "hf_attn.bench", "hf_attn.analysis", "hf_attn.week3", "hf_attn.explore"]
+            "hf_attn.bench", "hf_attn.analysis", "hf_attn.publishing", "hf_attn.week3", "hf_attn.explore"]
 # What a command's machinery loads: the optional modules, the run skeleton and data, and the saved-model loaders.
 MACHINERY = [*OPTIONAL, "hf_attn.experiments.run", "hf_attn.experiments.data", "hf_attn.saved"]
 

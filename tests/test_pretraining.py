@@ -12,7 +12,6 @@ from helpers import SMOKE, SMOKE_TINY_MODEL, run_on_two_processes
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, TrainerCallback, pipeline
 
-from hf_attn.analysis.hub import _pretraining_text, card_for_run
 from hf_attn.experiments.classification import train
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
 from hf_attn.experiments.data import load_imdb, load_unlabelled
@@ -28,6 +27,7 @@ from hf_attn.experiments.pretraining import (
     replaced_token_detection_metrics,
 )
 from hf_attn.modeling_hf_attn import HfAttnForReplacedTokenDetection
+from hf_attn.publishing.hub import _pretraining_text, card_for_run
 from hf_attn.week3 import train_week3_tokenizer
 
 TINY = ["limit_train=96", "limit_eval=32", *SMOKE_TINY_MODEL]

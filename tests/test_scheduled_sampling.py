@@ -43,11 +43,11 @@ def test_the_inverse_sigmoid_schedule_is_k_over_k_plus_exp_step_over_k() -> None
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("scheduled_sampling.schedule=cosine", "schedule must be one of"),
+    ("scheduled_sampling.schedule=cosine", "`schedule` must be one of"),
     ("scheduled_sampling.min_teacher_forcing=1.5", "probability in"),
     ("scheduled_sampling.inverse_sigmoid_k=0.5", "at least 1"),
     ("scheduled_sampling.sampling_decay_steps=0", "positive integer"),
-    ("scheduled_sampling.sampled_tokens=top_k", "sampled_tokens must be one of"),
+    ("scheduled_sampling.sampled_tokens=top_k", "`sampled_tokens` must be one of"),
     ("scheduled_sampling.decay=10", "unknown key `decay`"),
     ("scheduled_sampling=linear", "`scheduled_sampling` must be a mapping"),
     # the keys the seq2seq section held before causal-LM training read them too

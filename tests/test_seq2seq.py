@@ -1,4 +1,4 @@
-"""The date-normalisation task (`hf_attn.experiments.dates`) and its encoder-decoder run (`hf-attn seq2seq`).
+"""The date-normalisation task (`hf_attn.tasks.dates`) and its encoder-decoder run (`hf-attn seq2seq`).
 
 The targets are checked against independent readings of the sources (babel's own parser, `strptime`, the
 month names of CLDR), the metric against hand-written examples, and the saved folder against `hf-attn generate`.
@@ -18,20 +18,20 @@ pytest.importorskip("babel")
 from babel.dates import get_month_names, parse_date  # noqa: E402
 
 from hf_attn.experiments.config import Experiment, ExperimentConfigError, load_experiment  # noqa: E402
-from hf_attn.experiments.dates import (  # noqa: E402
-    FORMATS,
-    LOCALES,
-    DateGeneratorSettings,
-    date_pattern,
-    generate_date_pairs,
-    write_date,
-)
 from hf_attn.experiments.seq2seq import (  # noqa: E402
     decode,
     exact_match,
     exact_match_scores,
     tokenize_pairs,
     train_seq2seq,
+)
+from hf_attn.tasks.dates import (  # noqa: E402
+    FORMATS,
+    LOCALES,
+    DateGeneratorSettings,
+    date_pattern,
+    generate_date_pairs,
+    write_date,
 )
 
 SMALL = DateGeneratorSettings(n_train=300, n_validation=40, n_test=60)

@@ -23,7 +23,6 @@ from hf_attn.experiments.config import (  # noqa: E402
     ScheduledSamplingSettings,
     load_experiment,
 )
-from hf_attn.experiments.dates import DateGeneratorSettings, generate_date_pairs  # noqa: E402
 from hf_attn.experiments.pretraining import IGNORE_INDEX  # noqa: E402
 from hf_attn.experiments.seq2seq import encoder_decoder_model, exact_match_scores  # noqa: E402
 from hf_attn.experiments.seq2seq_training import (  # noqa: E402
@@ -32,13 +31,14 @@ from hf_attn.experiments.seq2seq_training import (  # noqa: E402
     load_seq2seq,
     mixed_decoder_inputs,
 )
+from hf_attn.tasks.dates import DateGeneratorSettings, generate_date_pairs  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "seq2seq" / "dates-rope.yaml"
 PAD, EOS = 0, 1
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("seq2seq.decoder_context=last", "decoder_context must be one of"),
+    ("seq2seq.decoder_context=last", "`decoder_context` must be one of"),
     ("seq2seq.sampling=linear", "unknown key `sampling`"),
 ])
 def test_an_experiment_checks_its_seq2seq_section(override: str, message: str) -> None:

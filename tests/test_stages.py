@@ -15,12 +15,13 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from hf_attn import cli
-from hf_attn.analysis.checkpoint import write_checkpoint
-from hf_attn.experiments import precision, stages
+from hf_attn.experiments import stages
 from hf_attn.experiments.classification import train
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
-from hf_attn.experiments.precision import PrecisionError, resolve_precision
 from hf_attn.experiments.stages import REWARM_SHARE, check_max_time
+from hf_attn.publishing.checkpoint import write_checkpoint
+from hf_attn.runtime import precision
+from hf_attn.runtime.precision import PrecisionError, resolve_precision
 
 # 256 training reviews in batches of 32: 8 steps an epoch, 16 in all, a checkpoint every 4.
 STAGED = ["limit_train=256", "limit_eval=64", "evals_per_epoch=2", "precision=fp32", *SMOKE_TINY_MODEL]
@@ -199,7 +200,7 @@ def test_bf16_asked_of_a_cpu_without_it_fails_before_any_data_is_read(monkeypatc
 def test_precision_is_one_setting() -> None:
     with pytest.raises(ExperimentConfigError, match=r"\[training\] bf16 would set the precision a second time"):
         load_experiment(SMOKE, ["training.bf16=true"])
-    with pytest.raises(ExperimentConfigError, match="precision must be one of"):
+    with pytest.raises(ExperimentConfigError, match="`precision` must be one of"):
         load_experiment(SMOKE, ["precision=fp16"])
 
 

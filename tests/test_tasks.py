@@ -1,27 +1,41 @@
-"""The dataset registry (`hf_attn.tasks`): any classification data `datasets` reads, IMDb as before.
+"""The dataset registry (`hf_attn.tasks`): any classification data `datasets` reads, IMDb as before, a Week 3
+folder's splits, the dates.
 
 References: the files are written here and read back with the standard library's `csv` / pandas, not with the
-code under test; metrics against scikit-learn.
+code under test; metrics against scikit-learn; the Week 3 sample splits against the IMDb parquet files and the
+split's own indices (`shared/week3-sample/split_indices.json`), read with pyarrow and `re`.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import json
+import re
 from pathlib import Path
 
 import datasets
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
-from helpers import SMOKE, SMOKE_TINY_MODEL
+from helpers import SHARED, SMOKE, SMOKE_TINY_MODEL, require
 from sklearn.metrics import f1_score
 from transformers import EvalPrediction
 
 from hf_attn import cli
 from hf_attn.experiments.classification import compute_metrics
 from hf_attn.experiments.config import ExperimentConfigError, load_experiment
-from hf_attn.tasks import DATASETS, DatasetError, ImdbDataset, LoadedDataset, dataset_source, load_classification
+from hf_attn.tasks import (
+    DATASETS,
+    DatasetError,
+    DateNormalisation,
+    ImdbDataset,
+    LoadedDataset,
+    Week3Splits,
+    dataset_source,
+    load_classification,
+)
 
 WORDS = {"1": "awful dull", "2": "weak slow", "3": "fine okay", "4": "good fun", "5": "great moving"}
 
@@ -159,8 +173,8 @@ def test_a_data_file_datasets_cannot_read_is_one_line_naming_the_file_and_the_fi
 
 @pytest.mark.parametrize(("spec", "message"), [
     ({"kind": "nope"}, "dataset kind 'nope' is not registered; known kinds"),
-    ({"path": "x.csv", "colour": "red"}, "has no setting(s) ['colour']"),
-    ({"kind": "datasets"}, "missing 1 required positional argument: 'path'"),
+    ({"path": "x.csv", "colour": "red"}, "dataset kind 'datasets': unknown key `colour` for LoadedDataset"),
+    ({"kind": "datasets"}, "dataset kind 'datasets': `path` must be given"),
     ({"path": "x.csv", "test_size": 1.5}, "`test_size` must be a share of the training rows in (0, 1)"),
 ])
 def test_a_dataset_mapping_that_names_no_known_kind_or_setting_is_refused_before_any_work(
@@ -244,3 +258,38 @@ def test_prepare_reads_any_two_label_dataset_and_refuses_more_labels_in_one_line
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert exit_info.value.code == 2 and "reviews.csv has 5 labels (1, 2, 3, 4, 5)" in error
     assert not (tmp_path / "week3" / "datasets").exists()
+
+
+def test_a_week3_folders_splits_are_the_seed_splits_first_reviews_as_its_ids_spell_them(sample_dir: Path) -> None:
+    """The sample's `.pt` splits hold the first 200 reviews of each seed-split part: the source gives their labels,
+    and texts whose characters (whitespace aside) begin the reviews' own; the ids lose only word boundaries."""
+    imdb = require(SHARED / "data" / "imdb")
+    reviews = []
+    for part in ("train", "test"):  # the seed split indexes IMDb train followed by test
+        table = pq.read_table(imdb / f"{part}-00000-of-00001.parquet", columns=["text", "label"]).to_pydict()
+        reviews += list(zip(table["text"], table["label"], strict=True))
+    indices = json.loads((sample_dir / "split_indices.json").read_text())
+    source = dataset_source({"kind": "week3", "folder": str(sample_dir)})
+    assert isinstance(source, Week3Splits)
+    data = source.load()
+    assert data.label_names == ("neg", "pos") and data.hub_id is None
+    for split, key in (("train", "train"), ("validation", "val"), ("test", "test")):
+        expected = [reviews[index] for index in indices[key][:200]]
+        rows = data.splits[split]
+        assert rows["label"] == [label for _, label in expected]
+        for text, (review, _) in zip(rows["text"], expected, strict=True):
+            spelled = "".join(text.split())
+            assert len(spelled) > 100 and "".join(re.findall(r"\w+|[^\w\s]", review)).startswith(spelled)
+
+
+def test_the_dates_are_registered_pairs_a_classifier_refuses() -> None:
+    source = dataset_source({"kind": "dates", "n_train": 30, "n_validation": 5, "n_test": 5, "seed": 2})
+    assert isinstance(source, DateNormalisation) and source.task == "pairs"
+    pairs = source.load_pairs()
+    assert [len(pairs[split]) for split in ("train", "validation", "test")] == [30, 5, 5]
+    for row in pairs["train"]:
+        assert row["input"].startswith(f"{row['locale']}: ")
+        assert datetime.date.fromisoformat(row["target"]).isoformat() == row["target"]
+    assert pairs["test"]["input"] == [pair.source for pair in source.date_pairs()["test"]]
+    with pytest.raises(DatasetError, match="holds pairs, not labelled texts: a classifier cannot train on it"):
+        source.load()

@@ -36,11 +36,19 @@ from week3_reference import (
     train_reference,
 )
 
-from hf_attn import tokenization_hf_attn
-from hf_attn.tokenization_hf_attn import (
-    HfAttnTokenizerFast,
+from hf_attn.tokenization_hf_attn import HfAttnTokenizerFast, head_of
+from hf_attn.week3 import (
+    Week3FormatError,
+    batch_encoding,
+    load_week3_tokenizer,
+    save_week3,
+    train_week3_tokenizer,
+    week3_files_from_tokenizer,
+)
+from hf_attn.week3.batch_encoding import (
     append_to_rows,
     distinct_codes,
+    encode_batch,
     first_words,
     kept_positions,
     laid_out,
@@ -49,15 +57,9 @@ from hf_attn.tokenization_hf_attn import (
     padded_width,
     ragged_take,
     split_heads,
-    word_end_pattern,
+    word_pattern,
 )
-from hf_attn.week3 import (
-    Week3FormatError,
-    load_week3_tokenizer,
-    save_week3,
-    train_week3_tokenizer,
-    week3_files_from_tokenizer,
-)
+from hf_attn.week3.bpe import word_end_pattern
 
 SAMPLE = SHARED / "week3-sample"
 IMDB = SHARED / "data" / "imdb"
@@ -190,6 +192,7 @@ def test_all_labelled_reviews_match_reference(
     assert len(labelled_reviews) == 50_000
     encoded = tokenizer(labelled_reviews, truncation=False)["input_ids"]
     assert encoded == [reference.encode(text) for text in labelled_reviews]
+    assert encode_batch(tokenizer, labelled_reviews)["input_ids"] == encoded
 
 
 def test_word_split_matches_python_re_on_every_code_point(tokenizer: HfAttnTokenizerFast) -> None:
@@ -604,9 +607,10 @@ def test_append_to_rows_appends_each_rows_values_after_its_own() -> None:
     assert new_lengths.tolist() == [len(row) for row in expected]
 
 
+@pytest.mark.parametrize("encoder", ["class", "encode_batch"])
 @pytest.mark.parametrize("max_length", [2, 5, 40])
 def test_truncated_ids_are_the_start_of_every_token_whether_half_the_words_fill_them_or_not(
-    tokenizer: HfAttnTokenizerFast, max_length: int
+    tokenizer: HfAttnTokenizerFast, max_length: int, encoder: str
 ) -> None:
     """Truncating encodes half of ``max_length`` words first, then the next ones for the texts still short: rows
     of one-token words need both rounds, long words the first only. Every row must be the untruncated ids'
@@ -614,7 +618,7 @@ def test_truncated_ids_are_the_start_of_every_token_whether_half_the_words_fill_
     texts = ["a " * 60, "extraordinarily unbelievable " * 30, "a b", "", "a " * (max_length // 2) + "zzz!? " * 30,
              *HARD_CASES.values()]
     whole = tokenizer(texts, truncation=False)["input_ids"]
-    assert tokenizer(texts, truncation=True, max_length=max_length)["input_ids"] == [
+    assert ENCODERS[encoder](tokenizer, texts, truncation=True, max_length=max_length)["input_ids"] == [
         ids[:max_length] for ids in whole
     ]
 
@@ -657,9 +661,9 @@ def normalized_words(normalizer: Any, text: str) -> list[str]:
 def test_word_pattern_finds_the_normalizers_words(tokenizer: HfAttnTokenizerFast) -> None:
     """The word route's Python pattern against the Rust normalizer over every code point."""
     # built by this interpreter: its classes are re's own
-    assert tokenizer.word_pattern is tokenization_hf_attn.WORD_PATTERN
+    assert word_pattern(tokenizer) is batch_encoding.WORD_PATTERN
     for text in every_code_point_texts():
-        assert tokenizer.word_pattern.findall(text) == normalized_words(tokenizer.backend_tokenizer.normalizer, text)
+        assert word_pattern(tokenizer).findall(text) == normalized_words(tokenizer.backend_tokenizer.normalizer, text)
 
 
 def test_word_pattern_of_other_classes_keeps_them() -> None:
@@ -668,7 +672,7 @@ def test_word_pattern_of_other_classes_keeps_them() -> None:
     other = normalizers.Replace(Regex(word_end_pattern().replace("\\x{30}-\\x{39}", "", 2)), " ")
     assert "\\x{30}-\\x{39}" in word_end_pattern()
     pattern = normalizer_words(other.__getstate__())
-    assert pattern is not tokenization_hf_attn.WORD_PATTERN
+    assert pattern is not batch_encoding.WORD_PATTERN
     assert pattern.findall("ab12c 3") == ["ab", "1", "2", "c", "3"]
     for text in every_code_point_texts()[1:]:  # the random ones: the frozen classes are slow in re
         assert pattern.findall(text) == normalized_words(other, text)
@@ -679,21 +683,97 @@ def test_word_pattern_of_other_classes_keeps_them() -> None:
 def test_word_route_and_rust_route_give_the_same_ids(
     tokenizer: HfAttnTokenizerFast, truncation_side: str, max_length: int | None
 ) -> None:
-    """Texts asked for ids alone are encoded word by word; asking for a per-token output takes the Rust
-    encodings of whole texts. Both must give the same rows, truncated and padded alike."""
+    """``encode_batch`` encodes texts word by word; the class asks Rust for whole texts, also with a per-token
+    output. All must give the same rows, truncated and padded alike."""
     texts = list(HARD_CASES.values()) * 2
     options = {"truncation": max_length is not None, "max_length": max_length, "padding": "longest"}
     tokenizer = copy.deepcopy(tokenizer)
     tokenizer.truncation_side = truncation_side
-    by_words = tokenizer(texts, **options)
-    by_texts = tokenizer(texts, return_special_tokens_mask=True, **options)
-    assert by_words["input_ids"] == by_texts["input_ids"]
-    assert by_words["attention_mask"] == by_texts["attention_mask"]
+    by_words = encode_batch(tokenizer, texts, **options)
+    by_texts = tokenizer(texts, **options)
+    with_mask = tokenizer(texts, return_special_tokens_mask=True, **options)
+    whole = tokenizer(texts)["input_ids"]
+    if max_length is not None:
+        cut = [ids[:max_length] if truncation_side == "right" else ids[len(ids) - min(max_length, len(ids)):]
+               for ids in whole]
+        assert by_texts["input_ids"] == [ids + [tokenizer.pad_token_id] * (max(map(len, cut)) - len(ids))
+                                         for ids in cut]
+    assert by_words["input_ids"] == by_texts["input_ids"] == with_mask["input_ids"]
+    assert by_words["attention_mask"] == by_texts["attention_mask"] == with_mask["attention_mask"]
 
 
-def test_an_empty_batch_encodes_to_no_rows(tokenizer: HfAttnTokenizerFast) -> None:
-    assert tokenizer([])["input_ids"] == []
-    assert tokenizer([], padding=True, return_tensors="pt")["input_ids"].numel() == 0
+ENCODERS = {
+    "class": lambda tokenizer, texts, **options: tokenizer(texts, **options),
+    "encode_batch": encode_batch,
+}
+"""The two ways the package encodes a batch: the Hub class, and the opt-in word-level path."""
+
+
+@pytest.mark.parametrize("encoder", list(ENCODERS))
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"truncation": True}, {"truncation": True, "max_length": 7, "padding": True},
+     {"truncation": True, "padding": "max_length", "return_tensors": "pt"}, {"padding": True, "pad_to_multiple_of": 8}],
+)
+def test_both_paths_give_the_references_ids_and_masks(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, labelled_reviews: list[str], encoder: str,
+    padding_side: str, options: dict[str, Any],
+) -> None:
+    """Sample reviews, empty and non-ASCII texts, with and without truncation and padding: the reference's ids
+    cut and padded by hand, the same from the Hub class and from ``encode_batch``."""
+    texts = labelled_reviews[:60] + list(HARD_CASES.values()) + ["", " "]
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.padding_side = padding_side
+    encoded = ENCODERS[encoder](tokenizer, texts, **options)
+    limit = options.get("max_length", tokenizer.model_max_length) if options.get("truncation") else None
+    rows = [reference.encode(text)[:limit] for text in texts]
+    width = max(map(len, rows)) if options.get("padding") is True else None
+    width = tokenizer.model_max_length if options.get("padding") == "max_length" else width
+    if width is not None and options.get("pad_to_multiple_of"):
+        width = -(-width // options["pad_to_multiple_of"]) * options["pad_to_multiple_of"]
+    pads = [(width or len(row)) - len(row) for row in rows]
+    left = padding_side == "left"
+    pad_id = tokenizer.pad_token_id
+    expected_ids = [[pad_id] * pad + row if left else row + [pad_id] * pad for row, pad in zip(rows, pads)]
+    expected_masks = [[0] * pad + [1] * len(row) if left else [1] * len(row) + [0] * pad
+                      for row, pad in zip(rows, pads)]
+    ids, masks = encoded["input_ids"], encoded["attention_mask"]
+    if options.get("return_tensors"):
+        assert ids.dtype == masks.dtype == torch.int64
+        ids, masks = ids.tolist(), masks.tolist()
+    assert ids == expected_ids
+    assert masks == expected_masks
+
+
+@pytest.mark.parametrize("encoder", list(ENCODERS))
+def test_truncation_without_a_known_length_keeps_every_token(
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, encoder: str
+) -> None:
+    """A tokenizer saved without ``model_max_length`` (transformers' ``VERY_LARGE_INTEGER``) truncates nothing, as
+    transformers' own tokenizers do."""
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.model_max_length = int(1e30)
+    texts = [HARD_CASES["long_word"], HARD_CASES["plain"]]
+    encoded = ENCODERS[encoder](tokenizer, texts, truncation=True)["input_ids"]
+    assert encoded == [reference.encode(text) for text in texts]
+
+
+def test_head_of_a_text_is_its_prefix_up_to_the_next_piece() -> None:
+    assert head_of("a  b\tc d", 2) == "a  b\t"
+    assert head_of(" a b", 5) == " a b"
+    assert head_of("", 0) == ""
+    for text in ("a  b\tc d", " x y z ", "one"):
+        for pieces in range(5):
+            head = head_of(text, pieces)
+            assert text.startswith(head)
+            assert head.split() == text.split()[:pieces] or len(head.split()) == pieces
+
+
+@pytest.mark.parametrize("encoder", ["class", "encode_batch"])
+def test_an_empty_batch_encodes_to_no_rows(tokenizer: HfAttnTokenizerFast, encoder: str) -> None:
+    assert ENCODERS[encoder](tokenizer, [])["input_ids"] == []
+    assert ENCODERS[encoder](tokenizer, [], padding=True, return_tensors="pt")["input_ids"].numel() == 0
 
 
 @pytest.mark.parametrize("texts", ["", ["", " "], [" \n", "a"]])
@@ -701,6 +781,9 @@ def test_empty_texts_give_integer_tensors(tokenizer: HfAttnTokenizerFast, texts:
     """Rows with no token still make int64 ids and mask (an empty numpy row is float64 by default)."""
     encoded = tokenizer(texts, padding=True, return_tensors="pt", return_length=True)
     assert {value.dtype for value in encoded.values()} == {torch.int64}
+    if isinstance(texts, list):
+        encoded = encode_batch(tokenizer, texts, padding=True, return_tensors="pt")
+        assert {value.dtype for value in encoded.values()} == {torch.int64}
 
 
 def test_re_whitespace_is_str_isspace_on_every_code_point() -> None:
@@ -751,9 +834,10 @@ def test_laid_out_groups_the_parts_of_each_code_in_order() -> None:
     assert group_lengths.tolist() == [len(group) for group in groups]
 
 
+@pytest.mark.parametrize("encoder", ["class", "encode_batch"])
 @pytest.mark.parametrize("max_length", [1, 3, 128, 300])
 def test_truncation_reads_as_many_rounds_as_the_texts_need(
-    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, max_length: int
+    tokenizer: HfAttnTokenizerFast, reference: ReferenceTokenizer, max_length: int, encoder: str
 ) -> None:
     """Truncation reads each text's pieces in rounds, a fraction of the tokens still missing at a time: texts of
     one-token pieces need many rounds, of long words one; a text may end in any round. Each row must be the
@@ -763,5 +847,5 @@ def test_truncation_reads_as_many_rounds_as_the_texts_need(
     texts = [" ".join(rng.choice(words, size=size, p=probabilities).tolist()) for size, probabilities in
              [(400, [0.5, 0.5, 0, 0, 0, 0, 0, 0]), (30, None), (900, None), (0, None), (129, [1, 0, 0, 0, 0, 0, 0, 0]),
               (127, [1, 0, 0, 0, 0, 0, 0, 0]), (80, [0, 0, 0, 0, 0, 0, 0, 1])]]
-    encoded = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    encoded = ENCODERS[encoder](tokenizer, texts, truncation=True, max_length=max_length)["input_ids"]
     assert encoded == [reference.encode(text)[:max_length] for text in texts]

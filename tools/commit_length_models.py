@@ -21,7 +21,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # this checkout's package and tools
 
-from hf_attn.analysis.checkpoint import write_checkpoint  # noqa: E402
+from hf_attn.publishing.checkpoint import write_checkpoint  # noqa: E402
 from tools.commit_checkpoint import MAX_TASK_MODEL_MB  # noqa: E402
 
 

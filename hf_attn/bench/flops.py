@@ -31,9 +31,10 @@ import torch
 from torch import nn
 
 from ..positions import PositionScheme
+from ..runtime.precision import compute_dtype
+from ..timing import timed
 from .settings import BenchSettings
 
-PRECISION_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 MODE_FLOP_FACTORS = {"infer": 1, "train": 3}  # training: forward + backward (2 x forward)
 
 
@@ -66,7 +67,7 @@ def gemm_shapes(settings: BenchSettings) -> list[tuple[int, int, int]]:
 
 def gemm_operands(settings: BenchSettings, precision: str, device: torch.device) -> list[tuple[torch.Tensor, ...]]:
     """Random left and right operands of every shape of `gemm_shapes`, in the dtype of `precision`."""
-    dtype = PRECISION_DTYPES[precision]
+    dtype = compute_dtype(precision)
     generator = torch.Generator().manual_seed(settings.seed)
     return [(torch.randn(rows, inner, generator=generator).to(device, dtype),
              torch.randn(inner, columns, generator=generator).to(device, dtype))
@@ -81,13 +82,11 @@ def gemm_flops(settings: BenchSettings) -> int:
 def matmul_peak(settings: BenchSettings, precision: str, device: torch.device) -> dict[str, Any]:
     """The best GFLOP/s of `torch.mm` in `precision` over `gemm_shapes`, each timed `peak_repeats` times
     after one untimed product (the best, not the median: a peak is what the machine can do)."""
-    from .timing import timed
-
     shapes = []
     for left, right in gemm_operands(settings, precision, device):
         torch.mm(left, right)
         seconds = min(timed(lambda: torch.mm(left, right), device) for _ in range(settings.peak_repeats))
         (rows, inner), columns = left.shape, right.shape[1]
         shapes.append({"shape": [rows, inner, columns], "gflops": 2 * rows * inner * columns / seconds / 1e9})
-    return {"precision": precision, "dtype": str(PRECISION_DTYPES[precision]).removeprefix("torch."),
+    return {"precision": precision, "dtype": str(compute_dtype(precision)).removeprefix("torch."),
             "gflops": max(shape["gflops"] for shape in shapes), "shapes": shapes}

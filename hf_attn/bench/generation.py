@@ -24,7 +24,6 @@ forward pass leaves in the cache.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,9 +33,9 @@ from torch import nn
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM
+from ..timing import interleaved_times, summarize
 from .sections import top_operators
 from .settings import BenchSettings
-from .timing import interleaved_times, summarize
 
 LLAMA = "Llama"
 LLAMA_SCHEME = "rope"  # the hf-attn scheme Llama positions with: its rows in the tables, and the profiled pair
@@ -264,10 +263,10 @@ def time_case(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Te
                "cache_allocated_bytes": allocated}
         for kind, seconds in {**mine, "decode_per_token": decode}.items():
             row[kind] = summarize(seconds)
-        row["cached_tokens_per_s"] = batch * new_tokens / statistics.median(mine["cached"])
-        row["decode_tokens_per_s"] = batch / statistics.median(decode)
+        row["cached_tokens_per_s"] = batch * new_tokens / (row["cached"]["median_ms"] / 1e3)
+        row["decode_tokens_per_s"] = batch / (row["decode_per_token"]["median_ms"] / 1e3)
         if "uncached" in mine:
-            row["uncached_tokens_per_s"] = batch * uncached_tokens / statistics.median(mine["uncached"])
+            row["uncached_tokens_per_s"] = batch * uncached_tokens / (row["uncached"]["median_ms"] / 1e3)
             row["cache_speedup"] = row["cached_tokens_per_s"] / row["uncached_tokens_per_s"]
         rows.append(row)
     return rows
@@ -277,7 +276,7 @@ def _interleave(decoders: list[Decoder], kinds: dict[str, Callable[[nn.Module], 
                 device: torch.device, warmup: int = 1) -> dict[str, list[float]]:
     """`timing.interleaved_times` over every (decoder, kind), a decoder's kinds next to each other in time."""
     steps = {f"{d.name} | {kind}": (lambda d=d, run=run: run(d.model)) for d in decoders for kind, run in kinds.items()}
-    return interleaved_times(steps, dict.fromkeys(steps, lambda: None), warmup, repeats, device)
+    return interleaved_times(steps, warmup=warmup, repeats=repeats, device=device)
 
 
 def add_llama_ratios(case: list[dict[str, Any]]) -> None:

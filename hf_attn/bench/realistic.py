@@ -18,9 +18,10 @@ import torch
 from torch import nn
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
+from ..timing import timed
 from .models import ANCHOR_BUILDERS, Candidate, hf_attn_config, supported_backends
 from .settings import OWN_DROPOUT_ANCHORS, WEEK3_VOCAB, BenchSettings, peer_families
-from .timing import make_batch, timed, train_step
+from .timing import make_batch, train_step
 
 STRATEGIES = ("fixed", "dynamic", "grouped")
 
@@ -60,7 +61,7 @@ def epoch_batches(
 def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
     """One training epoch over IMDb review lengths: fixed padding vs dynamic vs length-grouped, for each
     truncation length."""
-    from ..experiments.data import load_sample
+    from ..tasks.imdb import load_sample
 
     texts = list(load_sample()["train"]["text"])  # the tokenizer learns from all of them
     all_lengths, vocab = review_token_lengths(texts, settings.realistic_vocab_size)

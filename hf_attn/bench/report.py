@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .dropout import format_dropout
+from .long_text import format_long_text
+from .objectives import format_objectives
 from .settings import (
     ANCHORS,
     CELL_GOAL,
     GEOMEAN_GOAL,
     OWN_DROPOUT_ANCHORS,
+    SECTIONS,
     is_goal_row,
     peer_families,
     ratio_summary,
 )
+from .streaming import format_streaming
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -399,6 +404,16 @@ def _format_tokenizer(section: Any) -> list[str]:
     return out + ([", ".join(caption) + ".", ""] if caption else []) + [_table(header, body), ""]
 
 
+# The report lines of each part of a record, in the report's order: the sections (`settings.SECTIONS`), then the
+# tokenizer's JSON and the profile.
+SECTION_REPORTS: dict[str, Callable[[Any], list[str]]] = {
+    "throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
+    "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
+    "long-text": format_long_text, "streaming": format_streaming, "tokenizer": _format_tokenizer,
+    "profile": _format_profile,
+}
+
+
 def format_markdown(results: dict[str, Any]) -> str:
     """The report: one table per measured case, then scaling, realistic batches, generation, tokenizer and
     profile."""
@@ -413,9 +428,7 @@ def format_markdown(results: dict[str, Any]) -> str:
            + (f"; bfloat16 units: {env['bf16_units'] or 'none (bf16 is emulated)'}" if "bf16_units" in env else "")
            + ". "
            "All numbers come from this one run; compare ratios, not absolute times.", ""]
-    formatters = {"throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
-                  "generation": _format_generation, "tokenizer": _format_tokenizer, "profile": _format_profile}
-    for name, formatter in formatters.items():
+    for name, formatter in SECTION_REPORTS.items():
         if name in results:
             out += formatter(results[name])
     if "throughput" in results and "realistic" in results:
@@ -480,7 +493,7 @@ def records_table(records: dict[str, dict[str, Any]]) -> str:
             by_precision.setdefault(case["precision"], []).append(case["gflops"])
         around = ", ".join(f"{precision} {min(values):.0f}-{max(values):.0f}" for precision, values in
                            by_precision.items()) or (NOT_RECORDED if "throughput" in record else "")
-        sections = [section for section in ("throughput", "scaling", "realistic", "generation") if section in record]
+        sections = [section for section in SECTIONS if section in record]
         machine = where_it_ran(record)
         body.append([f"`{name}`", environment["started"], ", ".join(sections), machine["CPU"], machine["flags"],
                      machine["threads"], machine["precision"], machine["load"],

@@ -10,10 +10,8 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import shlex
 import sys
-import time
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -22,20 +20,32 @@ from typing import Any
 import torch
 
 from ..arguments import output_file
-from ..experiments.precision import bf16_units, this_cpu
+from ..runtime.precision import COMPUTED_PRECISIONS, bf16_units
+from ..timing import machine, use_threads
+from .dropout import bench_dropout
 from .generation import bench_generation
+from .long_text import bench_long_text
 from .models import ANCHOR_BUILDERS, Variant
+from .objectives import bench_objectives
 from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling
 from .sections import bench_scaling, bench_throughput, profile_training
-from .settings import PRECISIONS, SECTIONS, BenchSettings
+from .settings import SECTIONS, BenchSettings
+from .streaming import bench_streaming
+
+# What measures each of `settings.SECTIONS` (its report lines: `report.SECTION_REPORTS`).
+SECTION_RUNS: dict[str, Callable[[BenchSettings, torch.device], dict[str, Any]]] = {
+    "throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
+    "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
+    "long-text": bench_long_text, "streaming": bench_streaming,
+}
 
 
 def _check(settings: BenchSettings) -> None:
     """Fail on a misspelt section, anchor, precision or variant before minutes of timing, not at its turn."""
     anchors = tuple(ANCHOR_BUILDERS)
     for kind, chosen, allowed in (("section", settings.sections, SECTIONS), ("anchor", settings.anchors, anchors),
-                                  ("precision", (*settings.precision, settings.profile_precision), PRECISIONS),
+                                  ("precision", (*settings.precision, settings.profile_precision), COMPUTED_PRECISIONS),
                                   ("profile anchor", (settings.profile_anchor,) if settings.profile_anchor else (),
                                    anchors)):
         unknown = set(chosen) - set(allowed)
@@ -52,27 +62,15 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
     """
     settings = dataclasses.replace(settings or BenchSettings(), **overrides)
     _check(settings)
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
+    use_threads(settings.threads)
     device = torch.device(settings.device)
-    import transformers
-
     results: dict[str, Any] = {
         "settings": dataclasses.asdict(settings),
-        "environment": {
-            "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
-            "machine": platform.machine(), "device": str(device), "threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count(), "cpu": this_cpu(), "precision": list(settings.precision),
-            "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        },
+        "environment": {**machine(device), "precision": list(settings.precision)},
     }
-    if device.type == "cuda":
-        results["environment"]["gpu"] = torch.cuda.get_device_name(device)
     results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
-    sections = {"throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
-                "generation": bench_generation}
     for name in settings.sections:
-        results[name] = sections[name](settings, device)
+        results[name] = SECTION_RUNS[name](settings, device)
     if settings.profile_steps:
         results["profile"] = profile_training(settings, device)
     if settings.tokenizer_json and Path(settings.tokenizer_json).is_file():

@@ -12,13 +12,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ..modeling_hf_attn import HfAttnForSequenceClassification
+from ..timing import MIB, interleaved_times, peak_memory_bytes, summarize, timed
 from .flops import gemm_flops, gemm_operands, linear_weights, matmul_peak, step_flops
 from .models import (
     ANCHOR_BUILDERS,
@@ -30,16 +30,7 @@ from .models import (
     supported_backends,
 )
 from .settings import ANCHORS, BenchSettings, is_goal_row, peer_families, ratio_summary
-from .timing import (
-    MIB,
-    infer_step,
-    interleaved_times,
-    make_batch,
-    peak_memory_bytes,
-    summarize,
-    synchronize,
-    train_step,
-)
+from .timing import infer_step, make_batch, train_step
 
 MATMUL_STEP = "matmul (interleaved peak)"
 """The step of each timed case that multiplies `flops.gemm_shapes` once each, beside the models' steps."""
@@ -72,8 +63,7 @@ def bench_throughput(settings: BenchSettings, device: torch.device) -> dict[str,
                 steps = {c.name: (lambda c=c: step_fn(c, batch, precision)) for c in candidates}
                 operands = gemm_operands(settings, precision, device)
                 steps[MATMUL_STEP] = lambda operands=operands: [torch.mm(left, right) for left, right in operands]
-                times = interleaved_times(steps, prepare | {MATMUL_STEP: lambda: None}, settings.warmup,
-                                          settings.repeats, device)
+                times = interleaved_times(steps, prepare, settings.warmup, settings.repeats, device)
                 matmul = summarize(times[MATMUL_STEP])
                 matmul_gflops = gemm_flops(settings) / (matmul["median_ms"] / 1e3) / 1e9
                 interleaved_peaks.append({"mode": mode, "seq": seq, "precision": precision,
@@ -192,11 +182,7 @@ def profile_steps(step: Callable[[], None], steps: int, rows: int, device: torch
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        synchronize(device)
-        seconds = time.perf_counter() - start
+        seconds = timed(lambda: [step() for _ in range(steps)], device)
     return {"step_ms": 1e3 * seconds / steps, "top_ops": top_operators(prof, rows)}
 
 

@@ -12,10 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..positions import POSITION_SCHEMES
+from ..runtime.precision import COMPUTED_PRECISIONS
 
-# bf16: the forward pass under torch.autocast(dtype=bfloat16), parameters and AdamW state float32 (as
-# transformers' `Trainer(bf16=True)`); see `timing.train_step`.
-PRECISIONS = ("fp32", "bf16")
 # The transformers models each hf-attn scheme is judged against (its "peers"): RoPE against the rotary
 # models, which do the same rotation work; every other scheme against all three.
 PEERS = {"rope": ("RoFormer", "ModernBERT")}
@@ -44,8 +42,8 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     """How many of `ratios` (speed-ups over the fastest peer) reach `CELL_GOAL`, the worst, the geometric mean."""
     return {"cells": len(ratios), "met": sum(ratio >= CELL_GOAL for ratio in ratios),
             "geomean": statistics.geometric_mean(ratios), "worst": min(ratios)}
-SECTIONS = ("throughput", "scaling", "realistic", "generation")
-# Run by default: `generation` is asked for by name (`--sections generation`).
+SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming")
+# Run by default: the others are asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
 ANCHORS = ("BERT", "RoFormer", "ModernBERT", "ModernBERT-defaults")
@@ -99,7 +97,8 @@ class BenchSettings:
         "hf-attn models measured beside the defaults, each SCHEME:FIELD=VALUE (one HfAttnConfig field set), "
         "e.g. RoPE on interleaved pairs instead of halves")
     precision: tuple[str, ...] = _setting(
-        PRECISIONS, "precisions of every throughput case, of fp32, bf16 (bf16: forward under bfloat16 autocast, "
+        COMPUTED_PRECISIONS,
+        "precisions of every throughput case, of fp32, bf16 (bf16: forward under bfloat16 autocast, "
         "parameters float32, as Trainer(bf16=True)); speed-ups compare models of one precision")
     peak_repeats: int = _setting(10, "timed products per GEMM shape of the matmul-peak measurement (the best counts)")
     peak_memory: bool = _setting(True, "measure each model's peak memory per case (one more step under the profiler)")
@@ -143,6 +142,30 @@ class BenchSettings:
     generation_profile_steps: int = _setting(
         8, "cached decoding steps after the longest prompt profiled for hf-attn RoPE and Llama with the most "
         "key/value heads (0: no profile)")
+    # Objectives section: a pretraining step of each objective.
+    objectives_config: str = _setting(
+        "configs/pretraining/pretrain-rope-rtd.yaml", "pretraining experiment YAML whose model the objectives section "
+        "trains")
+    objectives_vocab_size: int = _setting(8001, "vocabulary of the objectives section, [PAD] included (Week 3's 8k)")
+    objectives_batch: int = _setting(32, "chunks per step of the objectives section")
+    objectives_length: int = _setting(128, "tokens per chunk of the objectives section")
+    objectives_repeats: int = _setting(6, "timed steps of each objective")
+    # Dropout section: one layer's attention with dropout, at the bench's heads.
+    dropout_batch: int = _setting(8, "batch of the dropout section")
+    dropout_seq: int = _setting(128, "tokens of the dropout section")
+    dropout_repeats: int = _setting(15, "timed forward + backward passes of each attention in the dropout section")
+    # Long-text section: one text through `pipeline`, under each reading policy.
+    long_text_sizes: tuple[int, ...] = _setting(
+        (10_000, 100_000, 1_000_000), "characters of the long-text section's text")
+    long_text_tokenizer: str = _setting(
+        "checkpoints/rope-whole-reviews", "tokenizer folder of the long-text section's classifier")
+    long_text_one_pass_limit: int = _setting(
+        100_000, "longest text (characters) the long-text section reads in one quadratic pass")
+    # Streaming section: one-row products against a plain pass over memory.
+    streaming_megabytes: int = _setting(160, "data the streaming section reads per call (beyond the caches)")
+    streaming_rows: int = _setting(3072, "weight rows (outputs) of the streaming section, as an nn.Linear stores it")
+    streaming_columns: int = _setting(384, "weight columns (inputs) of the streaming section")
+    streaming_repeats: int = _setting(5, "timed calls of each method of the streaming section")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")

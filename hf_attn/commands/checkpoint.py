@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Write the checkpoint and say its size and how to load it."""
-    from ..analysis.checkpoint import write_checkpoint
+    from ..publishing.checkpoint import write_checkpoint
 
     max_bytes = None if args.max_mb is None else round(args.max_mb * 1_000_000)
     size = write_checkpoint(args.model, args.output, overwrite=args.overwrite, encoder_only=args.encoder_only,

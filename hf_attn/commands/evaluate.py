@@ -7,7 +7,7 @@ import argparse
 import json
 
 from ..arguments import model_with_tokenizer, positive_int, read_length, reading_policy
-from ..experiments.precision import PRECISIONS
+from ..runtime.precision import PRECISIONS
 from .common import (
     DATASET_HELP,
     PRECISION_HELP,

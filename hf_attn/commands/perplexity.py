@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..arguments import lengths_list, model_with_tokenizer, output_file, positive_int
-from ..experiments.precision import PRECISIONS
+from ..runtime.precision import PRECISIONS
 from .common import PRECISION_HELP, print_report
 
 

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Upload (or write) the folder and name the files it holds."""
-    from ..analysis.hub import push
+    from ..publishing.hub import push
 
     names = push(args.model, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
     print(f"{f'wrote {args.dry_run}' if args.dry_run else f'uploaded to {args.repo_id}'}: {', '.join(names)}")

@@ -23,11 +23,12 @@ from transformers import (
 from ..configuration_hf_attn import HfAttnConfig
 from ..evaluation import classification_metric, f1_key
 from ..modeling_hf_attn import HfAttnForSequenceClassification
+from ..runtime.precision import default_device, resolve_precision
 from ..saved import load_saved_classifier
 from ..tasks import load_classification
+from ..tasks.imdb import IMDB_HUB_ID
 from .config import Experiment, refuse_scheduled_sampling
-from .data import IMDB_HUB_ID, RandomWindows, limit_rows, tokenize_splits
-from .precision import default_device, resolve_precision
+from .data import RandomWindows, limit_rows, tokenize_splits
 from .records import read_run_metrics
 from .run import Task, load_tokenizer, run, say_without_dan
 

@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ..runtime.precision import autocast, default_device, resolve_precision
 from ..saved import beyond_learned_table, load_saved_causal_lm
-from .data import load_imdb
-from .precision import autocast, default_device, resolve_precision
+from ..tasks.imdb import load_imdb
 
 NOT_APPLICABLE = "n/a (learned table)"
 TOKENS_PER_BATCH = 16_384  # windows are batched up to this many tokens: the memory of one forward pass

@@ -17,9 +17,10 @@ from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, Trai
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from ..runtime.cpu import this_cpu
+from ..runtime.precision import trainer_precision
 from .config import SECTIONS, Experiment
 from .folders import RunFolderError
-from .precision import this_cpu
 
 
 class TrainingClock(TrainerCallback, ExportableState):
@@ -135,7 +136,7 @@ def run_record(
         "wall_time_s": time.time() - started,
         "world_size": trainer.args.world_size,
         "hardware": hardware_name(trainer.args.device),
-        "precision": "bf16" if trainer.args.bf16 else "fp32",
+        "precision": trainer_precision(trainer.args),
         "vocab_size": len(tokenizer),
         "max_length": experiment.max_length,
         "command": cli_command(),

@@ -40,17 +40,17 @@ from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForReplacedTokenDetection, HfAttnForSequenceClassification, HfAttnPreTrainedModel
+from ..runtime.precision import default_device, resolve_precision
 from ..saved import load_strictly
 from ..week3 import load_week3_embedding, load_week3_tokenizer, read_embedding_width, train_week3_tokenizer
 from .config import FINE_TUNING_SETTINGS, Experiment
 from .folders import RunFolderError, claim_output_dir, keep_only_checkpoint, process_state, resume_checkpoint
-from .precision import default_device, resolve_precision
 from .records import ExperimentRecord, TrainingClock, check_resumed, init_from_metrics, run_record, write_metrics
 from .stages import (
     STAGE_RECORD,
     ContinuedSchedule,
+    StageClock,
     StageLimit,
-    check_max_time,
     continued_checkpoint,
     read_continuation,
     write_stage,
@@ -137,7 +137,7 @@ def run(
     """
     output_dir = Path(output_dir)
     started = time.time()
-    check_max_time(max_time)
+    clock = StageClock(max_time, started)
     run_precision(experiment)  # bf16 asked of hardware without it fails now, not after the data is loaded
     if resume and continue_from is not None:
         raise RunFolderError("--resume continues from the output folder's last checkpoint and --continue-from from a "
@@ -160,7 +160,7 @@ def run(
             # Under a limit of 1, Trainer deletes every checkpoint but the best when train() ends, the one a stopped
             # stage saves with it: a stage keeps two, the best and the last, for the next stage to resume from
             args.save_total_limit = 2
-        stage_limit = StageLimit(started, max_time)
+        stage_limit = StageLimit(clock)
         callbacks = [*callbacks, TrainingClock(), stage_limit, record]
         continuation = read_continuation(output_dir)
         if continuation is not None:

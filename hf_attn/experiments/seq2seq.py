@@ -1,6 +1,6 @@
 """Date normalisation with an hf_attn encoder-decoder (`hf-attn seq2seq`): a written date -> `YYYY-MM-DD`.
 
-The pairs come from `hf_attn.experiments.dates` (seeded, splits disjoint by source). A Week 3 byte-level BPE
+The pairs come from `hf_attn.tasks.dates` (seeded, splits disjoint by source). A Week 3 byte-level BPE
 is trained on the training sources and targets, with `</s>` added as the end-of-sequence token, which also
 starts the decoder (as in BART). The model is transformers' `EncoderDecoderModel` of an `HfAttnModel` encoder
 and an `HfAttnForCausalLM` decoder with cross-attention, both with the experiment's `model` settings (so the
@@ -36,9 +36,9 @@ from transformers import (
 )
 
 from ..configuration_hf_attn import HfAttnConfig
+from ..runtime.precision import autocast, trainer_precision
+from ..tasks.dates import DateNormalisation, DatePair
 from .config import Experiment
-from .dates import DateGeneratorSettings, DatePair, generate_date_pairs
-from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, load_tokenizer, run
 from .seq2seq_training import PooledContextEncoderDecoder, Seq2SeqScheduledSamplingTrainer
@@ -158,7 +158,7 @@ def seq2seq_scores(
     for split, prefix in (("validation", "val"), ("test", "test")):
         sources = [pair.source for pair in pairs[split]]
         for decoding, beams in zip(DECODINGS, (1, num_beams)):
-            with autocast("bf16" if trainer.args.bf16 else "fp32", model.device):  # the run's precision
+            with autocast(trainer_precision(trainer.args), model.device):
                 predictions = decode(model, tokenizer, sources, num_beams=beams)
             result = exact_match_scores(predictions, pairs[split], tokenizer)
             scores[f"{prefix}_exact_match_{decoding}"] = result.pop("overall")
@@ -192,7 +192,7 @@ def seq2seq_task(experiment: Experiment) -> Task:
     if experiment.init_from is not None or experiment.week3 is not None:
         raise ValueError("hf-attn seq2seq trains a new encoder-decoder and its tokenizer on the generated pairs; "
                          "drop init_from and --week3.")
-    pairs = generate_date_pairs(DateGeneratorSettings(**experiment.seq2seq.generator), experiment.seed)
+    pairs = DateNormalisation(**experiment.seq2seq.generator, seed=experiment.seed).date_pairs()
     settings = experiment.seq2seq
     tokenizer = seq2seq_tokenizer(experiment, pairs["train"])
     splits = {name: tokenize_pairs(split, tokenizer, experiment.max_length) for name, split in pairs.items()}

@@ -35,8 +35,9 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Traine
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
+from ..runtime.precision import autocast, trainer_precision
 from ..saved import check_known_words, load_tokenizer
-from ..tasks import dataset_source
+from ..tasks import SequenceTask, dataset_source
 from ..tasks.length import (
     BucketScore,
     Pair,
@@ -49,7 +50,6 @@ from ..tasks.length import (
     word_accuracy_by_position,
 )
 from .config import Experiment, refuse_scheduled_sampling
-from .precision import autocast
 from .pretraining import IGNORE_INDEX
 from .run import Task, run
 from .scheduled_sampling import CausalScheduledSamplingTrainer
@@ -160,7 +160,7 @@ def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: 
     and when it left it); exact match by length bucket on validation and test; the first wrong test answers."""
     by_step = validation_loss_by_step(trainer.state.log_history)  # before `evaluate` logs the kept checkpoint's
     scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"], "val_loss_by_step": by_step}
-    precision = "bf16" if trainer.args.bf16 else "fp32"
+    precision = trainer_precision(trainer.args)
     for split, prefix in SCORED_SPLITS:
         pairs = [Pair(row["input"], row["target"], row["length"]) for row in data[split]]
         by_bucket, answers = score_pairs(trainer.model, tokenizer, pairs, buckets, precision)
@@ -213,8 +213,8 @@ def sequence_task(experiment: Experiment) -> Task:
 
 
 def is_sequence_experiment(experiment: Experiment) -> bool:
-    """Whether the experiment's dataset is a sequence task (input/target pairs) rather than labelled texts."""
-    return dataset_source(experiment.dataset).task == "pairs"
+    """Whether the experiment's dataset is a sequence task (pairs scored by length) rather than labelled texts."""
+    return isinstance(dataset_source(experiment.dataset), SequenceTask)
 
 
 def train_sequence(experiment: Experiment, output_dir: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
@@ -235,9 +235,10 @@ def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]]
     if not isinstance(dataset, dict):
         return None
     try:
-        return dataset_source(dataset).score_buckets()
+        source = dataset_source(dataset)
     except ValueError:
         return None
+    return source.score_buckets() if isinstance(source, SequenceTask) else None
 
 
 def saved_sequence_model(model_dir: str | os.PathLike[str]) -> HfAttnPreTrainedModel:

@@ -21,6 +21,7 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer import TRAINER_STATE_NAME
 
 from ..modeling_hf_attn import HfAttnPreTrainedModel
+from ..runtime.precision import trainer_precision
 from ..saved import load_strictly
 from .config import Experiment
 from .records import TrainingClock, cli_command, hardware_name
@@ -37,19 +38,47 @@ def check_max_time(max_time: float | None) -> None:
                          "to the end, or give the minutes this stage may take (e.g. --max-time 90).")
 
 
-class StageLimit(TrainerCallback):
-    """Stops training at the first optimizer step that ends past `max_time` minutes from `started` (a
-    `time.time()`), with a checkpoint saved at that step; `stopped` says whether it did (a run that reaches
-    its last step is not stopped). Under several processes the main process's clock decides for all."""
+class StageStopped(Exception):
+    """A stage's --max-time is up: it ends here, with what it finished kept."""
 
-    def __init__(self, started: float, max_time: float | None) -> None:
-        self.deadline = None if max_time is None else started + 60.0 * max_time
+
+class StageClock:
+    """The minutes left to one stage: `max_time` minutes from `started` (a `time.time()`, default now), unlimited
+    without one. A training run stops at the first optimizer step past it (`StageLimit`); an arena stage starts a
+    piece of work only with the time it needs left (`check`). The one place `--max-time` is checked."""
+
+    def __init__(self, max_time: float | None, started: float | None = None) -> None:
+        check_max_time(max_time)
+        self.max_time = max_time
+        start = time.time() if started is None else started
+        self.deadline = None if max_time is None else start + 60.0 * max_time
+
+    def minutes_left(self) -> float | None:
+        return None if self.deadline is None else (self.deadline - time.time()) / 60.0
+
+    def is_up(self) -> bool:
+        return self.deadline is not None and time.time() >= self.deadline
+
+    def check(self, needs_minutes: float = 0.0, what: str = "the next piece") -> None:
+        """Raise `StageStopped` when the stage has not `needs_minutes` left for `what`."""
+        left = self.minutes_left()
+        if left is not None and left <= needs_minutes:
+            raise StageStopped(f"{left:.1f} minutes of --max-time left, {what} needs {max(needs_minutes, 0):.1f}")
+
+
+class StageLimit(TrainerCallback):
+    """Stops training at the first optimizer step that ends past its `clock`'s time, with a checkpoint saved at that
+    step; `stopped` says whether it did (a run that reaches its last step is not stopped). Under several processes
+    the main process's clock decides for all."""
+
+    def __init__(self, clock: StageClock) -> None:
+        self.clock = clock
         self.stopped = False
 
     def on_step_end(self, args: TrainingArguments, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.deadline is None or state.global_step >= state.max_steps:
+        if self.clock.deadline is None or state.global_step >= state.max_steps:
             return
-        past = [time.time() >= self.deadline]
+        past = [self.clock.is_up()]
         if args.world_size > 1:
             past = broadcast_object_list(past, from_process=0)
         if past[0]:
@@ -160,7 +189,7 @@ def write_stage(trainer: Trainer, experiment: Experiment, output_dir: Path, max_
         "train_runtime_s": clock.elapsed_s,
         "wall_time_s": time.time() - started,
         "hardware": hardware_name(trainer.args.device),
-        "precision": "bf16" if trainer.args.bf16 else "fp32",
+        "precision": trainer_precision(trainer.args),
         "checkpoint": str(checkpoint),
         "continue_here": continue_command("--resume"),
         "continue_elsewhere": [f"hf-attn checkpoint --model {checkpoint} --output {committed}",

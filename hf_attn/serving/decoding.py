@@ -3,7 +3,7 @@
 At batch 1 a decoding step multiplies one row by every weight matrix and reads each weight once, so the step
 runs at the speed the products stream the weights. A BLAS matrix-vector product reads a weight stored as
 `nn.Linear` stores it, (out, in), at a fraction of the speed of a plain pass over memory (MKL on a CPU:
-docs/benchmarks.md, `scripts/bench_weight_streaming.py`); written as `(row * weight).sum(-1)`, Inductor fuses the
+docs/benchmarks.md, `hf-attn bench --sections streaming`); written as `(row * weight).sum(-1)`, Inductor fuses the
 product into one loop over the weight that streams it nearly as fast as that pass.
 
 This is an opt-in for serving, not part of the model code a Hub repo receives: `stream_single_row_products(model)`

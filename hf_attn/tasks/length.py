@@ -26,10 +26,13 @@ import random
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from datasets import Dataset, DatasetDict, Features, Value
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
+
+from .sources import SequenceTask
 
 # The items of copy, reverse and sort: ten letters, drawn with replacement (so sort sees repeats).
 LETTERS = tuple("abcdefghij")
@@ -495,3 +498,31 @@ def write_length_splits(task: str, max_train_length: int, n_train: int, n_valida
         write_pairs(output_dir / f"{split}.jsonl", pairs)
         written[output_dir / f"{split}.jsonl"] = len(pairs)
     return written
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedLengthTask(SequenceTask):
+    """A generated length-generalization task (`hf_attn.tasks.length`: copy, reverse, sort, addition, ...): train and
+    validation at lengths 1..`max_train_length`, test at L+1..2L and 4L, drawn with `seed` (docs/length-tasks.md)."""
+
+    kind: ClassVar[str] = "length"
+    name: str
+    max_train_length: int
+    n_train: int = 10_000
+    n_validation: int = 500
+    n_test_per_length: int = 100
+    seed: int = 0
+
+    def check(self) -> None:
+        get_length_task(self.name)  # an unknown task is refused now, naming the known ones
+
+    def load_pairs(self) -> DatasetDict:
+        return length_splits(self.name, self.max_train_length, self.n_train, self.n_validation,
+                             self.n_test_per_length, self.seed)
+
+    def score_buckets(self) -> list[tuple[int, int]]:
+        return length_buckets(self.max_train_length)
+
+    def pairs_tokenizer(self, data: DatasetDict) -> PreTrainedTokenizerFast:
+        """The task's symbols, whatever the drawn pairs hold."""
+        return task_tokenizer(self.name)

@@ -9,13 +9,16 @@ the split is made by.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
+from typing import ClassVar
 
 from datasets import DatasetDict
 from transformers import PreTrainedTokenizerFast
 
 from .length import Pair, build_tokenizer, pairs_to_dataset_dict, split_seed
+from .sources import SequenceTask
 
 SCAN_LENGTH_FILES = {"train": "tasks_train_length.txt", "test": "tasks_test_length.txt"}
 # The split's length measure: training targets have at most this many actions, test targets more.
@@ -68,3 +71,24 @@ def scan_tokenizer(dataset: DatasetDict) -> PreTrainedTokenizerFast:
     """`build_tokenizer` of every word of the commands and actions of `dataset`'s splits."""
     return build_tokenizer({word for split in dataset.values()
                             for column in ("input", "target") for text in split[column] for word in text.split()})
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanLengthSplit(SequenceTask):
+    """SCAN's length split (Lake & Baroni 2018) from the public files in `folder`; `n_validation` training pairs,
+    drawn with `seed`, become the validation split (`hf_attn.tasks.scan`)."""
+
+    kind: ClassVar[str] = "scan"
+    folder: str
+    n_validation: int = 0
+    seed: int = 0
+
+    def load_pairs(self) -> DatasetDict:
+        return scan_length_split(self.folder, self.n_validation, self.seed)
+
+    def score_buckets(self) -> list[tuple[int, int]]:
+        return list(SCAN_LENGTH_BUCKETS)
+
+    def pairs_tokenizer(self, data: DatasetDict) -> PreTrainedTokenizerFast:
+        """Every word of the commands and actions."""
+        return scan_tokenizer(data)

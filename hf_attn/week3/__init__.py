@@ -2,6 +2,8 @@
 
 * ``files``: the three tokenizer JSON files, their validation and ``Week3FormatError``;
 * ``bpe``: the documented BPE trainer and the conversion to and from ``HfAttnTokenizerFast``;
+* ``batch_encoding``: ``encode_batch``, the same ids for a large batch of texts, each distinct word encoded once
+  (opt-in: the package's own bulk encoding uses it; a saved model's tokenizer does not need it);
 * ``tensors``: the pickled dataset splits and the DAN embedding, loaded without running pickles;
 * ``dan``: the Deep Averaging Network whose embedding starts the Transformers;
 * ``prepare``: ``hf-attn prepare``, a whole Week 3 folder made from IMDb (imported on its own, as it

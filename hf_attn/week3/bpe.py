@@ -14,13 +14,15 @@ identical, and the tests check it against an independent reference:
   the whole text at once: no merge can cross a word boundary because ``</w>`` only ever ends a
   merge's right part (``Week3Files.validate`` enforces it).
 * BPE cannot drop a symbol, so a lone ``</w>`` comes out as the id of ``Ġ``; ``HfAttnTokenizerFast``
-  removes it (see ``hf_attn/tokenization_hf_attn.py``).
+  removes it (see ``hf_attn/tokenization_hf_attn.py``), and so does ``hf_attn.week3.batch_encoding``.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,11 +30,12 @@ from typing import Any
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from ..tokenization_hf_attn import END_OF_WORD_TOKEN, WORD_PATTERN, HfAttnTokenizerFast, word_end_pattern
+from ..tokenization_hf_attn import END_OF_WORD_TOKEN, HfAttnTokenizerFast
 from .files import (
     BYTE_ENCODER,
     BYTE_VOCAB_SIZE,
     END_OF_WORD,
+    WORD_PATTERN,
     Week3Files,
     read_week3_files,
     week3_config,
@@ -167,6 +170,30 @@ def build_backend_tokenizer(files: Week3Files) -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     tokenizer.decoder = decoders.ByteLevel()
     return tokenizer
+
+
+@functools.cache
+def word_end_pattern() -> str:
+    """Oniguruma regex matching each word's trailing whitespace (after ``\\K``), or leading whitespace.
+
+    Replacing its matches by one space (the normalizer of ``tokenizer.json``) leaves every word of
+    ``WORD_PATTERN`` followed by exactly one space and no other whitespace. The classes are Python's
+    Unicode ``\\w`` and ``\\s`` of the running interpreter, frozen into ``tokenizer.json``, so a saved
+    tokenizer splits the same way everywhere.
+    """
+    word = character_class(r"\w")
+    space = character_class(r"\s")
+    return f"(?:[{word}]+|[^{word}{space}])\\K[{space}]*|[{space}]+"
+
+
+@functools.cache
+def character_class(pattern: str) -> str:
+    """The code points Python's ``re`` matches with ``pattern`` (``\\w`` or ``\\s``), as an Oniguruma class body."""
+    ranges = []
+    for first, last in ((0, 0xD7FF), (0xE000, 0x10FFFF)):  # lone surrogates cannot reach a tokenizer
+        block = "".join(map(chr, range(first, last + 1)))
+        ranges.extend((first + m.start(), first + m.end() - 1) for m in re.finditer(f"{pattern}+", block))
+    return "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges)
 
 
 def _to_internal(symbol: str) -> str:

@@ -9,12 +9,15 @@ for byte as the notebook does. Turning them into a tokenizer is ``hf_attn.week3.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 END_OF_WORD = "</w>"
+WORD_PATTERN = re.compile(r"\w+|[^\w\s]")
+"""A Week 3 word: a run of Python ``\\w`` characters, or any one character that is neither that nor space."""
 PAD_TOKEN = "[PAD]"
 BYTE_VOCAB_SIZE = 256
 

@@ -18,16 +18,19 @@ import torch
 from torch.utils.data import TensorDataset
 
 from ..tasks import load_classification
+from ..tokenization_hf_attn import HfAttnTokenizerFast
+from .batch_encoding import encode_batch
 from .bpe import save_week3, train_week3_tokenizer
 from .dan import train_dan
-from .tensors import save_week3_split
+from .tensors import SPLIT_FILES, save_week3_split
 
 logger = logging.getLogger(__name__)
 
 
-def encode_week3(tokenizer: Any, texts: list[str], labels: list[int], max_seq: int) -> TensorDataset:
+def encode_week3(tokenizer: HfAttnTokenizerFast, texts: list[str], labels: list[int], max_seq: int) -> TensorDataset:
     """The notebook's tensors: input_ids[N, max_seq] long, labels[N] float, padding_mask[N, max_seq] long."""
-    encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=max_seq, return_tensors="pt")
+    encoded = encode_batch(tokenizer, texts, padding="max_length", truncation=True, max_length=max_seq,
+                           return_tensors="pt")
     return TensorDataset(encoded["input_ids"].long(), torch.tensor(labels, dtype=torch.float32),
                          encoded["attention_mask"].long())
 
@@ -61,7 +64,7 @@ def prepare_week3(
     save_week3(tokenizer, output_dir)
 
     tensors = {}
-    for name, filename in (("train", "train_ds.pt"), ("validation", "val_ds.pt"), ("test", "test_ds.pt")):
+    for name, filename in SPLIT_FILES.items():
         part = splits[name]
         tensors[name] = encode_week3(tokenizer, list(part["text"]), list(part["label"]), max_seq)
         save_week3_split(tensors[name], output_dir / "datasets" / filename)

@@ -33,6 +33,8 @@ ALLOWED_CLASSES = (TensorDataset, Subset)
 """The only classes a Week 3 pickle may name, besides tensors and containers."""
 EMBEDDING_KEYS = ("weight", "embedding.weight")
 """Where the embedding sits: the nn.Embedding state dict, or the whole DAN's."""
+SPLIT_FILES = {"train": "train_ds.pt", "validation": "val_ds.pt", "test": "test_ds.pt"}
+"""The file of each split in a Week 3 folder's ``datasets/``."""
 SPLIT_FEATURES = datasets.Features(
     {
         "input_ids": datasets.Sequence(datasets.Value("int64")),

@@ -23,28 +23,39 @@ run again reads what is there, resumes an interrupted training and measures only
 writes `arena.md`, `arena.json` and the plots to `--results`; with `--max-time` it is one stage of a longer
 run (docs/long-runs.md).
 
-The modules, by concern: `schema` (the arena file, budgets, the experiments they make), `kinds` (the kinds of
-cells: key, settings, measuring, report), `cells` (committed measurements and a stage's clock), `measure`
-(readings, masked-LM loss, speed), `run` (`run_arena`: the pending cells, the models they need, stages,
-committed encoders) and `report` (table, JSON, plots).
+The modules, by concern: `settings` (how a key of the arena file is declared), `roles` (the models an arena
+trains: encoder, classifier, decoder), `kinds` (the kinds of cells, a file each, each class owning its settings,
+stamp, measuring, record section, summary, table and plots; `CELL_KINDS` lists them), `schema` (the arena file and
+its budgets as the roles and kinds declare them, the experiments they make), `cells` (committed measurements),
+`measure` (readings, masked-LM loss, speed), `run` (`run_arena`: the pending cells, the models they need, stages,
+committed encoders) and `report` (JSON, table and plots, each kind asked for its own). A stage's clock is
+`experiments.stages.StageClock`. Adding a kind is one file in `kinds/` and one line in `CELL_KINDS`
+(docs/contributing.md).
 """
 
-from .cells import Cells, StageClock, StageStopped
+from ..stages import StageClock, StageStopped
+from .cells import Cells
 from .kinds import CELL_KINDS, DEFAULT_TASK, Cell, plan
 from .measure import masked_lm_loss, mlm_token_budget
 from .report import markdown_report, ranking, standard_error
+from .roles import ROLES, Model, Role
 from .run import ArenaRun, run_arena, trained
 from .schema import Arena, ArenaConfigError, Budget, experiment_for, load_arena
+from .settings import Setting
 
 __all__ = [
     "CELL_KINDS",
     "DEFAULT_TASK",
+    "ROLES",
     "Arena",
     "ArenaConfigError",
     "ArenaRun",
     "Budget",
     "Cell",
     "Cells",
+    "Model",
+    "Role",
+    "Setting",
     "StageClock",
     "StageStopped",
     "experiment_for",

@@ -1,5 +1,5 @@
-"""The arena's measurements as committed JSON cells (their kinds are in `kinds`), and the clock of one stage
-(`--max-time`)."""
+"""The arena's measurements as committed JSON cells (their kinds are in `kinds`), started only with the time of the
+stage's clock (`stages.StageClock`) they need left; and the claims of stages side by side."""
 
 from __future__ import annotations
 
@@ -12,32 +12,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..stages import check_max_time
+from ..stages import StageClock
 from .kinds import Cell
 from .schema import Arena, ArenaConfigError
-
-
-class StageStopped(Exception):
-    """The arena stage's --max-time is up: it ends here, with what it finished kept."""
-
-
-class StageClock:
-    """The minutes left to one arena stage (`--max-time`; unlimited without one)."""
-
-    def __init__(self, max_time: float | None) -> None:
-        check_max_time(max_time)
-        self.max_time = max_time
-        self.deadline = None if max_time is None else time.time() + 60.0 * max_time
-
-    def minutes_left(self) -> float | None:
-        return None if self.deadline is None else (self.deadline - time.time()) / 60.0
-
-    def check(self, needs_minutes: float = 0.0, what: str = "the next piece") -> None:
-        """Raise `StageStopped` when the stage has not `needs_minutes` left for `what`."""
-        left = self.minutes_left()
-        if left is not None and left <= needs_minutes:
-            raise StageStopped(f"{left:.1f} minutes of --max-time left, {what} needs {max(needs_minutes, 0):.1f}")
-
 
 NAMED_DIFFERENCES = 4  # the settings a refusal names before it counts the rest
 MISSING = object()  # a key one stamp lacks

@@ -6,7 +6,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import datasets
 import torch
@@ -14,18 +14,25 @@ from torch.utils.data import DataLoader
 from transformers import AutoTokenizer
 
 from ...bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes, summarize
-from ...configuration_hf_attn import HfAttnConfig
+from ...configuration_hf_attn import ROPE_TYPES, HfAttnConfig
 from ...modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
 from ...positions import POSITION_SCHEMES
+from ...runtime.precision import autocast, resolve_precision
 from ...saved import beyond_learned_table
+from ...tasks.imdb import load_imdb
 from .. import classification
 from ..config import Experiment
-from ..data import limit_rows, load_imdb
+from ..data import limit_rows
 from ..perplexity import token_stream
-from ..precision import autocast, resolve_precision
 from ..pretraining import IGNORE_INDEX, MaskedLMCollator, masked_once
-from .schema import ATTENTION_MODES, READINGS, SCALINGS, Arena
 
+if TYPE_CHECKING:  # the arena's settings, read by its kinds of cells
+    from .schema import Arena
+
+WHOLE = "whole"  # a read length: each test review whole (read at the longest test review's length)
+READINGS = ("direct", "windows")  # how every scheme reads past its training length; RoPE adds its scalings
+SCALINGS = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")  # RoPE's, at inference
+ATTENTION_MODES = ("full", "sliding", "windows")  # how the speed section reads a whole review
 EVAL_BATCH_TOKENS = 8192  # padded tokens per evaluation batch: the batch shrinks as the read length grows
 
 

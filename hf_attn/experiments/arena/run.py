@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -17,12 +18,12 @@ from transformers.trainer_utils import get_last_checkpoint
 from .. import classification, pretraining, sequence
 from ..config import Experiment
 from ..records import changed_settings, cli_command
-from ..stages import STAGE_RECORD
-from .cells import Cells, Claims, StageClock, StageStopped
-from .kinds import SPLITS, Cell, ClassifierCell, Model, ReadingCell, WholeLengthCell, plan
-from .measure import na
-from .report import standard_error, summarize_sequences, write_report
-from .schema import WHOLE, Arena, ArenaConfigError, experiment_for
+from ..stages import STAGE_RECORD, StageClock, StageStopped
+from .cells import Cells, Claims
+from .kinds import CELL_KINDS, Cell, plan
+from .report import write_report
+from .roles import ROLES, Model
+from .schema import Arena, ArenaConfigError, experiment_for
 
 
 def holds(recorded: Any, current: Any) -> bool:
@@ -169,8 +170,8 @@ class ArenaRun:
         self.pending = [cell for cell in self.cells.pending(self.plan) if self.selected(cell) and cell.wanted(self)]
         needed = {model for cell in self.pending for model in (*cell.needs(arena), cell.trains()) if model}
         self.to_train = sorted(model for model in needed
-                               if model.role == "classifier" and not self._finished_here(model))
-        trainings = {ClassifierCell(scheme=model.scheme, seed=model.seed).timing_class for model in self.to_train}
+                               if ROLES[model.role].retrained and not ROLES[model.role].finished_here(self, model))
+        trainings = {self.training_cell(model).timing_class for model in self.to_train}
         self.cells.check_fits(max_time, {cell.timing_class for cell in self.pending if not cell.checks_its_own_time()}
                               | trainings)
 
@@ -179,9 +180,8 @@ class ArenaRun:
         of every cell there."""
         record: dict[str, Any] = {"budget": self.arena.budget_name, "settings": self.arena.settings(),
                                   "command": cli_command(), "training_length": self.training_length,
-                                  "seeds": self.arena.budget.seeds, "classifiers": {}, "pretraining": {},
-                                  "whole_length": {}, "reading": {}, "mlm": {}, "speed": {}, "sequence": {},
-                                  "stopped": None}
+                                  "seeds": self.arena.budget.seeds,
+                                  **{kind.section: {} for kind in CELL_KINDS.values()}, "stopped": None}
         skipped = []
         try:
             for cell in self.pending if measure else ():
@@ -202,8 +202,8 @@ class ArenaRun:
             if self.cells.finished(cell) and cell.wanted(self):
                 cell.report(record, {key: value for key, value in self.cells.done[cell].items() if key != "stamp"})
         record["measured_now"] = self.cells.measured
-        summarize_readings(record)
-        summarize_sequences(record)
+        for kind in CELL_KINDS.values():
+            kind.summarize(record)
         write_report(record, self.results)
         return record
 
@@ -217,8 +217,7 @@ class ArenaRun:
         """The claims a stage holds while it measures `cell` (`Claims`): the cell, and every model its measuring
         may train (those it needs or trains, and the encoder a fine-tuned classifier starts from)."""
         models = {*cell.needs(self.arena), *filter(None, [cell.trains()])}
-        if self.arena.budget.fine_tune:
-            models |= {Model("encoder", model.scheme) for model in models if model.role == "classifier"}
+        models |= {start for model in models for start in ROLES[model.role].starts_from(self.arena, model)}
         names = sorted(f"models/{model.role}-{model.scheme}" + ("" if model.seed is None else f"-seed{model.seed}")
                        for model in models)
         return [f"cells/{cell.path}", *names]
@@ -230,17 +229,13 @@ class ArenaRun:
             self._experiments[key] = experiment_for(self.arena, kind, scheme, seed)
         return self._experiments[key]
 
-    def tokens(self, read: int | str, split: str) -> int | None:
-        """The tokens a reading at `read` reads of `split`: `whole` is the split's longest review (None until its
-        cell is measured)."""
-        if read != WHOLE:
-            return int(read)
-        cell = self.cells.done.get(WholeLengthCell(split=split))
-        return None if cell is None else cell["value"]
-
     def model(self, model: Model) -> Path:
-        """The folder of `model` on this machine, pretrained, trained or read first if need be."""
-        return self.encoder(model.scheme) if model.role == "encoder" else self.classifier(model.scheme, model.seed)
+        """The folder of `model` on this machine, pretrained, trained or read first if need be (its role's way)."""
+        return ROLES[model.role].folder(self, model)
+
+    def training_cell(self, model: Model) -> Cell:
+        """The cell whose measurement trains `model`: its time is the training's."""
+        return next(cell for cell in self.plan if cell.trains() == model)
 
     def encoder(self, scheme: str) -> Path:
         return self._encoder(scheme)[0]
@@ -256,16 +251,13 @@ class ArenaRun:
                                                         self.clock, committed)
         return self._encoders[scheme]
 
-    def _classifier_dir(self, scheme: str, seed: int) -> Path:
+    def classifier_dir(self, scheme: str, seed: int) -> Path:
         return self.runs / "classifier" / f"{scheme}-seed{seed}"
-
-    def _finished_here(self, model: Model) -> bool:
-        return (self._classifier_dir(model.scheme, model.seed) / "metrics.json").is_file()
 
     def classifier(self, scheme: str, seed: int) -> Path:
         """The folder of `scheme`'s classifier of `seed` on this machine, trained if it has none."""
         self.classifier_metrics(scheme, seed)
-        return self._classifier_dir(scheme, seed)
+        return self.classifier_dir(scheme, seed)
 
     def classifier_metrics(self, scheme: str, seed: int) -> dict[str, Any]:
         """A classifier's metrics, trained first where this machine has no finished run of it. Classifiers are not
@@ -275,16 +267,17 @@ class ArenaRun:
         (at most 90% of a stage, so that a classifier longer than a stage still starts in a fresh one and its
         readings land over several)."""
         model = Model("classifier", scheme, seed)
-        run_dir = self._classifier_dir(scheme, seed)
-        if not self._finished_here(model):
-            training = ClassifierCell(scheme=scheme, seed=seed)
+        run_dir = self.classifier_dir(scheme, seed)
+        finished = ROLES[model.role].finished_here(self, model)
+        if not finished:
             left = [cell for cell in self.pending if model in cell.needs(self.arena)]
-            needs = self.cells.seconds_of(training) + sum(self.cells.seconds_of(cell) for cell in left)
+            needs = self.cells.seconds_of(self.training_cell(model)) + sum(self.cells.seconds_of(cell) for cell in left)
             if self.clock.max_time is not None:
                 needs = min(needs, 0.9 * 60.0 * self.clock.max_time)
-            readings = sum(isinstance(cell, ReadingCell) for cell in left)
-            self.clock.check(needs / 60.0, f"classifier {scheme} seed {seed} and its {readings} readings left")
-        init_from = self.encoder(scheme) if self.arena.budget.fine_tune and not self._finished_here(model) else None
+            kinds = collections.Counter(type(cell).plural for cell in left)
+            cells = ", ".join(f"{count} {plural}" for plural, count in kinds.items()) or "no cells"
+            self.clock.check(needs / 60.0, f"classifier {scheme} seed {seed} and its {cells} left")
+        init_from = self.encoder(scheme) if self.arena.budget.fine_tune and not finished else None
         experiment = experiment_for(self.arena, "classifier", scheme, seed, init_from)
         return trained(run_dir, classification.train, experiment, self.clock)
 
@@ -294,26 +287,3 @@ class ArenaRun:
         experiment = experiment_for(self.arena, "sequence", scheme, seed, task=task)
         return trained(self.runs / "sequence" / task / f"{scheme}-seed{seed}", sequence.train_sequence, experiment,
                        self.clock)
-
-
-def summarize_readings(record: dict[str, Any]) -> None:
-    """Each reading's seeds in one number per split: the mean accuracy (`value` is the test one), its standard
-    error on the reviews read (the seeds read the same reviews, so it does not shrink with them), and the
-    seeds' spread; n/a with the reason where a seed's cell is n/a. `value` is the test mean, None (not measured
-    yet) until a seed's test reading is in."""
-    for entry in record["reading"].values():
-        for split in SPLITS:
-            seeds = [cells[split] for cells in entry["by_seed"].values() if split in cells]
-            if not seeds:
-                continue
-            if any(cell["value"] is None for cell in seeds):
-                summary = na(next(cell["reason"] for cell in seeds if cell["value"] is None))
-            else:
-                values = [cell["value"] for cell in seeds]
-                mean = sum(values) / len(values)
-                reviews = seeds[0]["n_reviews"]
-                summary = {"value": mean, "se": standard_error(mean, reviews),
-                           "spread": max(values) - min(values), "seeds": len(values), "n_reviews": reviews}
-            entry["val" if split == "validation" else "test"] = summary
-        test = entry.get("test", {})  # the table's number: none yet while only validation is read
-        entry["value"], entry["reason"], entry["se"] = test.get("value"), test.get("reason"), test.get("se")

@@ -1,17 +1,22 @@
-"""Arena files (`configs/arena/arena.yaml`): the schema, a budget, and the experiments an arena runs."""
+"""Arena files (`configs/arena/arena.yaml`): the schema, a budget, and the experiments an arena runs.
+
+The keys of an arena file are declared where they are used: `schemes`, `scheme_settings` and `budgets` here, the
+experiment file of each role (`roles.ROLES`) and the settings of each kind of cell (`kinds.CELL_KINDS`) with them,
+in the registries' order; a budget's keys likewise (`fine_tune` and `seeds` here)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ...configuration_hf_attn import ROPE_TYPES, is_count
 from ...positions import POSITION_SCHEMES
+from ...settings import refuse_unknown_keys
 from ..config import (
     FINE_TUNING_SETTINGS,
     Experiment,
@@ -23,49 +28,104 @@ from ..config import (
     read_experiment_file,
     replaces_dataset,
 )
+from .kinds import CELL_KINDS, Cell
+from .roles import ROLES
+from .settings import ArenaConfigError, Setting, subset
 
-WHOLE = "whole"  # a read length: each test review whole (read at the longest test review's length)
+BASE_SETTINGS = (  # what every arena file has; the roles and the kinds declare the rest (`arena_settings`)
+    Setting("schemes", lambda value: bool(value) and subset(tuple(POSITION_SCHEMES))(value),
+            f"a non-empty list of {sorted(POSITION_SCHEMES)}"),
+    Setting("scheme_settings", lambda value: isinstance(value, dict)
+            and all(isinstance(keys, dict) for keys in value.values()),
+            "a mapping of scheme names to experiment keys (what a scheme's definition adds, e.g. sinusoidal's scaled "
+            "embeddings)", {}),
+    Setting("budgets", lambda value: isinstance(value, dict) and bool(value), "a mapping of budget names to budgets"),
+)
+BASE_BUDGET_SETTINGS = (
+    Setting("fine_tune", lambda value: isinstance(value, bool), "true or false", False),
+    Setting("seeds", lambda value: isinstance(value, list) and bool(value) and len(set(value)) == len(value)
+            and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value),
+            "a non-empty list of distinct non-negative integers", [42]),
+)
 
 
-READINGS = ("direct", "windows")  # how every scheme reads past its training length; RoPE adds its scalings
+def declared(settings: Iterable[Setting]) -> dict[str, Setting]:
+    """`settings` by name, each where it is first declared (a key several kinds read is one key)."""
+    found: dict[str, Setting] = {}
+    for setting in settings:
+        found.setdefault(setting.name, setting)
+    return found
 
 
-ATTENTION_MODES = ("full", "sliding", "windows")  # how the speed section reads a whole review
+def part_settings(kinds: Iterable[type[Cell]]) -> dict[str, Setting]:
+    """What `kinds` add to an arena file, in the registry's order: the experiment file of each role their cells use,
+    then each kind's own settings."""
+    return declared(setting for kind in kinds
+                    for setting in (*(ROLES[role].setting() for role in kind.roles), *kind.settings))
 
 
-class ArenaConfigError(ExperimentConfigError):
-    """An arena file (or budget) that cannot describe an arena."""
+def kind_settings() -> dict[str, Setting]:
+    """The keys of an arena file the roles and kinds declare (read from the registries as they are now)."""
+    return part_settings(CELL_KINDS.values())
+
+
+def arena_settings() -> dict[str, Setting]:
+    """Every key of an arena file: `schemes`, the roles' and kinds' (`kind_settings`), `scheme_settings`, `budgets`."""
+    return declared((BASE_SETTINGS[0], *kind_settings().values(), *BASE_SETTINGS[1:]))
+
+
+def budget_settings() -> dict[str, Setting]:
+    """Every key of a budget: each role's experiment keys, `fine_tune` and `seeds`, then the kinds'."""
+    return declared((*(role.budget_setting() for role in ROLES.values()), *BASE_BUDGET_SETTINGS,
+                     *(setting for kind in CELL_KINDS.values() for setting in kind.budget_settings)))
+
+
+def experiment_keys() -> tuple[str, ...]:
+    """The keys of an arena file that name an experiment file: one per role."""
+    return tuple(role.experiment for role in ROLES.values())
+
+
+def _defaults(settings: dict[str, Setting], raw: dict[str, Any]) -> dict[str, Any]:
+    """The values of `settings` in `raw`, each setting's default where it has none (a copy: defaults are shared)."""
+    return {name: copy.deepcopy(raw.get(name, setting.default)) for name, setting in settings.items()}
+
+
+class _Values:
+    """Settings read as attributes (`arena.mlm_lengths`, `budget.eval_limit`) from a dataclass's `values`."""
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(f"{type(self).__name__} has no setting {name!r}")
 
 
 @dataclasses.dataclass(frozen=True)
-class Budget:
-    """One entry of an arena file's `budgets`: overrides of the two experiments and the evaluation limits.
+class Budget(_Values):
+    """One entry of an arena file's `budgets`: overrides of the experiments and the evaluation limits; the keys the
+    roles and kinds declare in `values` (`budget_settings`).
 
-    Attributes:
-        classifier / pretraining / sequence: experiment keys (sections as mappings) set over the base files.
-        fine_tune: each scheme's classifier is fine-tuned from its pretrained encoder (`init_from`), not
-            trained from scratch.
-        seeds: the classifier of each scheme is trained once per seed; accuracies are the seeds' mean.
-        eval_limit: validation and test reviews each reading is scored on (`None`: all).
-        mlm_tokens: validation tokens the masked-LM loss is measured on at every length (the same tokens,
-            cut into windows of each length), at most the stream of the pretraining run's `limit_eval` reviews.
-        speed_warmup / speed_repeats: untimed and timed forward passes of each model at each speed length.
+    Its keys: `classifier` / `pretraining` / `sequence` (experiment keys, sections as mappings, set over the base
+    files); `fine_tune` (each scheme's classifier is fine-tuned from its pretrained encoder, `init_from`, not trained
+    from scratch); `seeds` (the classifier of each scheme is trained once per seed; accuracies are the seeds' mean);
+    and those the kinds of cells declare: `eval_limit` (validation and test reviews each reading is scored on,
+    `None`: all), `mlm_tokens` (validation tokens the masked-LM loss is measured on at every length, at most the
+    stream of the pretraining run's `limit_eval` reviews), `speed_warmup` / `speed_repeats` (untimed and timed
+    forward passes of each model at each speed length).
     """
 
-    classifier: dict[str, Any] = dataclasses.field(default_factory=dict)
-    pretraining: dict[str, Any] = dataclasses.field(default_factory=dict)
-    sequence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    values: dict[str, Any]
     fine_tune: bool = False
     seeds: list[int] = dataclasses.field(default_factory=lambda: [42])
-    eval_limit: int | None = None
-    mlm_tokens: int = 65536
-    speed_warmup: int = 1
-    speed_repeats: int = 5
+
+    def settings(self) -> dict[str, Any]:
+        return {name: copy.deepcopy(getattr(self, name)) for name in budget_settings()}
 
 
 @dataclasses.dataclass(frozen=True)
-class Arena:
-    """A validated arena file with one budget chosen (see `load_arena`).
+class Arena(_Values):
+    """A validated arena file with one budget chosen (see `load_arena`); every key the roles and kinds declare
+    (`kind_settings`) is in `values`, read as an attribute (`arena.read_lengths`).
 
     An arena of IMDb classifiers names `classifier` and `pretraining` (and what to read them at); an arena of
     sequence tasks names a `sequence` experiment and its `tasks`: each task's experiment keys (`task_keys`: its
@@ -78,17 +138,7 @@ class Arena:
     budget_name: str
     budget: Budget
     schemes: list[str]
-    classifier: str | None = None
-    pretraining: str | None = None
-    rope_scalings: list[str] = dataclasses.field(default_factory=list)
-    read_lengths: list[int | str] = dataclasses.field(default_factory=list)
-    mlm_lengths: list[int] = dataclasses.field(default_factory=list)
-    speed_lengths: list[int] = dataclasses.field(default_factory=list)
-    speed_batch_sizes: list[int] = dataclasses.field(default_factory=list)
-    sliding_window: int | None = None
-    window_stride: int | None = None
-    sequence: str | None = None
-    tasks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    values: dict[str, Any]
     scheme_settings: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     overrides: tuple[str, ...] = ()
 
@@ -97,82 +147,41 @@ class Arena:
         (`kinds.Cell.depends_on`, `budget.KEY` for a budget's key). An experiment file stands for its keys (its
         `base:` chain merged in), so that a cell measured before the file changed is refused, not mixed in; the
         files' paths are kept under `experiment_files`."""
-        settings = dataclasses.asdict(self)
-        settings["path"] = str(self.path)
-        settings["experiment_files"] = {kind: settings[kind] for kind in EXPERIMENT_KINDS if settings[kind]}
+        settings = {"path": str(self.path), "budget_name": self.budget_name, "budget": self.budget.settings(),
+                    "schemes": list(self.schemes), **copy.deepcopy(self.values),
+                    "scheme_settings": copy.deepcopy(self.scheme_settings), "overrides": list(self.overrides)}
+        settings["experiment_files"] = {kind: settings[kind] for kind in experiment_keys() if settings[kind]}
         for kind, path in settings["experiment_files"].items():
             settings[kind] = read_experiment_file(path)
         return settings
 
 
-def _counts(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(is_count(item) for item in value)
-
-
-def _subset(allowed: Sequence[str]) -> Callable[[Any], bool]:
-    return lambda value: isinstance(value, list) and all(item in allowed for item in value)
-
-
-SCALINGS = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")
-# Every key of an arena file, what it must be, and what that means (for the error message).
-ARENA_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "classifier": (lambda value: isinstance(value, str), "a classifier experiment file, relative to the arena file"),
-    "pretraining": (lambda value: isinstance(value, str), "a pretraining experiment file, relative to the arena file"),
-    "schemes": (lambda value: bool(value) and _subset(tuple(POSITION_SCHEMES))(value),
-                f"a non-empty list of {sorted(POSITION_SCHEMES)}"),
-    "rope_scalings": (_subset(SCALINGS), f"a list of {list(SCALINGS)}"),
-    "read_lengths": (lambda value: isinstance(value, list) and bool(value)
-                     and all(is_count(item) or item == WHOLE for item in value),
-                     f"a non-empty list of positive integers and {WHOLE!r}"),
-    "mlm_lengths": (_counts, "a non-empty list of positive integers"),
-    "speed_lengths": (_counts, "a non-empty list of positive integers"),
-    "speed_batch_sizes": (_counts, "a non-empty list of positive integers"),
-    "sliding_window": (is_count, "a positive integer (keys each side a sliding-attention token sees)"),
-    "window_stride": (is_count, "a positive integer, at most the training length"),
-    "sequence": (lambda value: isinstance(value, str), "a sequence-task experiment file, relative to the arena file"),
-    "tasks": (lambda value: isinstance(value, dict) and bool(value)
-              and all(isinstance(keys, dict) for keys in value.values()),
-              "a mapping of task names to experiment keys (a `dataset` mapping, `max_length`, ...)"),
-    "scheme_settings": (lambda value: isinstance(value, dict)
-                        and all(isinstance(keys, dict) for keys in value.values()),
-                        "a mapping of scheme names to experiment keys (what a scheme's definition adds, e.g. "
-                        "sinusoidal's scaled embeddings)"),
-    "budgets": (lambda value: isinstance(value, dict) and bool(value), "a mapping of budget names to budgets"),
-}
-# The keys an arena needs for each experiment it names.
-CLASSIFIER_KEYS = ("classifier", "pretraining", "rope_scalings", "read_lengths", "mlm_lengths", "speed_lengths",
-                   "speed_batch_sizes", "sliding_window", "window_stride")
-SEQUENCE_KEYS = ("sequence", "tasks")
-EXPERIMENT_KINDS = ("classifier", "pretraining", "sequence")  # the keys that name an experiment file
-BUDGET_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "classifier": (lambda value: isinstance(value, dict), "a mapping of classifier experiment keys"),
-    "pretraining": (lambda value: isinstance(value, dict), "a mapping of pretraining experiment keys"),
-    "sequence": (lambda value: isinstance(value, dict), "a mapping of sequence-task experiment keys"),
-    "fine_tune": (lambda value: isinstance(value, bool), "true or false"),
-    "seeds": (lambda value: isinstance(value, list) and bool(value) and len(set(value)) == len(value)
-              and all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in value),
-              "a non-empty list of distinct non-negative integers"),
-    "eval_limit": (lambda value: value is None or is_count(value), "a positive integer or null (all)"),
-    "mlm_tokens": (is_count, "a positive integer"),
-    "speed_warmup": (lambda value: isinstance(value, int) and value >= 0, "a non-negative integer"),
-    "speed_repeats": (is_count, "a positive integer"),
-}
-
-
-def _check_mapping(raw: Any, rules: dict[str, Any], where: str, required: Sequence[str]) -> None:
+def _check_mapping(raw: Any, settings: dict[str, Setting], where: str, owner: str, required: Sequence[str]) -> None:
     """Unknown keys, missing keys and bad values of one mapping, as an `ArenaConfigError` naming the key."""
     if not isinstance(raw, dict):
-        raise ArenaConfigError(f"{where} must be a mapping of keys ({', '.join(rules)}).")
-    unknown = sorted(set(raw) - set(rules))
-    if unknown:
-        raise ArenaConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(rules)}.")
+        raise ArenaConfigError(f"{where} must be a mapping of keys ({', '.join(settings)}).")
+    refuse_unknown_keys(raw, settings, where, owner, error=ArenaConfigError)
     missing = sorted(set(required) - set(raw))
     if missing:
         raise ArenaConfigError(f"{where}: missing key(s) {missing}.")
     for key, value in raw.items():
-        valid, meaning = rules[key]
-        if not valid(value):
-            raise ArenaConfigError(f"{where}: `{key}` must be {meaning}, got {value!r}.")
+        if not settings[key].valid(value):
+            raise ArenaConfigError(f"{where}: {settings[key].rule.refusal(key, value)}")
+
+
+def _check_parts(raw: dict[str, Any], path: Path) -> None:
+    """An arena names the experiment of at least one role it is built around (a kind's `part`), and with it every
+    key of that part's kinds."""
+    parts = {part: part_settings(kind for kind in CELL_KINDS.values() if kind.part == part)
+             for part in dict.fromkeys(kind.part for kind in CELL_KINDS.values())}
+    if not {ROLES[part].experiment for part in parts} & set(raw):
+        raise ArenaConfigError(f"{path}: name " + " or ".join(ROLES[part].arena for part in parts) + ", or both.")
+    for part, keys in parts.items():
+        first = ROLES[part].experiment
+        missing = sorted(set(keys) - set(raw)) if first in raw or (set(keys) - {first}) & set(raw) else []
+        if missing:
+            raise ArenaConfigError(f"{path}: missing key(s) {missing} (an arena of `{first}` experiments needs "
+                                   f"{list(keys)}).")
 
 
 def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[str] = ()) -> Arena:
@@ -187,33 +196,27 @@ def load_arena(path: str | os.PathLike[str], budget: str, overrides: Sequence[st
         raw = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ArenaConfigError(f"{path} is not valid YAML: {error}") from error
-    _check_mapping(raw, ARENA_RULES, str(path), required=("schemes", "budgets"))
-    if not {"classifier", "sequence"} & set(raw):
-        raise ArenaConfigError(f"{path}: name a `classifier` (with `pretraining`: an IMDb arena) or a `sequence` "
-                               "experiment (with `tasks`), or both.")
-    for first, keys in (("classifier", CLASSIFIER_KEYS), ("sequence", SEQUENCE_KEYS)):
-        missing = sorted(set(keys) - set(raw)) if first in raw or set(keys[1:]) & set(raw) else []
-        if missing:
-            raise ArenaConfigError(f"{path}: missing key(s) {missing} (an arena of `{first}` experiments needs "
-                                   f"{list(keys)}).")
+    _check_mapping(raw, arena_settings(), str(path), "an arena", required=("schemes", "budgets"))
+    _check_parts(raw, path)
     unknown_schemes = sorted(set(raw.get("scheme_settings", {})) - set(raw["schemes"]))
     if unknown_schemes:
         raise ArenaConfigError(f"{path}: `scheme_settings` names {unknown_schemes}, not in `schemes`.")
     if budget not in raw["budgets"]:
         raise ArenaConfigError(f"{path}: no budget {budget!r}; choose one of {sorted(raw['budgets'])}.")
-    budget_raw = raw.pop("budgets")[budget] or {}
-    _check_mapping(budget_raw, BUDGET_RULES, f"{path} [budgets.{budget}]", required=())
-    files = {kind: str(path.parent / raw[kind]) for kind in EXPERIMENT_KINDS if kind in raw}
-    arena = Arena(path=path, budget_name=budget, budget=Budget(**budget_raw), overrides=tuple(overrides),
-                  **{**raw, **files})
-    for scheme in arena.schemes:
-        for kind in ("classifier", "pretraining") if arena.classifier else ():
-            experiment = experiment_for(arena, kind, scheme)
-            if arena.window_stride > experiment.max_length:
-                raise ArenaConfigError(f"{path}: `window_stride` {arena.window_stride} is longer than the training "
-                                       f"length {experiment.max_length}; windows would skip tokens.")
-        for task in arena.tasks:
-            experiment_for(arena, "sequence", scheme, task=task)
+    budget_raw = raw["budgets"][budget] or {}
+    _check_mapping(budget_raw, budget_settings(), f"{path} [budgets.{budget}]", "a budget", required=())
+    files = {kind: str(path.parent / raw[kind]) for kind in experiment_keys() if kind in raw}
+    budget_values = _defaults(budget_settings(), budget_raw)
+    base = {setting.name: budget_values.pop(setting.name) for setting in BASE_BUDGET_SETTINGS}
+    arena = Arena(path=path, budget_name=budget, budget=Budget(budget_values, **base),
+                  schemes=raw["schemes"], values={**_defaults(kind_settings(), raw), **files},
+                  scheme_settings=raw.get("scheme_settings", {}), overrides=tuple(overrides))
+    kinds = [kind for kind in CELL_KINDS.values() if kind.in_arena(arena.values)]
+    for role in dict.fromkeys(role for kind in kinds for role in kind.roles):
+        for scheme in arena.schemes:
+            ROLES[role].experiments(arena, scheme)
+    for kind in kinds:
+        kind.check(arena)
     return arena
 
 

@@ -1,55 +1,34 @@
-"""The precision an experiment computes in: bfloat16 autocast where the hardware has bfloat16 units, else float32.
+"""The one place that decides what a run computes in: bfloat16 autocast where the hardware has bfloat16 units, else
+float32. Experiments, their commands, the arena and the bench ask it; nothing else names a dtype to compute in.
 
-An experiment's `precision` is `auto` (the default), `bf16` or `fp32`. `bf16` runs the forward and backward
-passes under `torch.autocast(dtype=torch.bfloat16)` (`TrainingArguments(bf16=True)` when training); the
-parameters, gradients and optimizer state stay float32. CPUs with AMX or AVX512-BF16 run bfloat16 matrix
-products several times faster than float32; without them bfloat16 is emulated and slower, so `auto` picks
-it only where the units are there, and asking for `bf16` elsewhere is an error that names the hardware.
+An experiment's (or a command's) `precision` is `auto` (the default), `bf16` or `fp32`. `bf16` runs the forward
+and backward passes under `torch.autocast(dtype=torch.bfloat16)` (`TrainingArguments(bf16=True)` when training);
+the parameters, gradients and optimizer state stay float32. CPUs with AMX or AVX512-BF16 run bfloat16 matrix
+products several times faster than float32; without them bfloat16 is emulated and slower, so `auto` picks it only
+where the units are there, and asking for `bf16` elsewhere is an error that names the hardware.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .cpu import this_cpu
 
 if TYPE_CHECKING:  # torch is imported where it is used: the command line reads PRECISIONS while building its parser
     import torch
+    from transformers import TrainingArguments
 
 PRECISIONS = ("auto", "bf16", "fp32")
+# What `auto` resolves to, float32 first: the precisions a run actually computes in.
+COMPUTED_PRECISIONS = ("fp32", "bf16")
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 matrix or vector instructions (Sapphire Rapids, Zen 4 and later).
 BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 
 
 class PrecisionError(ValueError):
     """A precision that is not one of `PRECISIONS`, or bfloat16 asked of hardware without it."""
-
-
-# The CPU flags that decide how fast a matrix product runs: vector width (AVX2 + FMA, AVX-512) and the
-# bfloat16 / int8 units (AVX-512 BF16 and VNNI, AMX tiles); on an AVX2-only CPU bf16 is emulated.
-MATMUL_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-                    "amx_int8")
-
-
-def cpu_description(cpuinfo: str) -> dict[str, Any]:
-    """The CPU of a `/proc/cpuinfo` text: its model name, and which of `MATMUL_CPU_FLAGS` it has (in that
-    order). Fields missing from the text (another OS, an emulator) are None."""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():  # the first processor's block is enough: the cores of one CPU agree
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
-    flags = fields.get("flags")
-    return {"model": fields.get("model name"),
-            "matmul_flags": None if flags is None else [flag for flag in MATMUL_CPU_FLAGS if flag in flags.split()]}
-
-
-@functools.cache
-def this_cpu() -> dict[str, Any]:
-    """`cpu_description` of this machine (model and flags None where there is no `/proc/cpuinfo`)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    return cpu_description(cpuinfo.read_text() if cpuinfo.is_file() else "")
 
 
 def bf16_units(device: torch.device) -> str | None:
@@ -102,3 +81,17 @@ def autocast(precision: str, device: torch.device) -> Iterator[None]:
 
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
         yield
+
+
+def compute_dtype(precision: str) -> torch.dtype:
+    """The dtype a matrix product's operands have under `precision` (`bf16` or `fp32`): what autocast hands the
+    matrix units."""
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+
+
+def trainer_precision(arguments: TrainingArguments) -> str:
+    """`bf16` or `fp32`: what a `Trainer` with these arguments computes in (`training_arguments` set its `bf16`
+    from `resolve_precision`)."""
+    return "bf16" if arguments.bf16 else "fp32"

@@ -14,6 +14,7 @@ Two choices keep every source readable in one way only:
   as a reader who knows the writer's locale reads it.
 
 Splits are disjoint by source text (so also by date, locale and format): no held-out source was trained on.
+`DateNormalisation` is the task's entry in the dataset registry (kind `dates`): `hf-attn seq2seq` reads its pairs.
 """
 
 from __future__ import annotations
@@ -23,9 +24,15 @@ import datetime
 import random
 import re
 from collections.abc import Sequence
+from typing import ClassVar
 
 from babel import Locale, UnknownLocaleError
 from babel.dates import format_date
+from datasets import Dataset, DatasetDict
+
+from ..configuration_hf_attn import is_count
+from ..settings import Settings, setting
+from .sources import PairsSource
 
 # Latin-script locales of CLDR with their own month names and date orders.
 LOCALES = ("en", "de", "fr", "es", "it", "nl", "pt", "sv", "pl", "cs", "fi", "tr")
@@ -54,26 +61,22 @@ class DatePair:
     date: datetime.date
 
 
-@dataclasses.dataclass
-class DateGeneratorSettings:
+@dataclasses.dataclass(frozen=True)
+class DateGeneratorSettings(Settings):
     """What `generate_date_pairs` draws: how many pairs per split, from which locales, formats and years.
 
     These are the keys of an experiment's `generator` section (`hf-attn seq2seq`).
     """
 
-    n_train: int = 50_000
-    n_validation: int = 1_000
-    n_test: int = 2_000
+    n_train: int = setting(50_000, accepts=is_count, meaning="a positive integer")
+    n_validation: int = setting(1_000, accepts=is_count, meaning="a positive integer")
+    n_test: int = setting(2_000, accepts=is_count, meaning="a positive integer")
     locales: Sequence[str] = LOCALES
     formats: Sequence[str] = FORMATS
     first_year: int = 1900
     last_year: int = 2099
 
-    def __post_init__(self) -> None:
-        for name in ("n_train", "n_validation", "n_test"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"generator.{name} must be a positive integer, got {value!r}.")
+    def check(self) -> None:
         for locale in self.locales:
             try:
                 Locale.parse(locale)
@@ -129,3 +132,22 @@ def generate_date_pairs(settings: DateGeneratorSettings, seed: int) -> dict[str,
         splits[name] = pairs[start : start + wanted[name]]
         start += wanted[name]
     return splits
+
+
+@dataclasses.dataclass(frozen=True)
+class DateNormalisation(DateGeneratorSettings, PairsSource):
+    """The date-normalisation pairs `generate_date_pairs` draws with these settings and `seed`: `input` the written
+    date, `target` its ISO form, with the `locale` and `format` it was written in."""
+
+    kind: ClassVar[str] = "dates"
+    seed: int = 0
+
+    def date_pairs(self) -> dict[str, list[DatePair]]:
+        """The pairs of each split, with how each was made (`hf-attn seq2seq` scores them per locale)."""
+        return generate_date_pairs(self, self.seed)
+
+    def load_pairs(self) -> DatasetDict:
+        return DatasetDict({split: Dataset.from_dict({
+            "input": [pair.source for pair in pairs], "target": [pair.target for pair in pairs],
+            "locale": [pair.locale for pair in pairs], "format": [pair.format for pair in pairs],
+        }) for split, pairs in self.date_pairs().items()})
