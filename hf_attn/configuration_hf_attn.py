@@ -16,9 +16,9 @@ from huggingface_hub.dataclasses import type_validator, validated_field
 from transformers import PreTrainedConfig
 
 from .positions import POSITION_SCHEMES, ROPE_TYPES, PositionScheme
+from .scoring import ATTENTION_SCORINGS
 
 LayerType = Literal["full_attention", "sliding_attention"]
-AttentionScoring = Literal["dot", "general", "additive"]
 LAST_ID = -1
 """`pad_token_id`'s default, replaced at construction by `vocab_size - 1`: the id Week 3 gives `[PAD]`."""
 DEFAULT_ROPE_PARAMETERS = {"rope_type": "default", "rope_theta": 10_000.0}
@@ -216,7 +216,7 @@ class HfAttnConfig(PreTrainedConfig):
     relative_attention_max_distance: int = count(128)
     sliding_window: int | None = count(None, "no window")
     layer_types: list[LayerType] | None = None
-    attention_scoring: AttentionScoring = "dot"
+    attention_scoring: str = one_of("dot", ATTENTION_SCORINGS)
     scale_attn_weights: bool = True
     attention_dropout: float = probability(0.1)
     hidden_dropout: float = probability(0.1)
@@ -333,8 +333,8 @@ class HfAttnConfig(PreTrainedConfig):
                 f"{self.max_position_embeddings} tokens; read at most that many, or set window_stride to read "
                 "longer texts as windows",
             )
-        if self.attention_scoring == "additive":
-            self._validate_additive_scoring()
+        if not ATTENTION_SCORINGS[self.attention_scoring].is_dot_product:
+            self._validate_scoring_without_product()
         for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, field)
             ids = value if isinstance(value, list) and field == "eos_token_id" else [value]
@@ -358,20 +358,23 @@ class HfAttnConfig(PreTrainedConfig):
             f"nothing; leave it out (its default is {default!r}), or use a scheme that reads it ({users})",
         )
 
-    def _validate_additive_scoring(self) -> None:
+    def _validate_scoring_without_product(self) -> None:
+        """A scoring whose scores are not a dot product (`additive`) is never scaled, and takes no rotation."""
+        products = " or ".join(repr(name) for name, scoring in ATTENTION_SCORINGS.items() if scoring.is_dot_product)
         if not self.scale_attn_weights:
             raise _invalid(
                 "scale_attn_weights", False,
-                "attention_scoring='additive' is never scaled (1/sqrt(head_dim) divides a dot product of two head_dim "
-                "vectors, which additive scores are not); leave it True, or use 'dot' or 'general'",
+                f"attention_scoring={self.attention_scoring!r} is never scaled (1/sqrt(head_dim) divides a dot product "
+                f"of two head_dim vectors, which {self.attention_scoring} scores are not); leave it True, or use "
+                f"{products}",
             )
         if self.position_scheme.rotates_queries_and_keys:
             schemes = _schemes(lambda scheme: not scheme.rotates_queries_and_keys)
             raise _invalid(
-                "attention_scoring", "additive",
+                "attention_scoring", self.attention_scoring,
                 f"position_embedding_type={self.position_embedding_type!r} rotates queries and keys so that their dot "
-                f"product depends on the offset alone, and additive scores take no dot product: use 'dot' or "
-                f"'general', or a scheme that does not rotate them ({schemes})",
+                f"product depends on the offset alone, and {self.attention_scoring} scores take no dot product: use "
+                f"{products}, or a scheme that does not rotate them ({schemes})",
             )
 
     def _validate_rope_parameters(self) -> None:

@@ -1,18 +1,17 @@
 """hf_attn models: a small Transformer encoder (or decoder) whose position scheme is one config field.
 
-Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if
-the scheme has them -> blocks -> final norm -> pooling -> classifier. The model builds the attention
-masks and the relative-position inputs (RoPE's cos/sin, ALiBi's bias) once per forward pass and
-passes them to every layer. The attention math is swappable through transformers'
-`attn_implementation` (`eager` here, `sdpa` from transformers' integration).
+Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if the scheme has
+them -> blocks -> final norm -> the head. `HfAttnModel.attention_batch` builds what attention needs once per forward
+pass (masks, RoPE's cos/sin, the position bias, band blocks, real tokens: `BatchAttention`) and every layer reads
+it. The attention math is swappable through transformers' `attn_implementation` (`eager` here, `sdpa` from
+transformers' integration). A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches
+it decodes one token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
 
-A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches it decodes one
-token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
-
-The file is longer than this package's other modules (about 1,400 lines) because, as in transformers, one modeling
-file holds every head (classifier, masked LM, ELECTRA, causal LM): a Hub repo receives it whole with
-`trust_remote_code`. The heads share their plumbing through `HfAttnHead` (the encoder, its call, the output) and
-`HfAttnClassifierHead` (dropout and the `classifier` layer).
+What grows lives in its own Hub file beside this one, each a registry or a small policy: position schemes
+(positions.py), masks (masking.py), attention scorings (scoring.py), decoding caches (caching.py) and the sequence
+classifier's reading policy (reading.py). As in transformers, this file holds every head: the heads share their
+plumbing through `HfAttnHead` (the encoder, its call, the output) and `HfAttnClassifierHead` (dropout and the
+`classifier` layer).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from torch import nn
 from transformers import CONFIG_MAPPING, AutoConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, DynamicSlidingWindowLayer, EncoderDecoderCache
+from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.integrations.sdpa_attention import repeat_kv
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -43,15 +42,16 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing, logging
+from transformers.utils import TransformersKwargs, can_return_tuple, is_tracing
 from transformers.utils.deprecation import deprecate_kwarg
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+from .caching import decoding_cache
 from .configuration_hf_attn import HfAttnConfig
 from .masking import BandBlocks, RealTokens, band_blocks, key_padding_mask, real_tokens, self_attention_mask
-from .positions import AttentionPositions, PositionScheme, apply_rotary, build_position_scheme
-
-logger = logging.get_logger(__name__)
+from .positions import PositionScheme, apply_rotary, build_position_scheme
+from .reading import read_inputs
+from .scoring import ATTENTION_SCORINGS, AttentionScoring
 
 # The fewest queries in a block of `local_attention_forward`: with a narrow window, tiny blocks would make many
 # small attentions that cost more in overhead than the scores they skip.
@@ -99,95 +99,67 @@ def eager_attention_forward(
     return output, weights
 
 
-class AttentionScoring(nn.Module):
-    """How an attention layer scores a query against a key (`attention_scoring`); one per attention layer.
+@dataclass
+class AttentionInputs:
+    """What one attention layer reads besides its hidden states, for one forward pass (`BatchAttention` builds it).
 
-    A scoring is asked twice: `project_query` maps the projected queries (batch, seq, heads x head_dim) before
-    RoPE rotates them, and the eager attention calls it with (batch, heads, query, head_dim) queries and keys for
-    the (batch, heads, query, key) scores. `is_dot_product`: the scores are q' . k for the projected q', so SDPA
-    computes them and `scale_attn_weights` applies. `projects_query`: `project_query` is not the identity.
+    `mask`: (1|batch, 1, query, key), True where a query may see a key (None: every key). `rotary`: RoPE's cos and
+    signed sin. `bias`: the scores' additive position bias. `empty_query_rows`: (batch, query, 1, 1) flags of queries
+    that see no key, whose output is defined as 0. `band`: compute only the scores within the sliding window, block
+    by block (`local_attention_forward`; `mask` is then None and `bias` cut to the blocks). `causal_only`: `mask` is
+    the causal mask and nothing else. `real`: the hidden states are a padded batch's real tokens alone, (1, tokens,
+    hidden), and so is the output; attention runs padded. `context`: cross-attention's keys and values come from
+    it. `output_attentions`: the attention weights are asked for, which only the eager math returns.
     """
 
-    is_dot_product: bool = True
-    projects_query: bool = False
-
-    def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.head_dim = config.head_dim
-
-    def project_query(self, query: torch.Tensor) -> torch.Tensor:
-        return query
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(query, key.transpose(2, 3))
-
-    def init_parameters(self) -> None:
-        """Initialise the scoring's own parameters (called by `_init_weights`; transformers' `initialization`
-        helpers leave a loaded parameter as it is)."""
+    mask: torch.Tensor | None = None
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+    bias: torch.Tensor | None = None
+    empty_query_rows: torch.Tensor | None = None
+    band: BandBlocks | None = None
+    causal_only: bool = False
+    real: RealTokens | None = None
+    context: torch.Tensor | None = None
+    output_attentions: bool = False
 
 
-class DotProductScoring(AttentionScoring):
-    """`dot`: the score of query q and key k is q . k (Vaswani et al., 2017), scaled by the attention layer."""
+@dataclass
+class BatchAttention:
+    """What a forward pass's attention needs, built once by `HfAttnModel.attention_batch` and handed to every layer:
+    the self-attention mask, position bias and empty query rows of each layer type (`full_attention`,
+    `sliding_attention`), RoPE's tables, the sliding layers' band blocks, whether the full layers' mask is the
+    causal one alone, the real tokens of an unpadded batch, and cross-attention's mask over the encoder's keys.
 
-
-class BilinearScoring(DotProductScoring):
-    """`general`: q^T W k with a learned head_dim x head_dim W per head (Luong et al., 2015).
-
-    Computed as (q W) . k: W is applied to the query before RoPE rotates it, so the scores stay a dot product (SDPA
-    applies) and, with RoPE, still depend on the offset alone. W starts at the identity, the dot product. After a
-    learned query projection, W is a reparametrisation (W_q W is one linear map): it changes how training moves the
-    scores, not which scores a layer can make.
+    Each layer takes its bias as an argument of its own (`biases[layer_type]`): reentrant gradient checkpointing
+    carries the gradients of a layer's tensor arguments only, and a learned bias (t5, fire) needs its gradient.
     """
 
-    projects_query = True
+    masks: dict[str, torch.Tensor | None]
+    biases: dict[str, torch.Tensor | None]
+    empty_query_rows: dict[str, torch.Tensor | None]
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+    band: BandBlocks | None = None
+    causal_only: bool = False
+    real: RealTokens | None = None
+    cross_mask: torch.Tensor | None = None
+    output_attentions: bool = False
 
-    def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
-        self.weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
+    def self_attention(self, layer_type: str, bias: torch.Tensor | None) -> AttentionInputs:
+        return AttentionInputs(
+            mask=self.masks[layer_type],
+            rotary=self.rotary,
+            bias=bias,
+            empty_query_rows=self.empty_query_rows[layer_type],
+            band=self.band if layer_type == "sliding_attention" else None,
+            causal_only=self.causal_only and layer_type == "full_attention",
+            real=self.real,
+            output_attentions=self.output_attentions,
+        )
 
-    def project_query(self, query: torch.Tensor) -> torch.Tensor:
-        heads = query.unflatten(-1, (self.num_heads, self.head_dim))
-        return torch.einsum("bthd,hde->bthe", heads, self.weight).flatten(-2)
-
-    def init_parameters(self) -> None:
-        identity = torch.eye(self.head_dim, device=self.weight.device, dtype=self.weight.dtype)
-        init.copy_(self.weight, identity.expand_as(self.weight))
-
-
-class AdditiveScoring(AttentionScoring):
-    """`additive`: v^T tanh(W1 q + W2 k) per head (Bahdanau et al., 2015), W1 and W2 head_dim x head_dim, v of
-    head_dim.
-
-    Every query-key pair goes through the tanh, so the scores need a (batch, heads, query, key, head_dim)
-    intermediate: eager only, and memory grows with query x key x head_dim. W1, W2 and v start as N(0, 1/head_dim),
-    which keeps W q at q's scale.
-    """
-
-    is_dot_product = False
-
-    def __init__(self, config: HfAttnConfig) -> None:
-        super().__init__(config)
-        self.query_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
-        self.key_weight = nn.Parameter(torch.empty(self.num_heads, self.head_dim, self.head_dim))
-        self.vector = nn.Parameter(torch.empty(self.num_heads, self.head_dim))
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        query = torch.einsum("bhqd,hde->bhqe", query, self.query_weight)
-        key = torch.einsum("bhkd,hde->bhke", key, self.key_weight)
-        hidden = torch.tanh(query[:, :, :, None, :] + key[:, :, None, :, :])  # (B, H, Q, K, D)
-        return torch.einsum("bhqke,he->bhqk", hidden, self.vector)
-
-    def init_parameters(self) -> None:
-        for parameter in (self.query_weight, self.key_weight, self.vector):
-            init.normal_(parameter, std=self.head_dim**-0.5)
-
-
-ATTENTION_SCORINGS: dict[str, type[AttentionScoring]] = {
-    "dot": DotProductScoring,
-    "general": BilinearScoring,
-    "additive": AdditiveScoring,
-}
+    def cross_attention(self, encoder_hidden_states: torch.Tensor) -> AttentionInputs:
+        return AttentionInputs(
+            mask=self.cross_mask, context=encoder_hidden_states, output_attentions=self.output_attentions
+        )
 
 
 class HfAttnAttention(nn.Module):
@@ -196,7 +168,7 @@ class HfAttnAttention(nn.Module):
     Self-attention projects Q, K and V with one fused matmul; cross-attention projects Q from this
     sequence and K/V (one fused matmul) from the context. Positions (RoPE, ALiBi) apply to
     self-attention only: in cross-attention, query and key positions index different sequences.
-    How a query and a key make a score is `scoring`'s (`attention_scoring`: dot, general, additive).
+    How a query and a key make a score is `scoring`'s (`attention_scoring`, scoring.py).
 
     With a cache (decoding), self-attention appends its keys and values, RoPE applied, to the cache's layer
     `layer_idx` and attends over all of them; cross-attention projects the encoder's keys and values once
@@ -212,7 +184,7 @@ class HfAttnAttention(nn.Module):
         self.num_key_value_heads = config.num_key_value_heads
         self.num_key_value_groups = config.num_key_value_groups
         self.scoring = ATTENTION_SCORINGS[config.attention_scoring](config)
-        self.scaling = self.head_dim**-0.5 if config.scale_attn_weights and self.scoring.is_dot_product else 1.0
+        self.scaling = self.scoring.scaling
         self.rope_layout = config.rope_layout
         self.attention_dropout = config.attention_dropout
         self.is_cross_attention = is_cross_attention
@@ -228,140 +200,84 @@ class HfAttnAttention(nn.Module):
             self.qkv_proj = nn.Linear(config.hidden_size, q_width + 2 * kv_width, bias=config.attention_bias)
         self.o_proj = nn.Linear(q_width, config.hidden_size, bias=config.attention_bias)
 
-    def _project(
-        self,
-        hidden_states: torch.Tensor,
-        context: torch.Tensor | None,
-        positions: AttentionPositions | None,
-        real: RealTokens | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied; `real`: the
-        hidden states are the real tokens alone, projected and then padded."""
-        batch, query_length = (real.batch, real.length) if real is not None else hidden_states.shape[:2]
-        if context is not None:
-            key, value = self.kv_proj(context).split(self.split_sizes[1:], dim=-1)
-            query = self.scoring.project_query(self.q_proj(hidden_states))
-            return self._heads(batch, query_length, query, key, value)
-        projected = self.qkv_proj(hidden_states)
-        if real is not None:
-            projected = real.pad(projected)
-        if self.scoring.projects_query:  # W joins the fused projection's query part, before RoPE rotates it
-            query, key_and_value = projected.split([self.split_sizes[0], sum(self.split_sizes[1:])], dim=-1)
-            projected = torch.cat((self.scoring.project_query(query), key_and_value), dim=-1)
-        if positions is None or positions.rotary is None:
-            query, key, value = projected.split(self.split_sizes, dim=-1)
-        else:
-            query_width, key_width, value_width = self.split_sizes
-            query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
-            # Q's and K's heads sit side by side in the fused projection: one rotation covers both.
-            rotated = apply_rotary(
-                query_and_key.view(batch, query_length, self.num_heads + self.num_key_value_heads, self.head_dim),
-                positions.rotary,
-                self.rope_layout,
-                heads_dim=2,
-            )
-            query, key = rotated.split([self.num_heads, self.num_key_value_heads], dim=2)
-            if value.requires_grad:  # a view of the fused projection would keep all of it alive for backward
-                value = value.contiguous()
-        return self._heads(batch, query_length, query, key, value)
+    def _heads(self, *states: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(batch, seq, heads x head_dim) -> (batch, seq, heads, head_dim), each (no -1: a text may be empty)."""
+        return tuple(state.view(*state.shape[:-1], state.shape[-1] // self.head_dim, self.head_dim) for state in states)
 
-    def _heads(
-        self, batch: int, query_length: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Split the last dimension of Q, K and V into (heads, head_dim)."""
-        key_length = key.shape[1]
-        return (
-            query.view(batch, query_length, self.num_heads, self.head_dim),
-            key.view(batch, key_length, self.num_key_value_heads, self.head_dim),
-            value.view(batch, key_length, self.num_key_value_heads, self.head_dim),
-        )
+    def _project(self, hidden_states: torch.Tensor, inputs: AttentionInputs) -> tuple[torch.Tensor, ...]:
+        """Q (batch, query, heads, head_dim), K and V (batch, key, kv_heads, head_dim), RoPE applied."""
+        if inputs.context is not None:
+            key, value = self.kv_proj(inputs.context).split(self.split_sizes[1:], dim=-1)
+            return self._heads(self.scoring.project_query(self.q_proj(hidden_states)), key, value)
+        projected = self.qkv_proj(hidden_states)
+        if inputs.real is not None:
+            projected = inputs.real.pad(projected)
+        projected = self.scoring.project_fused_query(projected, self.split_sizes[0])  # before RoPE rotates it
+        if inputs.rotary is None:
+            return self._heads(*projected.split(self.split_sizes, dim=-1))
+        query_width, key_width, value_width = self.split_sizes
+        query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
+        # Q's and K's heads sit side by side in the fused projection: one rotation covers both.
+        (query_and_key,) = self._heads(query_and_key)
+        rotated = apply_rotary(query_and_key, inputs.rotary, self.rope_layout, heads_dim=2)
+        query, key = rotated.split([self.num_heads, self.num_key_value_heads], dim=2)
+        if value.requires_grad:  # a view of the fused projection would keep all of it alive for backward
+            value = value.contiguous()
+        return (query, key, *self._heads(value))
+
+    def _query_key_value(
+        self, hidden_states: torch.Tensor, inputs: AttentionInputs, cache: Cache | None
+    ) -> tuple[torch.Tensor, ...]:
+        """Q, K and V as attention takes them, (batch, heads, seq, head_dim), K and V through the cache if any."""
+        if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
+            (query,) = self._heads(self.scoring.project_query(self.q_proj(hidden_states)))
+            cached = cache.cross_attention_cache.layers[self.layer_idx]
+            return query.transpose(1, 2), cached.keys, cached.values
+        query, key, value = (state.transpose(1, 2) for state in self._project(hidden_states, inputs))
+        if self.is_cross_attention and cache is not None:
+            key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+            cache.is_updated[self.layer_idx] = True
+        elif cache is not None:
+            key, value = cache.update(key, value, self.layer_idx)
+        return query, key, value
+
+    def _attention_function(self, inputs: AttentionInputs, query_length: int) -> tuple[Callable, bool]:
+        """The backend (`attn_implementation`, eager where the weights are asked for or the scoring has no
+        kernel) and whether it runs as `is_causal`."""
+        implementation = self.scoring.implementation(self.config._attn_implementation)
+        # an empty text runs the eager math over no tokens (SDPA's reshapes fail)
+        if inputs.output_attentions or implementation == "eager" or query_length == 0:
+            return eager_attention_forward, False
+        function = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        # Causality is in the explicit mask, so every backend sees the same one, unless it is the causal mask alone:
+        # as `is_causal`, SDPA's kernels skip the masked half of the scores instead of reading a mask.
+        return function, inputs.causal_only and inputs.bias is None
 
     def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        positions: AttentionPositions | None = None,
-        context: torch.Tensor | None = None,
-        empty_query_rows: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        cache: Cache | None = None,
-        causal_only: bool = False,
-        band: BandBlocks | None = None,
-        real: RealTokens | None = None,
+        self, hidden_states: torch.Tensor, inputs: AttentionInputs, cache: Cache | None = None, **kwargs: object
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None).
-        `causal_only`: `attention_mask` is the causal mask and nothing else (see `HfAttnModel.forward`).
-        `band`: compute only the scores within the sliding window, block by block (`local_attention_forward`);
-        `attention_mask` is then None and `positions.bias` already cut to the blocks. `real`: `hidden_states` are
-        a padded batch's real tokens alone, (1, tokens, hidden), and so is the output; attention runs padded."""
+        """`cache`: a self-attention cache, or for cross-attention the `EncoderDecoderCache` (or None)."""
+        real = inputs.real
         batch, query_length = (real.batch, real.length) if real is not None else hidden_states.shape[:2]
-        if self.is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx, False):
-            query = self.scoring.project_query(self.q_proj(hidden_states))
-            query = query.view(batch, query_length, self.num_heads, self.head_dim).transpose(1, 2)
-            cached = cache.cross_attention_cache.layers[self.layer_idx]
-            key, value = cached.keys, cached.values
-        else:
-            query, key, value = self._project(hidden_states, context, positions, real)
-            query, key, value = (tensor.transpose(1, 2) for tensor in (query, key, value))  # (B, heads, T, D)
-            if self.is_cross_attention and cache is not None:
-                key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
-                cache.is_updated[self.layer_idx] = True
-            elif cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
-        position_bias = positions.bias if positions is not None else None
+        query, key, value = self._query_key_value(hidden_states, inputs, cache)
+        mask, bias = inputs.mask, inputs.bias
         if cache is not None and not self.is_cross_attention:
             # A sliding-window cache layer returns only the last keys, where the mask and the bias cover all of them.
-            attention_mask = attention_mask[..., -key.shape[-2] :] if attention_mask is not None else None
-            position_bias = position_bias[..., -key.shape[-2] :] if position_bias is not None else None
-
-        attention_function: Callable = eager_attention_forward
-        is_causal = False  # causality is in the explicit mask, so every backend sees the same one...
-        if not self.scoring.is_dot_product and self.config._attn_implementation != "eager":
-            logger.warning_once(
-                f"attention_scoring={self.config.attention_scoring!r} has no {self.config._attn_implementation} "
-                "kernel (its scores are not a product q k^T): attention runs eagerly."
-            )
-        eager = (
-            output_attentions
-            or self.config._attn_implementation == "eager"
-            or not self.scoring.is_dot_product
-            or query_length == 0  # an empty text: the eager math over no tokens (SDPA's reshapes fail)
-        )
-        if not eager:
-            attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
-                self.config._attn_implementation, eager_attention_forward
-            )
-            if causal_only and position_bias is None:
-                # ...unless it is the causal mask alone: as `is_causal`, SDPA's kernels skip the masked half
-                # of the scores instead of reading a mask (prefill and uncached generation are faster).
-                attention_mask, is_causal = None, True
+            mask = mask[..., -key.shape[-2] :] if mask is not None else None
+            bias = bias[..., -key.shape[-2] :] if bias is not None else None
+        attention_function, is_causal = self._attention_function(inputs, query_length)
         dropout = self.attention_dropout if self.training else 0.0
-        if band is not None:
+        if inputs.band is not None:
             output, weights = local_attention_forward(
-                self,
-                query,
-                key,
-                value,
-                band,
-                attention_function,
-                scaling=self.scaling,
-                dropout=dropout,
-                position_bias=position_bias,
+                self, query, key, value, inputs.band, attention_function, self.scaling, dropout, bias
             )
         else:
             output, weights = attention_function(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                scaling=self.scaling,
-                dropout=dropout,
-                position_bias=position_bias,
-                is_causal=is_causal,
+                self, query, key, value, None if is_causal else mask, scaling=self.scaling, dropout=dropout,
+                position_bias=bias, is_causal=is_causal,
             )
-        if empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
-            output = output.masked_fill(empty_query_rows, 0.0)
+        if inputs.empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
+            output = output.masked_fill(inputs.empty_query_rows, 0.0)
         output = output.reshape(batch, query_length, self.num_heads * self.head_dim)
         return self.o_proj(real.take(output) if real is not None else output), weights
 
@@ -449,57 +365,37 @@ class HfAttnLayer(GradientCheckpointingLayer):
         self.mlp_norm = build_norm(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
-    def _sublayer_input(self, hidden_states: torch.Tensor, norm: nn.Module) -> torch.Tensor:
-        return norm(hidden_states) if self.pre_norm else hidden_states
-
-    def _residual(self, hidden_states: torch.Tensor, update: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+    def _sublayer(
+        self, hidden_states: torch.Tensor, norm: nn.Module, sublayer: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        update = sublayer(norm(hidden_states) if self.pre_norm else hidden_states)
         hidden_states = hidden_states + self.dropout(update)
         return hidden_states if self.pre_norm else norm(hidden_states)
 
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        positions: AttentionPositions,
-        position_bias: torch.Tensor | None = None,
-        empty_query_rows: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None,
+        batch: BatchAttention,
         encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
         cache: Cache | None = None,
-        causal_only: bool = False,
-        band: BandBlocks | None = None,
-        real: RealTokens | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        # The scheme's bias comes as a tensor argument of its own: reentrant gradient checkpointing carries the
-        # gradients of tensor arguments only, and a learned bias (t5, fire) needs its gradient.
-        positions = AttentionPositions(rotary=positions.rotary, bias=position_bias)
+        **kwargs: object,
+    ) -> torch.Tensor:
+        """`position_bias` (`batch.biases` of this layer's type) and `encoder_hidden_states` are tensor arguments of
+        their own, so that reentrant gradient checkpointing carries their gradients (see `BatchAttention`)."""
         is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
-        update, self_weights = self.self_attn(
-            self._sublayer_input(hidden_states, self.self_attn_norm),
-            attention_mask,
-            positions=positions,
-            empty_query_rows=empty_query_rows,
-            output_attentions=output_attentions,
-            cache=cache.self_attention_cache if is_encoder_decoder_cache else cache,
-            causal_only=causal_only,
-            band=band,
-            real=real,
+        self_cache = cache.self_attention_cache if is_encoder_decoder_cache else cache
+        self_inputs = batch.self_attention(self.attention_type, position_bias)
+        hidden_states = self._sublayer(
+            hidden_states, self.self_attn_norm, lambda states: self.self_attn(states, self_inputs, self_cache)[0]
         )
-        hidden_states = self._residual(hidden_states, update, self.self_attn_norm)
-        cross_weights = None
         if encoder_hidden_states is not None:
-            update, cross_weights = self.cross_attn(
-                self._sublayer_input(hidden_states, self.cross_attn_norm),
-                encoder_attention_mask,
-                context=encoder_hidden_states,
-                output_attentions=output_attentions,
-                cache=cache if is_encoder_decoder_cache else None,  # a plain cache holds self-attention only
+            cross = batch.cross_attention(encoder_hidden_states)
+            cross_cache = cache if is_encoder_decoder_cache else None  # a plain cache holds self-attention only
+            hidden_states = self._sublayer(
+                hidden_states, self.cross_attn_norm, lambda states: self.cross_attn(states, cross, cross_cache)[0]
             )
-            hidden_states = self._residual(hidden_states, update, self.cross_attn_norm)
-        update = self.mlp(self._sublayer_input(hidden_states, self.mlp_norm))
-        hidden_states = self._residual(hidden_states, update, self.mlp_norm)
-        return hidden_states, self_weights, cross_weights
+        return self._sublayer(hidden_states, self.mlp_norm, self.mlp)
 
 
 class HfAttnPreTrainedModel(PreTrainedModel):
@@ -544,8 +440,13 @@ class HfAttnPreTrainedModel(PreTrainedModel):
 
 
 def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
-    """Ids outside the vocabulary are a clear error in eager mode; the check reads them back to the host,
-    so it is skipped while a graph is captured (`torch.compile`, export)."""
+    """input_ids must be (batch, sequence) and inside the vocabulary: a clear error in eager mode. The vocabulary
+    check reads the ids back to the host, so it is skipped while a graph is captured (`torch.compile`, export)."""
+    if input_ids.ndim != 2:
+        raise ValueError(
+            f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}; for one text use "
+            "input_ids[None] or the tokenizer with return_tensors='pt' on a list."
+        )
     if not input_ids.numel() or is_tracing(input_ids):
         return
     lowest, highest = (int(value) for value in torch.aminmax(input_ids))  # one device sync, not two
@@ -564,115 +465,6 @@ def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
         return None
     empty = ~mask.any(dim=-1)  # (B|1, 1, Q)
     return empty.transpose(1, 2)[..., None] if is_tracing(empty) or bool(empty.any()) else None
-
-
-class GrowingCacheLayer(DynamicLayer):
-    """transformers' `DynamicLayer` with room to grow: each step's keys and values are written into spare slots
-    at the end of a larger buffer instead of being concatenated to the cache.
-
-    `DynamicLayer` concatenates, which copies every cached key and value at every step: O(context) bytes per
-    generated token on top of what attention reads. Here a step writes only its own tokens; when the buffer is
-    full it moves into one with room for `growth` times the context more (at least `min_room` tokens), so the
-    copies cost a constant per token on average, for at most that much unused room.
-
-    `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
-    reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
-    the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
-    writing in place would change tensors the backward pass needs. While a graph is captured (`torch.export`,
-    `torch.compile`) it is `DynamicLayer`'s too: whether a buffer still has room is a question about memory
-    (data pointers), which a traced tensor does not have, and a graph's output is a new tensor anyway.
-    """
-
-    growth = 0.25
-    min_room = 64
-    key_buffer: torch.Tensor | None = None
-    value_buffer: torch.Tensor | None = None
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        records_grad = torch.is_grad_enabled() and (key_states.requires_grad or value_states.requires_grad)
-        if records_grad or is_tracing(key_states):
-            return super().update(key_states, value_states, *args, **kwargs)
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        past = self.get_seq_length()
-        length = past + key_states.shape[-2]
-        if not (self._fills_start_of(self.key_buffer, self.keys, length, key_states)
-                and self._fills_start_of(self.value_buffer, self.values, length, value_states)):
-            room = max(self.min_room, int(length * self.growth))
-            self.key_buffer = self._new_buffer(self.keys, past, length + room, key_states)
-            self.value_buffer = self._new_buffer(self.values, past, length + room, value_states)
-        self.key_buffer[..., past:length, :] = key_states
-        self.value_buffer[..., past:length, :] = value_states
-        self.keys, self.values = self.key_buffer[..., :length, :], self.value_buffer[..., :length, :]
-        return self.keys, self.values
-
-    @staticmethod
-    def _fills_start_of(buffer: torch.Tensor | None, cached: torch.Tensor, length: int, new: torch.Tensor) -> bool:
-        """Whether `cached` is still the filled start of `buffer`, which has room for `length` tokens of `new` and
-        can be written here (a buffer made under `torch.inference_mode` cannot be written outside it)."""
-        return (
-            buffer is not None
-            and (torch.is_inference_mode_enabled() or not buffer.is_inference())
-            and cached.data_ptr() == buffer.data_ptr()
-            and cached.stride() == buffer.stride()
-            and buffer.shape[-2] >= length
-            and buffer.shape[:-2] == new.shape[:-2]
-            and buffer.dtype == new.dtype
-            and buffer.device == new.device
-        )
-
-    @staticmethod
-    def _new_buffer(cached: torch.Tensor, past: int, capacity: int, new: torch.Tensor) -> torch.Tensor:
-        buffer = new.new_empty((*new.shape[:-2], capacity, new.shape[-1]))
-        if past:
-            buffer[..., :past, :] = cached
-        return buffer
-
-
-def self_attention_cache_layer(config: HfAttnConfig, layer_idx: int) -> DynamicLayer:
-    """The cache layer of a decoder's self-attention layer: a `GrowingCacheLayer` of every key, or for a sliding
-    layer transformers' `DynamicSlidingWindowLayer`, which keeps only the keys the window still sees: its window
-    counts the query itself, hf_attn's is `sliding_window` keys besides the query, so it is built one longer."""
-    if config.layer_types[layer_idx] == "sliding_attention":
-        return DynamicSlidingWindowLayer(sliding_window=config.sliding_window + 1)
-    return GrowingCacheLayer()
-
-
-def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnConfig) -> Cache:
-    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
-    decoder reads an encoder), else `cache`. Its self-attention layers not yet filled become
-    `self_attention_cache_layer`s (the layers `generate()` builds from `layer_types` keep one key too few), and its
-    cross-attention layers full `DynamicLayer`s, which keep every encoder key.
-
-    A static cache (`StaticCache`, `cache_implementation="static"`, what `torch.compile` decodes with) serves
-    full-attention self-attention: its unwritten slots lie after the queries, where the causal mask hides them
-    (`HfAttnModel.attention_masks`); a static sliding-window layer drops keys that the mask's window does not
-    model, and the decoder of an encoder-decoder keeps dynamic caches (a static cross-attention half would pad the
-    encoder's keys).
-    """
-    if cache is None:
-        cache = EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
-    is_pair = isinstance(cache, EncoderDecoderCache)
-    parts = [cache.self_attention_cache, cache.cross_attention_cache] if is_pair else [cache]
-    for part in parts:
-        if part.is_compileable:
-            if not is_pair and not any(getattr(layer, "is_sliding", False) for layer in part.layers):
-                continue
-            raise ValueError(
-                f"hf_attn decodes with a static cache ({type(part).__name__}) for full-attention self-attention "
-                "only (no sliding-window layers, no cross-attention); drop cache_implementation (or pass a "
-                "DynamicCache)."
-            )
-        is_self_attention = part is parts[0]
-        if is_self_attention and part.layer_class_to_replicate is not None and not part.layers:
-            # made now rather than one by one as used: each layer's kind decides its class
-            part.layers = [self_attention_cache_layer(config, index) for index in range(len(config.layer_types))]
-        for index, layer in enumerate(part.layers):
-            if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) and not layer.is_initialized:
-                part.layers[index] = self_attention_cache_layer(config, index) if is_self_attention else DynamicLayer()
-    return cache
 
 
 class HfAttnModel(HfAttnPreTrainedModel):
@@ -694,6 +486,44 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.norm = build_norm(config) if config.norm_position == "pre" else nn.Identity()
         self.gradient_checkpointing = False
         self.post_init()
+
+    def _decoding_cache(
+        self, cache: Cache | None, use_cache: bool | None, encoder_hidden_states: torch.Tensor | None
+    ) -> Cache | None:
+        """The cache to decode with (caching.py), or None: an encoder ignores `use_cache` (its config's too), as BERT,
+        and refuses a cache."""
+        if not self.config.is_decoder:
+            use_cache = False
+        elif use_cache is None:
+            use_cache = self.config.use_cache and not self.training
+        if cache is None and not use_cache:
+            return None
+        if not self.config.is_decoder:
+            raise ValueError(
+                "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
+                "token sees the later ones, so earlier keys change as text is added."
+            )
+        return decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
+
+    def _check_inputs(
+        self, inputs_embeds: torch.Tensor, attention_mask: Any, past_length: int, encoder_hidden_states: Any
+    ) -> None:
+        """A clear error for an attention mask that does not cover the cached and new tokens, and for encoder
+        states given to a model without cross-attention."""
+        batch, length = inputs_embeds.shape[:2]
+        # `create_masks_for_generate` hands a static cache's steps their masks (a dict), built before the forward.
+        if isinstance(attention_mask, torch.Tensor) and not is_tracing(attention_mask):
+            if attention_mask.shape != (batch, past_length + length):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} "
+                    f"after {int(past_length)} cached tokens; pass the tokenizer's attention_mask for the same "
+                    "batch (with a cache: for the cached and the new tokens)."
+                )
+        if encoder_hidden_states is not None and not self.config.add_cross_attention:
+            raise ValueError(
+                "encoder_hidden_states were given but this model has no cross-attention; build it with "
+                "add_cross_attention=True."
+            )
 
     def _band_blocks(
         self, attention_mask: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
@@ -762,53 +592,53 @@ class HfAttnModel(HfAttnPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
-        output_attentions = kwargs.get("output_attentions", self.config.output_attentions)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if input_ids is not None:
-            if input_ids.ndim != 2:
-                raise ValueError(
-                    f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}; for one text use "
-                    "input_ids[None] or the tokenizer with return_tensors='pt' on a list."
-                )
             _check_input_ids(input_ids, self.config.vocab_size)
             inputs_embeds = self.embed_tokens(input_ids)
-        batch, length = inputs_embeds.shape[:2]
-        if not self.config.is_decoder:
-            use_cache = False  # as BERT: an encoder ignores `use_cache` (its config's too)
-        elif use_cache is None:
-            use_cache = self.config.use_cache and not self.training
-        if cache is not None or use_cache:
-            if not self.config.is_decoder:
-                raise ValueError(
-                    "A cache of past keys and values needs a causal model (is_decoder=True): in an encoder every "
-                    "token sees the later ones, so earlier keys change as text is added."
-                )
-            cache = decoding_cache(cache, cross_attention=encoder_hidden_states is not None, config=self.config)
+        cache = self._decoding_cache(cache, use_cache, encoder_hidden_states)
         past_length = cache.get_seq_length() if cache is not None else 0
-        static = cache is not None and cache.is_compileable
-        # `create_masks_for_generate` hands a static cache's steps their masks, built before the (compiled) forward.
-        masks_given = isinstance(attention_mask, dict)
-        if attention_mask is not None and not masks_given and not is_tracing(attention_mask):
-            if attention_mask.shape != (batch, past_length + length):
-                raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)} but the input is {(batch, length)} "
-                    f"after {int(past_length)} cached tokens; pass the tokenizer's attention_mask for the same "
-                    "batch (with a cache: for the cached and the new tokens)."
-                )
-        if encoder_hidden_states is not None and not self.config.add_cross_attention:
-            raise ValueError(
-                "encoder_hidden_states were given but this model has no cross-attention; build it with "
-                "add_cross_attention=True."
-            )
+        self._check_inputs(inputs_embeds, attention_mask, past_length, encoder_hidden_states)
         if position_ids is None:
-            position_ids = (torch.arange(length, device=inputs_embeds.device) + past_length)[None, :]
+            position_ids = (torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_length)[None, :]
 
         if self.embedding_scale != 1.0:
             inputs_embeds = inputs_embeds * self.embedding_scale
-        hidden_states = self.positions.embed(inputs_embeds, position_ids)
-        hidden_states = self.dropout(hidden_states)
+        hidden_states = self.dropout(self.positions.embed(inputs_embeds, position_ids))
+        batch = self.attention_batch(
+            hidden_states, attention_mask, position_ids, cache, encoder_hidden_states, encoder_attention_mask,
+            # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
+            output_attentions=kwargs.get("output_attentions", self.config.output_attentions),
+            output_hidden_states=kwargs.get("output_hidden_states", self.config.output_hidden_states),
+        )
+        if batch.real is not None:
+            hidden_states = batch.real.take(hidden_states)
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states, batch.biases[layer.attention_type], batch, encoder_hidden_states, cache=cache
+            )
+        hidden_states = self.norm(hidden_states)
+        if batch.real is not None:
+            hidden_states = batch.real.pad(hidden_states)
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
+
+    def attention_batch(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
+        position_ids: torch.Tensor,
+        cache: Cache | None,
+        encoder_hidden_states: torch.Tensor | None,
+        encoder_attention_mask: torch.Tensor | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> BatchAttention:
+        """What every layer's attention needs for this batch, built once (`BatchAttention`)."""
+        batch, length = hidden_states.shape[:2]
+        past_length = cache.get_seq_length() if cache is not None else 0
+        static = cache is not None and cache.is_compileable
+        masks_given = isinstance(attention_mask, dict)  # `create_masks_for_generate`'s, for a static cache
         if masks_given:
             masks, unpadded, band = attention_mask, False, None
         else:
@@ -828,44 +658,27 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 "a static cache's unwritten slots would shift; decode with a dynamic cache (drop "
                 "cache_implementation)."
             )
-        empty_query_rows = {kind: empty_rows(mask) for kind, mask in masks.items()}
-        biases = {"full_attention": positions.bias, "sliding_attention": positions.bias}
+        biases = dict.fromkeys(masks, positions.bias)
         if band is not None:
             biases["sliding_attention"] = self.positions.band_bias(position_ids, band)
-        # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
-        # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
-        causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
-        cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
-        # With padding, every step but attention runs on the real tokens alone (`unpad_inputs`); not with a cache
-        # or cross-attention (their keys are another sequence's), nor when each layer's hidden states or attention
+        # With padding, every step but attention runs on the real tokens alone (`unpad_inputs`); not with a cache or
+        # cross-attention (their keys are another sequence's), nor when each layer's hidden states or attention
         # weights are returned (every slot's, as without unpadding).
-        real = None
-        if (self.config.unpad_inputs and cache is None and encoder_hidden_states is None and not masks_given
-                and not output_attentions
-                and not kwargs.get("output_hidden_states", self.config.output_hidden_states)):
-            real = real_tokens(attention_mask)
-        if real is not None:
-            hidden_states = real.take(hidden_states)
-
-        for layer in self.layers:
-            hidden_states, _, _ = layer(
-                hidden_states,
-                masks[layer.attention_type],
-                positions,
-                biases[layer.attention_type],
-                empty_query_rows[layer.attention_type],
-                encoder_hidden_states,
-                cross_mask,
-                output_attentions,
-                cache=cache,
-                causal_only=causal_only and layer.attention_type == "full_attention",
-                band=band if layer.attention_type == "sliding_attention" else None,
-                real=real,
-            )
-        hidden_states = self.norm(hidden_states)
-        if real is not None:
-            hidden_states = real.pad(hidden_states)
-        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
+        unpad = self.config.unpad_inputs and cache is None and encoder_hidden_states is None and not masks_given
+        unpad = unpad and not output_attentions and not output_hidden_states
+        return BatchAttention(
+            masks=masks,
+            biases=biases,
+            empty_query_rows={kind: empty_rows(mask) for kind, mask in masks.items()},
+            rotary=positions.rotary,
+            band=band,
+            # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
+            # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
+            causal_only=self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded,
+            real=real_tokens(attention_mask) if unpad else None,
+            cross_mask=key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None,
+            output_attentions=output_attentions,
+        )
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
@@ -884,38 +697,6 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
         return (hidden_states * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
     pooled = hidden_states.masked_fill(keep == 0, torch.finfo(hidden_states.dtype).min).amax(dim=1)
     return pooled.masked_fill(keep.sum(dim=1) == 0, 0.0)  # a row of padding alone: zeros, as for `mean`
-
-
-def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
-    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions,
-    over the input followed by `length` positions of `fill`.
-
-    The windows go on past the last one a text needs (the first that reaches its end, at most `stride` before
-    `seq` since `stride <= length`); the caller drops or masks those. Padding by a fixed amount keeps every
-    shape a plain function of `seq`, with no branch on it, so a captured graph serves any length.
-    """
-    padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
-    return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
-
-
-def check_right_padded(attention_mask: torch.Tensor) -> None:
-    """A ValueError for a left-padded batch: cutting to `read_length` keeps the first columns, which are a text's
-    first tokens only when the padding is on the right (the tokenizer's `padding_side`)."""
-    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
-        raise ValueError(
-            "config.read_length keeps the first tokens of each text, but this batch is padded on the left; "
-            "tokenize with padding_side='right' (the hf_attn tokenizer's default)."
-        )
-
-
-def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
-    """(windows, ...) -> (batch, ...): the sum of each text's rows; `texts` holds the text of every row, in order.
-
-    While a graph is captured every text has the same number of rows (`_windows` keeps them all), so the sum
-    is a reshape: Inductor cannot compile `index_add` over a data-dependent number of rows (torch 2.13)."""
-    if is_tracing(rows):
-        return rows.unflatten(0, (batch, -1)).sum(dim=1)
-    return rows.new_zeros(batch, *rows.shape[1:]).index_add(0, texts, rows)
 
 
 class HfAttnHead(HfAttnPreTrainedModel):
@@ -962,11 +743,9 @@ class HfAttnClassifierHead(HfAttnHead):
 class HfAttnForSequenceClassification(HfAttnClassifierHead):
     """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
 
-    The config's reading policy applies to every input: the first `read_length` tokens of each (right-padded)
-    text are read, and with `window_stride` an input longer than `max_position_embeddings` is read as
-    overlapping windows that are encoded on their own and pooled together (see `HfAttnConfig`); the hidden
-    states and attentions returned are then those of the windows the batch needs, text by text,
-    (windows, window, ...).
+    The config's reading policy (`read_length`, `window_stride`, `max_direct_length`: reading.py) applies to every
+    input; read as windows, the hidden states and attentions returned are those of the windows the batch needs,
+    text by text, (windows, window, ...).
 
     The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
     integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
@@ -976,39 +755,6 @@ class HfAttnForSequenceClassification(HfAttnClassifierHead):
         super().__init__(config, config.num_labels)
         self.num_labels = config.num_labels
         self.post_init()
-
-    def _windows(
-        self,
-        input_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        stride: int,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
-        """The inputs cut into windows, (windows, window, ...), the windows' attention mask, and the text (row
-        of the batch) each window comes from.
-
-        A text's windows must not depend on the batch: the windows a shorter (right-padded) text does not
-        need, all those after one that reaches its end, are left out, so they cost nothing. While a graph is
-        captured (compile, export), whose shapes cannot depend on the data, they are kept and masked out, so
-        they weigh nothing.
-        """
-        window = self.config.max_position_embeddings
-        text = input_ids if input_ids is not None else inputs_embeds
-        if attention_mask is None:
-            attention_mask = torch.ones(text.shape[:2], dtype=torch.long, device=text.device)
-        windows = split_into_windows(attention_mask, window, stride, 0)  # (batch, windows, window)
-        starts = torch.arange(windows.shape[1], device=text.device) * stride
-        needed = (starts == 0) | (starts - stride + window < attention_mask.sum(dim=-1, keepdim=True))
-        texts = torch.arange(text.shape[0], device=text.device)[:, None].expand_as(needed)
-        if input_ids is not None:
-            input_ids = split_into_windows(input_ids, window, stride, self.config.pad_token_id or 0)
-        else:
-            inputs_embeds = split_into_windows(inputs_embeds, window, stride, 0.0)
-        if is_tracing(needed):
-            pieces = (input_ids, inputs_embeds, windows * needed[..., None], texts)
-            return tuple(piece.flatten(0, 1) if piece is not None else None for piece in pieces)
-        pieces = (input_ids, inputs_embeds, windows, texts)
-        return tuple(piece[needed] if piece is not None else None for piece in pieces)
 
     @can_return_tuple
     def forward(
@@ -1021,58 +767,13 @@ class HfAttnForSequenceClassification(HfAttnClassifierHead):
         token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput:
-        text = input_ids if input_ids is not None else inputs_embeds
-        read_length = self.config.read_length
-        if read_length is not None and text is not None:  # the slice is a no-op on shorter inputs: no branch
-            if attention_mask is not None and not is_tracing(text) and text.shape[1] > read_length:
-                check_right_padded(attention_mask)
-            input_ids, inputs_embeds, attention_mask, position_ids, text = (
-                None if tensor is None else tensor[:, :read_length]
-                for tensor in (input_ids, inputs_embeds, attention_mask, position_ids, text)
-            )
-        stride = self.config.window_stride
-        positions = self.config.max_position_embeddings
-        direct_limit = self.config.max_direct_length
-        # Learned positions read past their table only as the windows `window_stride` asks for, whatever the length.
-        if stride is None and direct_limit is not None and self.model.positions.extrapolates and text is not None \
-                and not is_tracing(text) and text.shape[1] > direct_limit:
-            logger.warning_once(  # the same words for every long input, so that a batch of them warns once
-                f"An input is longer than max_direct_length={direct_limit}: it is read as windows of {positions} "
-                "tokens (linear cost). Set config.window_stride to choose the windows, config.read_length to read "
-                "only the start, or config.max_direct_length=None to read it in one pass."
-            )
-            stride = positions
-        # A captured graph always reads windows: a branch on the example's length would serve it alone (a
-        # shorter text is one window, read as the model reads it whole).
-        windowed = stride is not None and text is not None and (is_tracing(text) or text.shape[1] > positions)
-        if (
-            not windowed
-            and position_ids is None
-            and not self.model.positions.extrapolates
-            and text is not None
-            and not is_tracing(text)  # a captured graph's length is symbolic: no branch on it
-            and text.shape[1] > positions
-        ):
-            raise ValueError(
-                f"this classifier's learned positions cover {positions} tokens but the input has {text.shape[1]}; "
-                f"set config.read_length to {positions} or less, or config.window_stride to read longer texts "
-                "as windows."
-            )
-        if windowed:
-            if position_ids is not None:
-                raise ValueError(
-                    "position_ids cannot be combined with window_stride: every window numbers its own "
-                    "positions from 0; leave position_ids out."
-                )
-            batch = text.shape[0]
-            input_ids, inputs_embeds, attention_mask, texts = self._windows(
-                input_ids, inputs_embeds, attention_mask, stride
-            )
-        outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
-        pooled = pool(outputs.last_hidden_state, attention_mask, self.config.classifier_pooling)
-        if windowed:  # each text's windows' vectors, weighted by their real tokens (padding alone counts 0)
-            weights = attention_mask.sum(dim=-1, keepdim=True).to(pooled.dtype)
-            pooled = sum_by_text(pooled * weights, texts, batch) / sum_by_text(weights, texts, batch).clamp(min=1.0)
+        reading = read_inputs(
+            self.config, self.model.positions.extrapolates, input_ids, inputs_embeds, attention_mask, position_ids
+        )
+        outputs = self.encode(
+            reading.input_ids, reading.attention_mask, reading.position_ids, reading.inputs_embeds, **kwargs
+        )
+        pooled = reading.pool(pool(outputs.last_hidden_state, reading.attention_mask, self.config.classifier_pooling))
         logits = self.classify(pooled)
         loss = None if labels is None else self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         return self.output(SequenceClassifierOutput, outputs, loss=loss, logits=logits)

@@ -12,6 +12,7 @@ from helpers import REPO, tiny_config_kwargs
 from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnModel
 from hf_attn.modeling_hf_attn import eager_attention_forward
 from hf_attn.positions import POSITION_SCHEMES, PositionScheme
+from hf_attn.scoring import ATTENTION_SCORINGS, AttentionScoring
 
 # (scoring, scale_attn_weights, a position scheme it combines with that reaches the scores)
 SCORINGS = [("dot", True, "rope"), ("dot", False, "rope"), ("general", True, "rope"), ("general", False, "alibi"),
@@ -80,6 +81,42 @@ def test_self_and_cross_attention_weights_are_the_scorings_formula(scoring: str,
     key, _ = cross_attn.kv_proj(encoder_states[0]).split(cross_attn.split_sizes[1:], dim=-1)
     expected = hand_scores(cross_attn, heads(query, 4), heads(key, 2), scale).softmax(dim=-1)
     torch.testing.assert_close(output.cross_attentions[0][0], expected, atol=1e-5, rtol=1e-5)
+
+
+class NegativeSquaredDistance(AttentionScoring):
+    """-|q - k|^2: a scoring that is not a dot product, registered by a test as a user would add one."""
+
+    is_dot_product = False
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        return -torch.cdist(query, key) ** 2
+
+
+def test_a_scoring_added_as_one_class_and_one_line_is_accepted_checked_and_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a scoring is a class and its line in `ATTENTION_SCORINGS`: the config accepts its name, checks it by
+    its class (not a dot product: never unscaled), and self-attention's weights are its formula, written here pair
+    by pair; an `sdpa` model runs it eagerly, to the same logits."""
+    monkeypatch.setitem(ATTENTION_SCORINGS, "distance", NegativeSquaredDistance)
+    with pytest.raises(ValueError, match="attention_scoring='distance' is never scaled"):
+        HfAttnConfig(attention_scoring="distance", scale_attn_weights=False)
+    model = decoder("distance", True, "none", num_hidden_layers=1)
+    attention = model.model.layers[0].self_attn
+    inputs = []
+    attention.register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+    input_ids, context = torch.randint(1, 64, (1, 5)), torch.randn(1, 7, 32)
+    output = model(input_ids, encoder_hidden_states=context, output_attentions=True)
+
+    with torch.no_grad():
+        query, key, _ = attention.qkv_proj(inputs[0][0]).split(attention.split_sizes, dim=-1)
+        query, key = heads(query, 4), heads(key, 2)
+        scores = torch.tensor([[[-(q - k).pow(2).sum() for k in key[h // 2]] for q in query[h]] for h in range(4)])
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    expected = scores.masked_fill(~causal, -torch.inf).softmax(dim=-1)
+    torch.testing.assert_close(output.attentions[0][0], expected, atol=1e-5, rtol=1e-5)
+    sdpa = decoder("distance", True, "none", implementation="sdpa", num_hidden_layers=1)
+    torch.testing.assert_close(sdpa(input_ids, encoder_hidden_states=context).logits,
+                               model(input_ids, encoder_hidden_states=context).logits)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

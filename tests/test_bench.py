@@ -26,7 +26,7 @@ from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import _faster_repeats, read_records, records_table, with_records_table
 from hf_attn.bench.settings import ANCHORS
 from hf_attn.bench.timing import infer_step, make_batch, train_step
-from hf_attn.modeling_hf_attn import GrowingCacheLayer
+from hf_attn.caching import GrowingCacheLayer
 from hf_attn.positions import POSITION_SCHEMES
 from hf_attn.timing import cpu_description, peak_memory_bytes
 

@@ -26,7 +26,7 @@ from transformers.cache_utils import DynamicLayer
 from transformers.generation.streamers import BaseStreamer
 
 from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnForCausalLM, HfAttnModel
-from hf_attn.modeling_hf_attn import GrowingCacheLayer
+from hf_attn.caching import GrowingCacheLayer
 
 SCHEMES = list(POSITION_SCHEMES)
 SLIDING = dict(sliding_window=2, layer_types=["sliding_attention", "full_attention"])

@@ -23,15 +23,26 @@ from typing import Any, NamedTuple
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 
-from .. import configuration_hf_attn, masking, modeling_hf_attn, positions, tokenization_hf_attn
+from .. import (
+    caching,
+    configuration_hf_attn,
+    masking,
+    modeling_hf_attn,
+    positions,
+    reading,
+    scoring,
+    tokenization_hf_attn,
+)
 from ..evaluation import f1_key
 from ..modeling_hf_attn import AUTO_CLASSES
 from ..tasks.imdb import IMDB_HUB_ID
 from ..tasks.length import get_length_task
 
-# The package's modules a saved model's `auto_map` loads: the config, the model (and the two modules it imports)
-# and the tokenizer.
-MODEL_CODE_MODULES = (configuration_hf_attn, modeling_hf_attn, positions, masking, tokenization_hf_attn)
+# The package's modules a saved model's `auto_map` loads: the config, the model (and the modules it imports) and
+# the tokenizer.
+MODEL_CODE_MODULES = (
+    configuration_hf_attn, modeling_hf_attn, positions, masking, scoring, caching, reading, tokenization_hf_attn
+)
 MODEL_CODE_FILES = tuple(Path(module.__file__).name for module in MODEL_CODE_MODULES)
 # The `auto_map`s that point transformers' Auto classes at that code, as `save_pretrained` writes them: every head
 # in config.json (a masked-LM folder loads as a classifier to fine-tune), the BPE tokenizer in tokenizer_config.json.
