@@ -12,6 +12,7 @@ from helpers import tiny_config_kwargs
 from torch import nn
 
 from hf_attn import HfAttnConfig, HfAttnForSequenceClassification
+from hf_attn.modeling_hf_attn import AttentionInputs
 
 
 def test_every_dropout_module_is_torchs() -> None:
@@ -26,9 +27,11 @@ def test_attention_dropout_is_torch_dropout_of_the_attention_weights() -> None:
     attention = HfAttnForSequenceClassification(config).model.layers[0].self_attn.train()
     hidden = torch.randn(2, 7, config.hidden_size)
     torch.manual_seed(3)
-    _, weights = attention(hidden, attention_mask=None, output_attentions=True)
-    query, key, _ = attention._project(hidden, None, None)
-    query, key = query.transpose(1, 2), key.transpose(1, 2).repeat_interleave(config.num_key_value_groups, dim=1)
+    _, weights = attention(hidden, AttentionInputs(output_attentions=True))
+    # Q and K by hand from the fused projection's weights (no rotary tables given: nothing rotates them)
+    query, key, _ = attention.qkv_proj(hidden).split(attention.split_sizes, dim=-1)
+    query, key = (state.unflatten(-1, (-1, config.head_dim)).transpose(1, 2) for state in (query, key))
+    key = key.repeat_interleave(config.num_key_value_groups, dim=1)
     torch.manual_seed(3)
     expected = F.dropout((query @ key.transpose(2, 3) * config.head_dim**-0.5).softmax(-1), 0.3, training=True)
     torch.testing.assert_close(weights, expected)
