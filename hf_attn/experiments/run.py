@@ -37,6 +37,7 @@ from transformers import (
     set_seed,
 )
 from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
+from transformers.trainer_utils import TrainOutput
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForReplacedTokenDetection, HfAttnForSequenceClassification, HfAttnPreTrainedModel
@@ -183,20 +184,33 @@ def run(
         (output_dir / STAGE_RECORD).unlink(missing_ok=True)  # an earlier stage's: this run has ended
         if keeps_stop_checkpoint:  # ended within its time: the limit of 1 it was asked for holds again
             keep_only_checkpoint(output_dir, trainer.state.best_model_checkpoint)
-        # Scoring evaluates again under other metric prefixes (val_, test_), where early stopping, whose work
-        # is done, would warn that it found no eval_loss and "is disabled".
-        trainer.remove_callback(EarlyStoppingCallback)
-        trainer.save_model(str(output_dir))
-        metrics = {
-            "name": experiment.name,
-            **task.score(trainer),
-            **task.sizes,
-            **run_record(experiment, trainer, train_output, task.tokenizer, started),
-        }
-        if experiment.init_from is not None:  # where the weights came from, for tables and model cards
-            metrics[task.init_from_record] = init_from_metrics(experiment)
-        write_metrics(trainer, metrics, output_dir, results_path)
-        return metrics
+        return score_and_save(trainer, task, experiment, train_output, output_dir, results_path, started)
+
+
+def score_and_save(
+    trainer: Trainer,
+    task: Task,
+    experiment: Experiment,
+    train_output: TrainOutput,
+    output_dir: Path,
+    results_path: str | os.PathLike[str] | None,
+    started: float,
+) -> dict[str, Any]:
+    """Save the trained model in `output_dir`, score it and write its metrics (and `results_path`); returns them."""
+    # Scoring evaluates again under other metric prefixes (val_, test_), where early stopping, whose work
+    # is done, would warn that it found no eval_loss and "is disabled".
+    trainer.remove_callback(EarlyStoppingCallback)
+    trainer.save_model(str(output_dir))
+    metrics = {
+        "name": experiment.name,
+        **task.score(trainer),
+        **task.sizes,
+        **run_record(experiment, trainer, train_output, task.tokenizer, started),
+    }
+    if experiment.init_from is not None:  # where the weights came from, for tables and model cards
+        metrics[task.init_from_record] = init_from_metrics(experiment)
+    write_metrics(trainer, metrics, output_dir, results_path)
+    return metrics
 
 
 def load_tokenizer(experiment: Experiment, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:

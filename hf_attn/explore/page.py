@@ -8,6 +8,7 @@ Nothing is fetched from the internet: analytics are off and the theme uses the s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: it reads it then
@@ -179,43 +180,52 @@ def contextual_table(shelf: ModelShelf, word: str, contexts: str) -> str:
     return "\n\n".join(errors + ["\n".join(rows)] if rows else errors)
 
 
-def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
-    """The page over `model_dirs` (loading starts now, in the background) and the shelf that loads them."""
-    shelf = ModelShelf(model_dirs)
-    samples = sample_texts()
-    folder = Path(tempfile.mkdtemp(prefix="hf-attn-explore-"))
+@dataclasses.dataclass
+class PageActions:
+    """What the page's buttons do: read a text with every loaded classifier, show the chosen one's windows, draw."""
 
-    def read(text: str) -> tuple[str, str, dict[str, Reading]]:
+    shelf: ModelShelf
+    folder: Path  # where the pictures are drawn
+
+    def read(self, text: str) -> tuple[str, str, dict[str, Reading]]:
         if not text.strip():
             return "**error**: the text is empty; type a review or pick a sample", "", {}
         readings, errors = {}, []
-        for model_dir, explored in list(shelf.models.items()):
+        for model_dir, explored in list(self.shelf.models.items()):
             try:
                 readings[model_dir] = read_text(explored, text)
             except Exception as error:  # noqa: BLE001 - shown on the page as one line
                 errors.append(f"**error** ({explored.name}): {one_line(error)}")
         if not readings:
-            errors.append("**error**: no classifier is loaded yet; see the status above" if shelf.loading
+            errors.append("**error**: no classifier is loaded yet; see the status above" if self.shelf.loading
                           else "**error**: no classifier could be loaded; see the status above")
-        return "\n\n".join(errors), verdict_table(shelf, readings) if readings else "", readings
+        return "\n\n".join(errors), verdict_table(self.shelf, readings) if readings else "", readings
 
+    @staticmethod
     def chosen(readings: dict[str, Reading], detail_dir: str) -> str:
         """The folder whose details are shown: the one asked for, else the first that read the text."""
         return detail_dir if detail_dir in readings else next(iter(readings))
 
-    def details(readings: dict[str, Reading], detail_dir: str) -> tuple:
+    def details(self, readings: dict[str, Reading], detail_dir: str) -> tuple:
         if not readings:
             return None, None
-        detail_dir = chosen(readings, detail_dir)
-        coloured, table = window_views(shelf.models[detail_dir], readings[detail_dir])
+        detail_dir = self.chosen(readings, detail_dir)
+        coloured, table = window_views(self.shelf.models[detail_dir], readings[detail_dir])
         return coloured, {"headers": table[0], "data": table[1:]}
 
-    def draw(readings: dict[str, Reading], detail_dir: str, window: float, layer: float, head: float) -> tuple:
+    def draw(self, readings: dict[str, Reading], detail_dir: str, window: float, layer: float, head: float) -> tuple:
         if not readings:
             return None, None
-        detail_dir = chosen(readings, detail_dir)
-        return pictures(shelf.models[detail_dir], readings[detail_dir], int(window), int(layer), int(head), folder)
+        detail_dir = self.chosen(readings, detail_dir)
+        explored, reading = self.shelf.models[detail_dir], readings[detail_dir]
+        return pictures(explored, reading, int(window), int(layer), int(head), self.folder)
 
+
+def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
+    """The page over `model_dirs` (loading starts now, in the background) and the shelf that loads them."""
+    shelf = ModelShelf(model_dirs)
+    samples = sample_texts()
+    actions = PageActions(shelf, Path(tempfile.mkdtemp(prefix="hf-attn-explore-")))
     with gr.Blocks(title="hf-attn explore") as page:
         gr.Markdown("# hf-attn explore: what each position scheme does to a review\n"
                     "Type or pick a review, then **Read**. Every classifier below reads it; the details are "
@@ -267,12 +277,12 @@ def build_page(model_dirs: Sequence[str]) -> tuple[gr.Blocks, ModelShelf]:
         timer.tick(lambda: (shelf.status(), gr.Timer(active=shelf.loading)), outputs=[status, timer])
         sample.change(lambda name: samples.get(name, ""), inputs=sample, outputs=text)
         drawn = [readings, detail, window, layer, head]
-        gr.on([button.click, text.submit], read, inputs=text, outputs=[error, verdicts, readings]).then(
-            details, inputs=[readings, detail], outputs=[coloured, windows]).then(
-            draw, inputs=drawn, outputs=[heatmap, scheme])
-        detail.change(details, inputs=[readings, detail], outputs=[coloured, windows]).then(
-            draw, inputs=drawn, outputs=[heatmap, scheme])
-        gr.on([window.submit, layer.submit, head.submit], draw, inputs=drawn, outputs=[heatmap, scheme])
+        gr.on([button.click, text.submit], actions.read, inputs=text, outputs=[error, verdicts, readings]).then(
+            actions.details, inputs=[readings, detail], outputs=[coloured, windows]).then(
+            actions.draw, inputs=drawn, outputs=[heatmap, scheme])
+        detail.change(actions.details, inputs=[readings, detail], outputs=[coloured, windows]).then(
+            actions.draw, inputs=drawn, outputs=[heatmap, scheme])
+        gr.on([window.submit, layer.submit, head.submit], actions.draw, inputs=drawn, outputs=[heatmap, scheme])
         compare.click(lambda *typed: contextual_table(shelf, *typed), inputs=[word, contexts], outputs=similarities)
     return page, shelf
 
