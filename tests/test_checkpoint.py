@@ -34,7 +34,9 @@ from hf_attn.experiments.pretraining import MaskedLMCollator
 from hf_attn.experiments.records import init_from_metrics
 from hf_attn.experiments.run import build_model, load_tokenizer
 from hf_attn.publishing import checkpoint
-from hf_attn.publishing.hub import MODEL_AUTO_MAP, MODEL_CODE_FILES, TOKENIZER_AUTO_MAP, build_model_card, push
+from hf_attn.publishing.cards import build_model_card
+from hf_attn.publishing.hub import push
+from hf_attn.publishing.model_code import MODEL_AUTO_MAP, MODEL_CODE_FILES, TOKENIZER_AUTO_MAP
 from hf_attn.week3 import train_week3_tokenizer
 
 commit_checkpoint = load_tool("commit_checkpoint")

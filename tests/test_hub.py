@@ -19,7 +19,9 @@ from transformers import AutoTokenizer
 
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForSequenceClassification, cli
 from hf_attn.experiments.data import load_sample
-from hf_attn.publishing.hub import MODEL_CODE_FILES, build_model_card, push
+from hf_attn.publishing.cards import build_model_card
+from hf_attn.publishing.hub import push
+from hf_attn.publishing.model_code import MODEL_CODE_FILES
 
 transfer = load_tool("transfer")
 
@@ -231,9 +233,10 @@ def test_the_2x_import_paths_of_cards_push_and_checkpoints_still_work() -> None:
     """hf_attn.analysis.hub and .checkpoint moved to hf_attn.publishing; the old paths give the same objects."""
     from hf_attn.analysis import checkpoint as old_checkpoint
     from hf_attn.analysis import hub as old_hub
-    from hf_attn.publishing import checkpoint, hub
+    from hf_attn.publishing import cards, checkpoint, hub, model_code
 
-    for name in ("MODEL_CODE_FILES", "build_model_card", "card_for_run", "push", "write_model_code"):
-        assert getattr(old_hub, name) is getattr(hub, name), name
+    for module, name in ((model_code, "MODEL_CODE_FILES"), (cards, "build_model_card"), (cards, "card_for_run"),
+                         (hub, "push"), (model_code, "write_model_code")):
+        assert getattr(old_hub, name) is getattr(module, name), name
     for name in ("CheckpointError", "committed_classifiers", "load_run_model", "write_checkpoint"):
         assert getattr(old_checkpoint, name) is getattr(checkpoint, name), name

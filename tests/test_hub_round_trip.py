@@ -33,7 +33,7 @@ from huggingface_hub.repocard_data import model_index_to_eval_results
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments
 
 from hf_attn import HfAttnForSequenceClassification, cli
-from hf_attn.publishing.hub import MODEL_CODE_FILES, write_model_code
+from hf_attn.publishing.model_code import MODEL_CODE_FILES, write_model_code
 
 # huggingface_hub's LFS upload hands httpx a file as `data=` (httpx2 0.x deprecates it for `content=`): not ours.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=:DeprecationWarning")

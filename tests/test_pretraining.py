@@ -27,7 +27,7 @@ from hf_attn.experiments.pretraining import (
     replaced_token_detection_metrics,
 )
 from hf_attn.modeling_hf_attn import HfAttnForReplacedTokenDetection
-from hf_attn.publishing.hub import _pretraining_text, card_for_run
+from hf_attn.publishing.cards import _pretraining_text, card_for_run
 from hf_attn.week3 import train_week3_tokenizer
 
 TINY = ["limit_train=96", "limit_eval=32", *SMOKE_TINY_MODEL]

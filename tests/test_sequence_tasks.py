@@ -14,7 +14,7 @@ from hf_attn import HfAttnConfig
 from hf_attn.experiments.config import Experiment, load_experiment
 from hf_attn.experiments.sequence import fill_answers, generate_answers, score_pairs, sequence_task
 from hf_attn.modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM
-from hf_attn.publishing.hub import card_for_run
+from hf_attn.publishing.cards import card_for_run
 from hf_attn.tasks.length import (
     Pair,
     encoder_features,

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Write the card to --output (its folder made) and say where."""
-    from ..publishing.hub import card_for_run
+    from ..publishing.cards import card_for_run
 
     card = card_for_run(args.model, args.repo_id)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,8 @@ from transformers import AutoTokenizer, PreTrainedModel
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import AUTO_CLASSES
 from ..saved import load_strictly
-from .hub import build_description_card, card_from_records, strip_model_code
+from .cards import build_description_card, card_from_records
+from .model_code import strip_model_code
 
 STORED_DTYPE = torch.float16
 WEIGHTS_NAME = "model.safetensors"  # a checkpoint's one weights file (a run's may be split, with an index)
