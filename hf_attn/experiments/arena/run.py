@@ -101,7 +101,7 @@ def pretrained_encoder(arena: Arena, scheme: str, run_dir: Path, clock: StageClo
 def commit_encoder(source: Path, committed: Path, schemes: int) -> None:
     """`source` (a run folder or one of its checkpoints) as the float16 checkpoint `committed`, replacing it; the
     folder beside it holds one per scheme."""
-    from ...analysis.checkpoint import write_checkpoint  # the model card's machinery: only when writing one
+    from ...publishing.checkpoint import write_checkpoint  # the model card's machinery: only when writing one
 
     write_checkpoint(source, committed, overwrite=True, max_checkpoints=schemes)
 
