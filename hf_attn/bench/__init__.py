@@ -1,6 +1,6 @@
 """Speed and memory of hf-attn against transformers' BERT, RoFormer, ModernBERT and Llama of the same shape.
 
-`hf-attn bench` (or `scripts/bench.py`) runs it; the modules by concern:
+`hf-attn bench` runs it; the modules by concern:
 
 * `settings`: every size, repeat count and model choice (`BenchSettings`; the command line is generated
   from it);
