@@ -23,7 +23,14 @@ from hf_attn.bench.generation import (
 )
 from hf_attn.bench.models import ANCHOR_BUILDERS, build_candidates, build_modernbert, encoder_layers, hf_attn_config
 from hf_attn.bench.realistic import epoch_batches
-from hf_attn.bench.report import _faster_repeats, read_records, records_table, with_records_table
+from hf_attn.bench.report import (
+    RECORDS_BEGIN,
+    RECORDS_END,
+    _faster_repeats,
+    read_records,
+    records_table,
+    with_records_table,
+)
 from hf_attn.bench.settings import ANCHORS
 from hf_attn.bench.timing import infer_step, make_batch, train_step
 from hf_attn.caching import GrowingCacheLayer
@@ -268,7 +275,25 @@ def test_a_record_says_where_it_ran_and_its_report_and_the_docs_table_show_it(
     assert old_row.endswith("| not recorded |")  # no interleaved peak
     docs = (REPO / "docs" / "benchmarks.md").read_text()
     assert with_records_table(docs, records_table(read_records(REPO / "results" / "bench"))) == docs, (
-        "docs/benchmarks.md's records table is stale: run python scripts/bench_records.py")
+        "docs/benchmarks.md's records table is stale: run hf-attn bench --records-only")
+
+
+def test_records_only_rewrites_the_docs_table_from_the_records_and_measures_nothing(
+    toy_run: tuple[dict, str, Path], tmp_path: Path,
+) -> None:
+    """`hf-attn bench --records-only` puts the table of the records in --output's folder (the toy record; the
+    tokenizer JSON beside it is no record) between the document's markers, and leaves the record as it was."""
+    results, _, out = toy_run
+    record = (out / "bench.json").read_text()
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# Speed\n\n{RECORDS_BEGIN}\nan old table\n{RECORDS_END}\nafter\n")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    run_from_args(parser.parse_args(["--records-only", "--output", str(out / "bench.json"), "--records-docs",
+                                     str(docs)]))
+    table = records_table({"bench.json": results})
+    assert docs.read_text() == f"# Speed\n\n{RECORDS_BEGIN}\n\n{table}\n\n{RECORDS_END}\nafter\n"
+    assert (out / "bench.json").read_text() == record
 
 
 @pytest.mark.parametrize("family", ["hf-attn", "BERT", "RoFormer", "ModernBERT"])

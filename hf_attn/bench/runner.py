@@ -28,7 +28,7 @@ from .long_text import bench_long_text
 from .models import ANCHOR_BUILDERS, Variant
 from .objectives import bench_objectives
 from .realistic import bench_realistic
-from .report import format_markdown, plot_attention_scaling
+from .report import format_markdown, plot_attention_scaling, update_records_table
 from .sections import bench_scaling, bench_throughput, profile_training
 from .settings import SECTIONS, BenchSettings
 from .streaming import bench_streaming
@@ -119,10 +119,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="markdown report (default %(default)s)")
     parser.add_argument("--plot", default="results/bench/bench_attention_scaling.png", type=output_file,
                         help="attention-scaling PNG, written when the scaling section runs (default %(default)s)")
+    parser.add_argument("--records-only", action="store_true",
+                        help="measure nothing: rewrite the records table of --records-docs from the bench records "
+                             "(JSON) in --output's folder")
+    parser.add_argument("--records-docs", default="docs/benchmarks.md",
+                        help="document whose records table --records-only rewrites (default %(default)s)")
 
 
 def run_from_args(args: argparse.Namespace) -> None:
-    """Run with the parsed options, write JSON, markdown and plot, and print the markdown."""
+    """Run with the parsed options, write JSON, markdown and plot, and print the markdown; with `records_only`,
+    only rewrite the records table of `records_docs`."""
+    if args.records_only:
+        update_records_table(Path(args.output).parent, Path(args.records_docs))
+        return
     names = {f.name for f in dataclasses.fields(BenchSettings)}
     settings = BenchSettings(**{name: value for name, value in vars(args).items() if name in names})
     results = run_benchmark(settings)
