@@ -533,6 +533,38 @@ def test_streaming_section_reports_each_methods_speed() -> None:
     assert "| sum over one tensor |" in format_markdown(results)
 
 
+TINY_ENCODER = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=64)
+
+
+def test_local_attention_section_times_three_ways_of_which_the_windows_agree() -> None:
+    """The local-attention section times the full, dense-mask and band encoders and one layer's attention each way,
+    with the peak memory of each in a fresh process and the closed-form FLOP ratios; the band computes what the
+    dense mask computes (whole models and attention alone), and full attention differs from both."""
+    from hf_attn.bench.local_attention import WAYS, attention_ways, build_way, token_ids
+
+    settings = BenchSettings(**TINY_ENCODER, local_attention_lengths=(96,), local_attention_window=4,
+                             local_attention_repeats=1)
+    results = run_benchmark(settings, sections=("local-attention",), profile_steps=0, tokenizer_json="")
+    section = results["local-attention"]
+    assert section["block"] == 32 and section["repeats"] == 1 and "radius 4 (9 keys)" in section["what"]
+    row = section["lengths"]["96"]
+    assert list(row["seconds"]) == list(row["attention_alone_seconds"]) == list(row["peak_memory_mib"]) == list(WAYS)
+    assert row["band_over_full"] == pytest.approx(row["seconds"]["sliding (band)"] / row["seconds"]["full"])
+    assert row["flop_ratio"]["attention (window)"] == pytest.approx(9 / 96)
+    assert row["flop_ratio"]["attention (blocks)"] == pytest.approx((32 + 8) / 96)
+    assert row["measured_over_predicted"] == pytest.approx(row["band_over_full"] / row["flop_ratio"]["layer (window)"])
+    assert all(mib >= 0 for mib in row["peak_memory_mib"].values())
+    assert "| 96 |" in format_markdown(results)
+    input_ids = token_ids(settings, 96)
+    with torch.no_grad():
+        outputs = {way: build_way(settings, way, 96, "rope")(input_ids).last_hidden_state for way in WAYS}
+        alone = {way: attend()[0] for way, attend in attention_ways(
+            settings, build_way(settings, "full", 96, "none").layers[0].self_attn, 96).items()}
+    for computed in (outputs, alone):
+        torch.testing.assert_close(computed["sliding (band)"], computed["sliding (dense mask)"], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(computed["full"], computed["sliding (band)"], atol=1e-3)
+
+
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
     """The 'faster in' column pairs each repeat with the same repeat of the row's fastest peer, or in records
     from before peers, of the transformers model with the lowest median among those with the bench's dropout

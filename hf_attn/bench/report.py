@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .dropout import format_dropout
+from .local_attention import format_local_attention
 from .long_text import format_long_text
 from .objectives import format_objectives
 from .settings import (
@@ -409,8 +410,8 @@ def _format_tokenizer(section: Any) -> list[str]:
 SECTION_REPORTS: dict[str, Callable[[Any], list[str]]] = {
     "throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
     "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
-    "long-text": format_long_text, "streaming": format_streaming, "tokenizer": _format_tokenizer,
-    "profile": _format_profile,
+    "long-text": format_long_text, "streaming": format_streaming, "local-attention": format_local_attention,
+    "tokenizer": _format_tokenizer, "profile": _format_profile,
 }
 
 

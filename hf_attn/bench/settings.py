@@ -42,7 +42,8 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     """How many of `ratios` (speed-ups over the fastest peer) reach `CELL_GOAL`, the worst, the geometric mean."""
     return {"cells": len(ratios), "met": sum(ratio >= CELL_GOAL for ratio in ratios),
             "geomean": statistics.geometric_mean(ratios), "worst": min(ratios)}
-SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming")
+SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming",
+            "local-attention")
 # Run by default: the others are asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
@@ -166,6 +167,13 @@ class BenchSettings:
     streaming_rows: int = _setting(3072, "weight rows (outputs) of the streaming section, as an nn.Linear stores it")
     streaming_columns: int = _setting(384, "weight columns (inputs) of the streaming section")
     streaming_repeats: int = _setting(5, "timed calls of each method of the streaming section")
+    # Local-attention section: a sliding window by blocks against full attention and the dense mask.
+    local_attention_lengths: tuple[int, ...] = _setting((2048, 8192), "tokens of the local-attention section's input")
+    local_attention_window: int = _setting(64, "radius of the local-attention section's window: keys on each side")
+    local_attention_repeats: int = _setting(5, "timed forward passes of each way in the local-attention section")
+    local_attention_scheme: str = _setting(
+        "rope", "position scheme of the local-attention section's encoder (a bias scheme's bias is computed in the "
+        "band too)")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
