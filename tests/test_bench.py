@@ -668,3 +668,43 @@ def test_generation_is_not_a_default_section_and_needs_two_new_tokens() -> None:
     assert "generation" not in BenchSettings().sections
     with pytest.raises(ValueError, match="generation_new_tokens must be at least 2"):
         run_benchmark(**{**GENERATION_TOY, "generation_new_tokens": 1})
+
+
+# ---------------------------------------------------------------- generation-compiled section
+
+COMPILED_TOY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                    generation_vocab_size=64, generation_compiled_kv_heads=2, generation_compiled_new_tokens=4,
+                    generation_compiled_repeats=1)
+
+
+def test_compiled_generation_steps_are_timed_per_token_and_llama_decodes_what_hf_attn_does() -> None:
+    """`generate` stamps each new token: exactly `new_tokens` tokens and `new_tokens - 1` steps on each clock; the
+    eager variants, hf-attn and the Llama given its weights, generate the same greedy tokens."""
+    from hf_attn.bench.generation_compiled import CLOCKS, compiled_variants, generate
+
+    settings = BenchSettings(**COMPILED_TOY)
+    variants = compiled_variants(settings, 16, torch.device("cpu"))
+    assert list(variants) == ["hf-attn", "hf-attn static compiled", "hf-attn static compiled streamed", "Llama",
+                              "Llama static compiled", "Llama static compiled streamed"]
+    assert [bool(extra) for _, extra in variants.values()] == [False, True, True, False, True, True]
+    prompt = torch.randint(0, 63, (1, 8), generator=torch.Generator().manual_seed(0))
+    tokens = {}
+    for name in ("hf-attn", "Llama"):
+        tokens[name], seconds = generate(variants[name][0], prompt, 4, "greedy", 0, {})
+        assert tokens[name].shape == (1, 12) and set(seconds) == set(CLOCKS)
+        assert all(len(values) == 3 and min(values) >= 0 for values in seconds.values())
+    assert torch.equal(tokens["hf-attn"], tokens["Llama"])
+
+
+@pytest.mark.slow
+def test_generation_compiled_section_compiles_each_static_variant_and_keeps_the_tokens() -> None:
+    results = run_benchmark(sections=("generation-compiled",), profile_steps=0, tokenizer_json="", threads=1,
+                            generation_compiled_contexts=(8,), **COMPILED_TOY)
+    section = results["generation-compiled"]
+    assert [(row["mode"], row["variant"]) for row in section["rows"]][:2] == [("greedy", "hf-attn"),
+                                                                              ("greedy", "hf-attn static compiled")]
+    assert len(section["rows"]) == 12 and all(row["same_tokens_as_hf_attn"] for row in section["rows"])
+    assert len(section["first_call_extra_seconds"]) == 4 and section["options"]["kv_heads"] == 2
+    llama = next(row for row in section["rows"] if (row["mode"], row["variant"]) == ("greedy", "Llama"))
+    assert llama["cpu_vs_llama"] == pytest.approx(1.0)
+    assert "| 8 | greedy | hf-attn static compiled |" in format_markdown(results)

@@ -24,6 +24,7 @@ from ..runtime.precision import COMPUTED_PRECISIONS, bf16_units
 from ..timing import machine, use_threads
 from .dropout import bench_dropout
 from .generation import bench_generation
+from .generation_compiled import bench_generation_compiled
 from .local_attention import bench_local_attention
 from .long_text import bench_long_text
 from .models import ANCHOR_BUILDERS, Variant
@@ -39,6 +40,7 @@ SECTION_RUNS: dict[str, Callable[[BenchSettings, torch.device], dict[str, Any]]]
     "throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
     "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
     "long-text": bench_long_text, "streaming": bench_streaming, "local-attention": bench_local_attention,
+    "generation-compiled": bench_generation_compiled,
 }
 
 

@@ -43,7 +43,7 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     return {"cells": len(ratios), "met": sum(ratio >= CELL_GOAL for ratio in ratios),
             "geomean": statistics.geometric_mean(ratios), "worst": min(ratios)}
 SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming",
-            "local-attention")
+            "local-attention", "generation-compiled")
 # Run by default: the others are asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
@@ -143,6 +143,14 @@ class BenchSettings:
     generation_profile_steps: int = _setting(
         8, "cached decoding steps after the longest prompt profiled for hf-attn RoPE and Llama with the most "
         "key/value heads (0: no profile)")
+    # Generation-compiled section: decoding steps, eager against a static cache's compiled step (the same decoders).
+    generation_compiled_contexts: tuple[int, ...] = _setting(
+        (128, 512, 2048), "prompt lengths of the generation-compiled section")
+    generation_compiled_new_tokens: int = _setting(32, "tokens generated per call in the generation-compiled section")
+    generation_compiled_repeats: int = _setting(5, "timed rounds of every variant in the generation-compiled section")
+    generation_compiled_kv_heads: int = _setting(4, "key/value heads of the generation-compiled section's decoders")
+    generation_compiled_freezing: bool = _setting(
+        True, "compile with the weights folded into the graph as constants (Inductor's freezing)")
     # Objectives section: a pretraining step of each objective.
     objectives_config: str = _setting(
         "configs/pretraining/pretrain-rope-rtd.yaml", "pretraining experiment YAML whose model the objectives section "
