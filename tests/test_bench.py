@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import REPO
+from test_export import needs_onnx
 from torch import nn
 
 from hf_attn import HfAttnForSequenceClassification
@@ -708,3 +709,48 @@ def test_generation_compiled_section_compiles_each_static_variant_and_keeps_the_
     llama = next(row for row in section["rows"] if (row["mode"], row["variant"]) == ("greedy", "Llama"))
     assert llama["cpu_vs_llama"] == pytest.approx(1.0)
     assert "| 8 | greedy | hf-attn static compiled |" in format_markdown(results)
+
+
+# ---------------------------------------------------------------- serving section
+
+
+def serving_toy(tmp_path: Path, *variants: str) -> dict:
+    """The serving section over the packaged sample's 200 test reviews with a tiny saved classifier."""
+    from test_cli import save_tiny_classifier
+
+    save_tiny_classifier(tmp_path / "model")
+    return run_benchmark(sections=("serving",), profile_steps=0, tokenizer_json="", threads=1,
+                         serving_model=str(tmp_path / "model"), serving_dataset="sample", serving_batch_size=32,
+                         serving_chunk=100, serving_variants=variants)
+
+
+def test_serving_section_scores_each_variant_as_the_model_itself_does(tmp_path: Path) -> None:
+    """PyTorch fp32 (always run) and int8 read every test review; fp32's accuracy is the saved model's own over the
+    split, read in one batch; each variant's memory is measured in a process of its own."""
+    from hf_attn.experiments.data import load_imdb
+    from hf_attn.saved import load_saved_classifier
+
+    results = serving_toy(tmp_path, "torch_int8")
+    section = results["serving"]
+    assert list(section["rows"]) == list(section["memory"])[1:] == ["torch_fp32", "torch_int8"]
+    assert section["reviews"] == section["reviews_planned"] == 200 and "chunks of 100" in section["order"]
+    fp32, int8 = section["rows"]["torch_fp32"], section["rows"]["torch_int8"]
+    assert fp32["agreement_with_torch_fp32"] == 1.0 and fp32["speed_vs_torch_fp32"] == 1.0
+    assert 0.9 <= int8["agreement_with_torch_fp32"] <= 1.0 and int8["file_mb"] is not None
+    assert all(memory["baseline_after_imports_mb"] > 0 for memory in list(section["memory"].values())[1:])
+    test = load_imdb("sample")["test"]
+    model, tokenizer = load_saved_classifier(tmp_path / "model")
+    with torch.no_grad():
+        predicted = model.eval()(**tokenizer(list(test["text"]), padding=True, return_tensors="pt")).logits.argmax(-1)
+    assert fp32["accuracy"] == pytest.approx((predicted == torch.tensor(test["label"])).float().mean().item())
+    assert "| PyTorch dynamic int8 |" in format_markdown(results)
+    with pytest.raises(ValueError, match="unknown benchmark serving variant"):
+        run_benchmark(sections=("serving",), serving_variants=("onnx_fp16",))
+
+
+@pytest.mark.slow
+@needs_onnx
+def test_serving_section_exports_the_onnx_variants(tmp_path: Path) -> None:
+    section = serving_toy(tmp_path, "onnx_fp32", "onnx_int8")["serving"]
+    assert list(section["rows"]) == ["torch_fp32", "onnx_fp32", "onnx_int8"] and "onnxruntime" in section
+    assert section["rows"]["onnx_fp32"]["agreement_with_torch_fp32"] == 1.0

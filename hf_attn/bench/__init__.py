@@ -12,8 +12,9 @@
   asked for by name, `generation` (decoders' `generate()` and KV cache against transformers' Llama), `objectives`
   (masked LM against replaced-token detection), `dropout` (attention with dropout, SDPA against eager), `long_text`
   (one long text through `pipeline`, by reading policy), `streaming` (one-row products against a memory pass) and
-  `local_attention` (a sliding window by blocks against full attention and the dense mask) and
-  `generation_compiled` (decoding steps, eager against a static cache's compiled step): each a function
+  `local_attention` (a sliding window by blocks against full attention and the dense mask), `generation_compiled`
+  (decoding steps, eager against a static cache's compiled step) and `serving` (a saved classifier served by PyTorch
+  and ONNX Runtime, fp32 and int8): each a function
   `(settings, device) -> dict`, run by name from `runner`, whose report lines `report` writes;
 * `report`: markdown and plot, also for JSON written earlier;
 * `runner`: `run_benchmark` and the command-line wiring.

@@ -17,6 +17,7 @@ from .generation_compiled import format_generation_compiled
 from .local_attention import format_local_attention
 from .long_text import format_long_text
 from .objectives import format_objectives
+from .serving import format_serving
 from .settings import (
     ANCHORS,
     CELL_GOAL,
@@ -412,7 +413,7 @@ SECTION_REPORTS: dict[str, Callable[[Any], list[str]]] = {
     "throughput": _format_throughput, "scaling": _format_scaling, "realistic": _format_realistic,
     "generation": _format_generation, "objectives": format_objectives, "dropout": format_dropout,
     "long-text": format_long_text, "streaming": format_streaming, "local-attention": format_local_attention,
-    "generation-compiled": format_generation_compiled, "tokenizer": _format_tokenizer,
+    "generation-compiled": format_generation_compiled, "serving": format_serving, "tokenizer": _format_tokenizer,
     "profile": _format_profile,
 }
 

@@ -32,7 +32,8 @@ from .objectives import bench_objectives
 from .realistic import bench_realistic
 from .report import format_markdown, plot_attention_scaling, update_records_table
 from .sections import bench_scaling, bench_throughput, profile_training
-from .settings import SECTIONS, BenchSettings
+from .serving import bench_serving
+from .settings import SECTIONS, SERVING_VARIANTS, BenchSettings
 from .streaming import bench_streaming
 
 # What measures each of `settings.SECTIONS` (its report lines: `report.SECTION_REPORTS`).
@@ -40,7 +41,7 @@ SECTION_RUNS: dict[str, Callable[[BenchSettings, torch.device], dict[str, Any]]]
     "throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
     "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
     "long-text": bench_long_text, "streaming": bench_streaming, "local-attention": bench_local_attention,
-    "generation-compiled": bench_generation_compiled,
+    "generation-compiled": bench_generation_compiled, "serving": bench_serving,
 }
 
 
@@ -50,7 +51,7 @@ def _check(settings: BenchSettings) -> None:
     for kind, chosen, allowed in (("section", settings.sections, SECTIONS), ("anchor", settings.anchors, anchors),
                                   ("precision", (*settings.precision, settings.profile_precision), COMPUTED_PRECISIONS),
                                   ("profile anchor", (settings.profile_anchor,) if settings.profile_anchor else (),
-                                   anchors)):
+                                   anchors), ("serving variant", settings.serving_variants, SERVING_VARIANTS)):
         unknown = set(chosen) - set(allowed)
         if unknown:
             raise ValueError(f"unknown benchmark {kind}(s) {sorted(unknown)}; allowed: {', '.join(allowed)}")

@@ -43,7 +43,7 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     return {"cells": len(ratios), "met": sum(ratio >= CELL_GOAL for ratio in ratios),
             "geomean": statistics.geometric_mean(ratios), "worst": min(ratios)}
 SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming",
-            "local-attention", "generation-compiled")
+            "local-attention", "generation-compiled", "serving")
 # Run by default: the others are asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
@@ -51,6 +51,8 @@ ANCHORS = ("BERT", "RoFormer", "ModernBERT", "ModernBERT-defaults")
 # Anchors built with their library's own dropout rather than the bench's: not like-for-like, so they
 # get a ratio column but are nobody's peer (below).
 OWN_DROPOUT_ANCHORS = ("ModernBERT-defaults",)
+# The serving section's ways to serve a saved classifier (PyTorch fp32, the reference, always runs).
+SERVING_VARIANTS = ("torch_fp32", "torch_int8", "onnx_fp32", "onnx_int8")
 # Written by scripts/bench_tokenizer.py; merged into the report when present.
 DEFAULT_TOKENIZER_JSON = "results/bench/bench_tokenizer.json"
 WEEK3_VOCAB = 500  # bytes + merges of the Week 3 tokenizer's default (plus [PAD])
@@ -182,6 +184,16 @@ class BenchSettings:
     local_attention_scheme: str = _setting(
         "rope", "position scheme of the local-attention section's encoder (a bias scheme's bias is computed in the "
         "band too)")
+    # Serving section: a saved classifier served four ways over the test reviews.
+    serving_model: str = _setting("checkpoints/rope-whole-reviews", "saved classifier of the serving section")
+    serving_dataset: str = _setting(
+        "../shared/data/imdb", "IMDb copy whose seed split's test reviews the serving section reads ('sample': the "
+        "packaged sample)")
+    serving_limit: int | None = _setting(None, "only the first N reviews of the serving section's seeded order")
+    serving_batch_size: int = _setting(32, "reviews per batch of the serving section")
+    serving_chunk: int = _setting(500, "reviews per chunk of the serving section (sorted by length inside)")
+    serving_variants: tuple[str, ...] = _setting(
+        SERVING_VARIANTS, "ways to serve in the serving section; torch_fp32 (the reference) always runs")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")
