@@ -13,7 +13,9 @@ activations, gradients and temporaries are). On CUDA it is `torch.cuda.max_memor
 `torch.cuda.memory_allocated()` before the step. On CPU no allocator statistics exist (and `tracemalloc` does not
 see torch's allocations), so the step runs once under `torch.profiler` with `profile_memory=True` and the peak is
 the maximum of the running sum of the allocations and frees it records. Both count tensor bytes, not process RSS
-(no allocator caching or fragmentation).
+(no allocator caching or fragmentation). Where the process's own footprint is the question (a served model, a long
+input), `resident_mib` reads the resident set and its peak, and `in_fresh_process` runs the measurement in a new
+process, so that what this one has held before does not hide it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -123,6 +126,30 @@ def peak_memory_bytes(step: Callable[[], object], device: torch.device) -> int:
         held += size
         peak = max(peak, held)
     return peak
+
+
+def resident_mib(field: str = "VmHWM") -> float:
+    """This process's peak resident memory (`VmHWM`, the high-water mark of its own address space) or its resident
+    memory now (`VmRSS`), MiB, from /proc/self/status. `getrusage`'s `ru_maxrss` would not do: Linux carries it
+    across `execve`, so a child started by a large parent begins at the parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kilobytes
+    raise RuntimeError(f"/proc/self/status has no {field}: resident memory is measured on Linux only")
+
+
+def reset_resident_peak() -> None:
+    """Bring `VmHWM` down to the resident memory now (Linux: 5 written to /proc/self/clear_refs)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def in_fresh_process(function: Callable[..., Any], *args: Any) -> Any:
+    """`function(*args)` in a new Python process, spawned rather than forked (it starts with none of this one's
+    memory), and its result; `function` must be importable by name."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
 
 
 def use_threads(threads: int | None) -> int:

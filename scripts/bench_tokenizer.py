@@ -17,6 +17,11 @@ alone (what the class adds on top: dropping the lone ``</w>``, truncating and pa
 interleaved with this checkout's, in CPU time.
 
     python scripts/bench_tokenizer.py --out results/bench/bench_tokenizer.json
+
+A script rather than a section of `hf-attn bench`: it is a test of the Week 3 reference as much as a benchmark
+(every id is compared with the reference's), and the reference is the parity tests' oracle, which lives with the
+tests (tests/week3_reference.py) and is no part of the package. `hf-attn bench` merges the JSON it writes into its
+report (`--tokenizer-json`).
 """
 
 from __future__ import annotations

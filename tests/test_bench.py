@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import REPO
+from test_export import needs_onnx
 from torch import nn
 
 from hf_attn import HfAttnForSequenceClassification
@@ -23,7 +24,14 @@ from hf_attn.bench.generation import (
 )
 from hf_attn.bench.models import ANCHOR_BUILDERS, build_candidates, build_modernbert, encoder_layers, hf_attn_config
 from hf_attn.bench.realistic import epoch_batches
-from hf_attn.bench.report import _faster_repeats, read_records, records_table, with_records_table
+from hf_attn.bench.report import (
+    RECORDS_BEGIN,
+    RECORDS_END,
+    _faster_repeats,
+    read_records,
+    records_table,
+    with_records_table,
+)
 from hf_attn.bench.settings import ANCHORS
 from hf_attn.bench.timing import infer_step, make_batch, train_step
 from hf_attn.caching import GrowingCacheLayer
@@ -268,7 +276,25 @@ def test_a_record_says_where_it_ran_and_its_report_and_the_docs_table_show_it(
     assert old_row.endswith("| not recorded |")  # no interleaved peak
     docs = (REPO / "docs" / "benchmarks.md").read_text()
     assert with_records_table(docs, records_table(read_records(REPO / "results" / "bench"))) == docs, (
-        "docs/benchmarks.md's records table is stale: run python scripts/bench_records.py")
+        "docs/benchmarks.md's records table is stale: run hf-attn bench --records-only")
+
+
+def test_records_only_rewrites_the_docs_table_from_the_records_and_measures_nothing(
+    toy_run: tuple[dict, str, Path], tmp_path: Path,
+) -> None:
+    """`hf-attn bench --records-only` puts the table of the records in --output's folder (the toy record; the
+    tokenizer JSON beside it is no record) between the document's markers, and leaves the record as it was."""
+    results, _, out = toy_run
+    record = (out / "bench.json").read_text()
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# Speed\n\n{RECORDS_BEGIN}\nan old table\n{RECORDS_END}\nafter\n")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    run_from_args(parser.parse_args(["--records-only", "--output", str(out / "bench.json"), "--records-docs",
+                                     str(docs)]))
+    table = records_table({"bench.json": results})
+    assert docs.read_text() == f"# Speed\n\n{RECORDS_BEGIN}\n\n{table}\n\n{RECORDS_END}\nafter\n"
+    assert (out / "bench.json").read_text() == record
 
 
 @pytest.mark.parametrize("family", ["hf-attn", "BERT", "RoFormer", "ModernBERT"])
@@ -508,6 +534,38 @@ def test_streaming_section_reports_each_methods_speed() -> None:
     assert "| sum over one tensor |" in format_markdown(results)
 
 
+TINY_ENCODER = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=64)
+
+
+def test_local_attention_section_times_three_ways_of_which_the_windows_agree() -> None:
+    """The local-attention section times the full, dense-mask and band encoders and one layer's attention each way,
+    with the peak memory of each in a fresh process and the closed-form FLOP ratios; the band computes what the
+    dense mask computes (whole models and attention alone), and full attention differs from both."""
+    from hf_attn.bench.local_attention import WAYS, attention_ways, build_way, token_ids
+
+    settings = BenchSettings(**TINY_ENCODER, local_attention_lengths=(96,), local_attention_window=4,
+                             local_attention_repeats=1)
+    results = run_benchmark(settings, sections=("local-attention",), profile_steps=0, tokenizer_json="")
+    section = results["local-attention"]
+    assert section["block"] == 32 and section["repeats"] == 1 and "radius 4 (9 keys)" in section["what"]
+    row = section["lengths"]["96"]
+    assert list(row["seconds"]) == list(row["attention_alone_seconds"]) == list(row["peak_memory_mib"]) == list(WAYS)
+    assert row["band_over_full"] == pytest.approx(row["seconds"]["sliding (band)"] / row["seconds"]["full"])
+    assert row["flop_ratio"]["attention (window)"] == pytest.approx(9 / 96)
+    assert row["flop_ratio"]["attention (blocks)"] == pytest.approx((32 + 8) / 96)
+    assert row["measured_over_predicted"] == pytest.approx(row["band_over_full"] / row["flop_ratio"]["layer (window)"])
+    assert all(mib >= 0 for mib in row["peak_memory_mib"].values())
+    assert "| 96 |" in format_markdown(results)
+    input_ids = token_ids(settings, 96)
+    with torch.no_grad():
+        outputs = {way: build_way(settings, way, 96, "rope")(input_ids).last_hidden_state for way in WAYS}
+        alone = {way: attend()[0] for way, attend in attention_ways(
+            settings, build_way(settings, "full", 96, "none").layers[0].self_attn, 96).items()}
+    for computed in (outputs, alone):
+        torch.testing.assert_close(computed["sliding (band)"], computed["sliding (dense mask)"], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(computed["full"], computed["sliding (band)"], atol=1e-3)
+
+
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
     """The 'faster in' column pairs each repeat with the same repeat of the row's fastest peer, or in records
     from before peers, of the transformers model with the lowest median among those with the bench's dropout
@@ -611,3 +669,88 @@ def test_generation_is_not_a_default_section_and_needs_two_new_tokens() -> None:
     assert "generation" not in BenchSettings().sections
     with pytest.raises(ValueError, match="generation_new_tokens must be at least 2"):
         run_benchmark(**{**GENERATION_TOY, "generation_new_tokens": 1})
+
+
+# ---------------------------------------------------------------- generation-compiled section
+
+COMPILED_TOY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                    generation_vocab_size=64, generation_compiled_kv_heads=2, generation_compiled_new_tokens=4,
+                    generation_compiled_repeats=1)
+
+
+def test_compiled_generation_steps_are_timed_per_token_and_llama_decodes_what_hf_attn_does() -> None:
+    """`generate` stamps each new token: exactly `new_tokens` tokens and `new_tokens - 1` steps on each clock; the
+    eager variants, hf-attn and the Llama given its weights, generate the same greedy tokens."""
+    from hf_attn.bench.generation_compiled import CLOCKS, compiled_variants, generate
+
+    settings = BenchSettings(**COMPILED_TOY)
+    variants = compiled_variants(settings, 16, torch.device("cpu"))
+    assert list(variants) == ["hf-attn", "hf-attn static compiled", "hf-attn static compiled streamed", "Llama",
+                              "Llama static compiled", "Llama static compiled streamed"]
+    assert [bool(extra) for _, extra in variants.values()] == [False, True, True, False, True, True]
+    prompt = torch.randint(0, 63, (1, 8), generator=torch.Generator().manual_seed(0))
+    tokens = {}
+    for name in ("hf-attn", "Llama"):
+        tokens[name], seconds = generate(variants[name][0], prompt, 4, "greedy", 0, {})
+        assert tokens[name].shape == (1, 12) and set(seconds) == set(CLOCKS)
+        assert all(len(values) == 3 and min(values) >= 0 for values in seconds.values())
+    assert torch.equal(tokens["hf-attn"], tokens["Llama"])
+
+
+@pytest.mark.slow
+def test_generation_compiled_section_compiles_each_static_variant_and_keeps_the_tokens() -> None:
+    results = run_benchmark(sections=("generation-compiled",), profile_steps=0, tokenizer_json="", threads=1,
+                            generation_compiled_contexts=(8,), **COMPILED_TOY)
+    section = results["generation-compiled"]
+    assert [(row["mode"], row["variant"]) for row in section["rows"]][:2] == [("greedy", "hf-attn"),
+                                                                              ("greedy", "hf-attn static compiled")]
+    assert len(section["rows"]) == 12 and all(row["same_tokens_as_hf_attn"] for row in section["rows"])
+    assert len(section["first_call_extra_seconds"]) == 4 and section["options"]["kv_heads"] == 2
+    llama = next(row for row in section["rows"] if (row["mode"], row["variant"]) == ("greedy", "Llama"))
+    assert llama["cpu_vs_llama"] == pytest.approx(1.0)
+    assert "| 8 | greedy | hf-attn static compiled |" in format_markdown(results)
+
+
+# ---------------------------------------------------------------- serving section
+
+
+def serving_toy(tmp_path: Path, *variants: str) -> dict:
+    """The serving section over the packaged sample's 200 test reviews with a tiny saved classifier."""
+    from test_cli import save_tiny_classifier
+
+    save_tiny_classifier(tmp_path / "model")
+    return run_benchmark(sections=("serving",), profile_steps=0, tokenizer_json="", threads=1,
+                         serving_model=str(tmp_path / "model"), serving_dataset="sample", serving_batch_size=32,
+                         serving_chunk=100, serving_variants=variants)
+
+
+def test_serving_section_scores_each_variant_as_the_model_itself_does(tmp_path: Path) -> None:
+    """PyTorch fp32 (always run) and int8 read every test review; fp32's accuracy is the saved model's own over the
+    split, read in one batch; each variant's memory is measured in a process of its own."""
+    from hf_attn.experiments.data import load_imdb
+    from hf_attn.saved import load_saved_classifier
+
+    results = serving_toy(tmp_path, "torch_int8")
+    section = results["serving"]
+    assert list(section["rows"]) == list(section["memory"])[1:] == ["torch_fp32", "torch_int8"]
+    assert section["reviews"] == section["reviews_planned"] == 200 and "chunks of 100" in section["order"]
+    fp32, int8 = section["rows"]["torch_fp32"], section["rows"]["torch_int8"]
+    assert fp32["agreement_with_torch_fp32"] == 1.0 and fp32["speed_vs_torch_fp32"] == 1.0
+    assert 0.9 <= int8["agreement_with_torch_fp32"] <= 1.0 and int8["file_mb"] is not None
+    assert all(memory["baseline_after_imports_mb"] > 0 for memory in list(section["memory"].values())[1:])
+    test = load_imdb("sample")["test"]
+    model, tokenizer = load_saved_classifier(tmp_path / "model")
+    with torch.no_grad():
+        predicted = model.eval()(**tokenizer(list(test["text"]), padding=True, return_tensors="pt")).logits.argmax(-1)
+    assert fp32["accuracy"] == pytest.approx((predicted == torch.tensor(test["label"])).float().mean().item())
+    assert "| PyTorch dynamic int8 |" in format_markdown(results)
+    with pytest.raises(ValueError, match="unknown benchmark serving variant"):
+        run_benchmark(sections=("serving",), serving_variants=("onnx_fp16",))
+
+
+@pytest.mark.slow
+@needs_onnx
+def test_serving_section_exports_the_onnx_variants(tmp_path: Path) -> None:
+    section = serving_toy(tmp_path, "onnx_fp32", "onnx_int8")["serving"]
+    assert list(section["rows"]) == ["torch_fp32", "onnx_fp32", "onnx_int8"] and "onnxruntime" in section
+    assert section["rows"]["onnx_fp32"]["agreement_with_torch_fp32"] == 1.0

@@ -1,6 +1,6 @@
 """Speed and memory of hf-attn against transformers' BERT, RoFormer, ModernBERT and Llama of the same shape.
 
-`hf-attn bench` (or `scripts/bench.py`) runs it; the modules by concern:
+`hf-attn bench` runs it; the modules by concern:
 
 * `settings`: every size, repeat count and model choice (`BenchSettings`; the command line is generated
   from it);
@@ -11,8 +11,11 @@
 * `sections` (throughput, attention scaling, profile), `realistic` (one epoch of real review lengths) and,
   asked for by name, `generation` (decoders' `generate()` and KV cache against transformers' Llama), `objectives`
   (masked LM against replaced-token detection), `dropout` (attention with dropout, SDPA against eager), `long_text`
-  (one long text through `pipeline`, by reading policy) and `streaming` (one-row products against a memory pass):
-  each a function `(settings, device) -> dict`, run by name from `runner`, whose report lines `report` writes;
+  (one long text through `pipeline`, by reading policy), `streaming` (one-row products against a memory pass) and
+  `local_attention` (a sliding window by blocks against full attention and the dense mask), `generation_compiled`
+  (decoding steps, eager against a static cache's compiled step) and `serving` (a saved classifier served by PyTorch
+  and ONNX Runtime, fp32 and int8): each a function
+  `(settings, device) -> dict`, run by name from `runner`, whose report lines `report` writes;
 * `report`: markdown and plot, also for JSON written earlier;
 * `runner`: `run_benchmark` and the command-line wiring.
 

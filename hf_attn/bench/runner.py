@@ -24,20 +24,24 @@ from ..runtime.precision import COMPUTED_PRECISIONS, bf16_units
 from ..timing import machine, use_threads
 from .dropout import bench_dropout
 from .generation import bench_generation
+from .generation_compiled import bench_generation_compiled
+from .local_attention import bench_local_attention
 from .long_text import bench_long_text
 from .models import ANCHOR_BUILDERS, Variant
 from .objectives import bench_objectives
 from .realistic import bench_realistic
-from .report import format_markdown, plot_attention_scaling
+from .report import format_markdown, plot_attention_scaling, update_records_table
 from .sections import bench_scaling, bench_throughput, profile_training
-from .settings import SECTIONS, BenchSettings
+from .serving import bench_serving
+from .settings import SECTIONS, SERVING_VARIANTS, BenchSettings
 from .streaming import bench_streaming
 
 # What measures each of `settings.SECTIONS` (its report lines: `report.SECTION_REPORTS`).
 SECTION_RUNS: dict[str, Callable[[BenchSettings, torch.device], dict[str, Any]]] = {
     "throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
     "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
-    "long-text": bench_long_text, "streaming": bench_streaming,
+    "long-text": bench_long_text, "streaming": bench_streaming, "local-attention": bench_local_attention,
+    "generation-compiled": bench_generation_compiled, "serving": bench_serving,
 }
 
 
@@ -47,7 +51,7 @@ def _check(settings: BenchSettings) -> None:
     for kind, chosen, allowed in (("section", settings.sections, SECTIONS), ("anchor", settings.anchors, anchors),
                                   ("precision", (*settings.precision, settings.profile_precision), COMPUTED_PRECISIONS),
                                   ("profile anchor", (settings.profile_anchor,) if settings.profile_anchor else (),
-                                   anchors)):
+                                   anchors), ("serving variant", settings.serving_variants, SERVING_VARIANTS)):
         unknown = set(chosen) - set(allowed)
         if unknown:
             raise ValueError(f"unknown benchmark {kind}(s) {sorted(unknown)}; allowed: {', '.join(allowed)}")
@@ -119,10 +123,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="markdown report (default %(default)s)")
     parser.add_argument("--plot", default="results/bench/bench_attention_scaling.png", type=output_file,
                         help="attention-scaling PNG, written when the scaling section runs (default %(default)s)")
+    parser.add_argument("--records-only", action="store_true",
+                        help="measure nothing: rewrite the records table of --records-docs from the bench records "
+                             "(JSON) in --output's folder")
+    parser.add_argument("--records-docs", default="docs/benchmarks.md",
+                        help="document whose records table --records-only rewrites (default %(default)s)")
 
 
 def run_from_args(args: argparse.Namespace) -> None:
-    """Run with the parsed options, write JSON, markdown and plot, and print the markdown."""
+    """Run with the parsed options, write JSON, markdown and plot, and print the markdown; with `records_only`,
+    only rewrite the records table of `records_docs`."""
+    if args.records_only:
+        update_records_table(Path(args.output).parent, Path(args.records_docs))
+        return
     names = {f.name for f in dataclasses.fields(BenchSettings)}
     settings = BenchSettings(**{name: value for name, value in vars(args).items() if name in names})
     results = run_benchmark(settings)

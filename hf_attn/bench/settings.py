@@ -42,7 +42,8 @@ def ratio_summary(ratios: Sequence[float]) -> dict[str, Any]:
     """How many of `ratios` (speed-ups over the fastest peer) reach `CELL_GOAL`, the worst, the geometric mean."""
     return {"cells": len(ratios), "met": sum(ratio >= CELL_GOAL for ratio in ratios),
             "geomean": statistics.geometric_mean(ratios), "worst": min(ratios)}
-SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming")
+SECTIONS = ("throughput", "scaling", "realistic", "generation", "objectives", "dropout", "long-text", "streaming",
+            "local-attention", "generation-compiled", "serving")
 # Run by default: the others are asked for by name (`--sections generation`).
 DEFAULT_SECTIONS = ("throughput", "scaling", "realistic")
 # transformers classifiers timed beside hf-attn, of the same shape (see `models.ANCHOR_BUILDERS`).
@@ -50,6 +51,8 @@ ANCHORS = ("BERT", "RoFormer", "ModernBERT", "ModernBERT-defaults")
 # Anchors built with their library's own dropout rather than the bench's: not like-for-like, so they
 # get a ratio column but are nobody's peer (below).
 OWN_DROPOUT_ANCHORS = ("ModernBERT-defaults",)
+# The serving section's ways to serve a saved classifier (PyTorch fp32, the reference, always runs).
+SERVING_VARIANTS = ("torch_fp32", "torch_int8", "onnx_fp32", "onnx_int8")
 # Written by scripts/bench_tokenizer.py; merged into the report when present.
 DEFAULT_TOKENIZER_JSON = "results/bench/bench_tokenizer.json"
 WEEK3_VOCAB = 500  # bytes + merges of the Week 3 tokenizer's default (plus [PAD])
@@ -142,6 +145,14 @@ class BenchSettings:
     generation_profile_steps: int = _setting(
         8, "cached decoding steps after the longest prompt profiled for hf-attn RoPE and Llama with the most "
         "key/value heads (0: no profile)")
+    # Generation-compiled section: decoding steps, eager against a static cache's compiled step (the same decoders).
+    generation_compiled_contexts: tuple[int, ...] = _setting(
+        (128, 512, 2048), "prompt lengths of the generation-compiled section")
+    generation_compiled_new_tokens: int = _setting(32, "tokens generated per call in the generation-compiled section")
+    generation_compiled_repeats: int = _setting(5, "timed rounds of every variant in the generation-compiled section")
+    generation_compiled_kv_heads: int = _setting(4, "key/value heads of the generation-compiled section's decoders")
+    generation_compiled_freezing: bool = _setting(
+        True, "compile with the weights folded into the graph as constants (Inductor's freezing)")
     # Objectives section: a pretraining step of each objective.
     objectives_config: str = _setting(
         "configs/pretraining/pretrain-rope-rtd.yaml", "pretraining experiment YAML whose model the objectives section "
@@ -166,6 +177,23 @@ class BenchSettings:
     streaming_rows: int = _setting(3072, "weight rows (outputs) of the streaming section, as an nn.Linear stores it")
     streaming_columns: int = _setting(384, "weight columns (inputs) of the streaming section")
     streaming_repeats: int = _setting(5, "timed calls of each method of the streaming section")
+    # Local-attention section: a sliding window by blocks against full attention and the dense mask.
+    local_attention_lengths: tuple[int, ...] = _setting((2048, 8192), "tokens of the local-attention section's input")
+    local_attention_window: int = _setting(64, "radius of the local-attention section's window: keys on each side")
+    local_attention_repeats: int = _setting(5, "timed forward passes of each way in the local-attention section")
+    local_attention_scheme: str = _setting(
+        "rope", "position scheme of the local-attention section's encoder (a bias scheme's bias is computed in the "
+        "band too)")
+    # Serving section: a saved classifier served four ways over the test reviews.
+    serving_model: str = _setting("checkpoints/rope-whole-reviews", "saved classifier of the serving section")
+    serving_dataset: str = _setting(
+        "../shared/data/imdb", "IMDb copy whose seed split's test reviews the serving section reads ('sample': the "
+        "packaged sample)")
+    serving_limit: int | None = _setting(None, "only the first N reviews of the serving section's seeded order")
+    serving_batch_size: int = _setting(32, "reviews per batch of the serving section")
+    serving_chunk: int = _setting(500, "reviews per chunk of the serving section (sorted by length inside)")
+    serving_variants: tuple[str, ...] = _setting(
+        SERVING_VARIANTS, "ways to serve in the serving section; torch_fp32 (the reference) always runs")
     # Profile of hf-attn training steps.
     profile_steps: int = _setting(3, "profiled training steps (0: no profile)")
     profile_scheme: str = _setting("rope", "hf-attn position scheme of the profile")

@@ -1,6 +1,6 @@
 """`hf-attn bench`: the speed benchmark against transformers' BERT, RoFormer, ModernBERT and Llama. Its options
-and its run live with it in `hf_attn.bench` (scripts/bench.py reads the same ones); this module imports them only
-when `bench` is parsed, since the options are generated from its settings (which import torch)."""
+and its run live with it in `hf_attn.bench`; this module imports them only when `bench` is parsed, since the
+options are generated from its settings (which import torch)."""
 
 from __future__ import annotations
 
