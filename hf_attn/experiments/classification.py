@@ -7,6 +7,7 @@ test with accuracy and F1: the positive class's (label 1) for two labels, the me
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from ..runtime.precision import default_device, resolve_precision
 from ..saved import load_saved_classifier
 from ..tasks import load_classification
 from ..tasks.imdb import IMDB_HUB_ID
+from .adversarial import AdversarialTrainer
 from .config import Experiment, refuse_scheduled_sampling
 from .data import RandomWindows, limit_rows, tokenize_splits
 from .records import read_run_metrics
@@ -82,6 +84,7 @@ def classification_task(experiment: Experiment) -> Task:
         sizes={f"n_{name}": len(split) for name, split in splits.items()},
         init_from_record="pretraining",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False},
+        trainer_class=functools.partial(AdversarialTrainer, adversarial=experiment.adversarial),
         compute_metrics=compute_metrics,
         label_names=data.label_names,
     )

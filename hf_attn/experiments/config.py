@@ -116,6 +116,28 @@ class ScheduledSamplingSettings(Settings):
         return max(self.min_teacher_forcing, decayed)
 
 
+ADVERSARIAL_METHODS = ("none", "adversarial", "virtual")
+
+
+@dataclasses.dataclass
+class AdversarialSettings(Settings):
+    """The `adversarial` section: adversarial or virtual adversarial training on the token embeddings while a
+    classifier trains (Miyato et al. 2017; `hf_attn.experiments.adversarial`).
+
+    Attributes:
+        method: `none`, `adversarial` (the perturbation that most raises the loss of the text's label) or `virtual`
+            (the one that most changes the prediction; needs no label).
+        epsilon: the perturbation's norm, as a fraction of the norm of the text's token embeddings.
+        xi: virtual: the norm of the random probe whose gradient finds the perturbation, as the same fraction.
+        weight: the weight of the added loss.
+    """
+
+    method: str = choice("none", ADVERSARIAL_METHODS)
+    epsilon: float = setting(0.02, accepts=lambda value: value > 0, meaning="a positive number")
+    xi: float = setting(0.005, accepts=lambda value: value > 0, meaning="a positive number")
+    weight: float = setting(1.0, accepts=lambda value: value >= 0, meaning="a non-negative number")
+
+
 # Keys each task's section took over from the top level (1.x experiment files): refused, naming the section.
 MOVED_TO_SECTION = {"objective": "pretraining", "mlm_probability": "pretraining", "num_beams": "seq2seq",
                     "generator": "seq2seq"}
@@ -199,6 +221,7 @@ class Experiment(Settings):
         seq2seq: `hf-attn seq2seq`'s own settings (`Seq2SeqSettings`).
         scheduled_sampling: teacher forcing or scheduled sampling, for `hf-attn seq2seq` and sequence tasks
             (`ScheduledSamplingSettings`).
+        adversarial: adversarial or virtual adversarial training of a classifier (`AdversarialSettings`).
     """
 
     name: str
@@ -223,6 +246,7 @@ class Experiment(Settings):
     seq2seq: Seq2SeqSettings = dataclasses.field(default_factory=lambda: Seq2SeqSettings())
     scheduled_sampling: ScheduledSamplingSettings = dataclasses.field(
         default_factory=lambda: ScheduledSamplingSettings())
+    adversarial: AdversarialSettings = dataclasses.field(default_factory=lambda: AdversarialSettings())
 
     @property
     def reading_length(self) -> int:
@@ -260,6 +284,14 @@ def refuse_scheduled_sampling(experiment: Experiment, run_kind: str) -> None:
     if experiment.scheduled_sampling.schedule != "none":
         raise ValueError(f"{run_kind} has no answers to sample: scheduled_sampling is read by hf-attn seq2seq and by "
                          "hf-attn train on a sequence task; drop the section (or scheduled_sampling.schedule=none).")
+
+
+def refuse_adversarial(experiment: Experiment, run_kind: str) -> None:
+    """Refuse adversarial training in a run that trains no classifier (`run_kind`): ignoring it would report a plain
+    run as an adversarial one."""
+    if experiment.adversarial.method != "none":
+        raise ValueError(f"{run_kind} trains no classifier: the adversarial section is read by hf-attn train on a "
+                         "classification dataset; drop the section (or adversarial.method=none).")
 
 
 class NumberLoader(yaml.SafeLoader):
@@ -375,7 +407,7 @@ def load_experiment(path: str | os.PathLike[str], overrides: Sequence[str] = (),
 
 
 # The mappings of an experiment that hold settings of their own.
-SECTIONS = ("model", "training", "pretraining", "seq2seq", "scheduled_sampling")
+SECTIONS = ("model", "training", "pretraining", "seq2seq", "scheduled_sampling", "adversarial")
 
 
 def _refuse_moved_keys(raw: dict[str, Any], where: Path) -> None:
