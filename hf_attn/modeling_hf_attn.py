@@ -11,7 +11,7 @@ import copy
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -89,38 +89,17 @@ class AttentionInputs:
 
 @dataclass
 class BatchAttention:
-    """What every layer's attention needs in one forward pass, per layer type where it differs.
+    """What every layer's attention needs in one forward pass: each layer type's self-attention inputs but the bias,
+    cross-attention's but the context, and the real tokens of an unpadded batch.
 
     A layer takes its bias (`biases[layer_type]`) as an argument of its own: reentrant gradient checkpointing carries
     the gradients of tensor arguments only, and a learned bias (t5, fire) needs them.
     """
 
-    masks: dict[str, torch.Tensor | None]
+    self_attention: dict[str, AttentionInputs]
     biases: dict[str, torch.Tensor | None]
-    empty_query_rows: dict[str, torch.Tensor | None]
-    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
-    band: BandBlocks | None = None
-    causal_only: bool = False
+    cross_attention: AttentionInputs
     real: RealTokens | None = None
-    cross_mask: torch.Tensor | None = None
-    output_attentions: bool = False
-
-    def self_attention(self, layer_type: str, bias: torch.Tensor | None) -> AttentionInputs:
-        return AttentionInputs(
-            mask=self.masks[layer_type],
-            rotary=self.rotary,
-            bias=bias,
-            empty_query_rows=self.empty_query_rows[layer_type],
-            band=self.band if layer_type == "sliding_attention" else None,
-            causal_only=self.causal_only and layer_type == "full_attention",
-            real=self.real,
-            output_attentions=self.output_attentions,
-        )
-
-    def cross_attention(self, encoder_hidden_states: torch.Tensor) -> AttentionInputs:
-        return AttentionInputs(
-            mask=self.cross_mask, context=encoder_hidden_states, output_attentions=self.output_attentions
-        )
 
 
 class HfAttnAttention(nn.Module):
@@ -310,12 +289,12 @@ class HfAttnLayer(GradientCheckpointingLayer):
         """`position_bias`, `encoder_hidden_states`: arguments of their own for checkpointing (`BatchAttention`)."""
         is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
         self_cache = cache.self_attention_cache if is_encoder_decoder_cache else cache
-        self_inputs = batch.self_attention(self.attention_type, position_bias)
+        self_inputs = replace(batch.self_attention[self.attention_type], bias=position_bias)
         hidden_states = self._sublayer(
             hidden_states, self.self_attn_norm, lambda states: self.self_attn(states, self_inputs, self_cache)[0]
         )
         if encoder_hidden_states is not None:
-            cross = batch.cross_attention(encoder_hidden_states)
+            cross = replace(batch.cross_attention, context=encoder_hidden_states)
             cross_cache = cache if is_encoder_decoder_cache else None  # a plain cache holds self-attention only
             hidden_states = self._sublayer(
                 hidden_states, self.cross_attn_norm, lambda states: self.cross_attn(states, cross, cross_cache)[0]
@@ -567,19 +546,21 @@ class HfAttnModel(HfAttnPreTrainedModel):
         # nor when each layer's hidden states or weights are returned (every slot's).
         unpad = self.config.unpad_inputs and cache is None and encoder_hidden_states is None and not masks_given
         unpad = unpad and not output_attentions and not output_hidden_states
-        return BatchAttention(
-            masks=masks,
-            biases=biases,
-            empty_query_rows={kind: empty_rows(mask) for kind, mask in masks.items()},
-            rotary=positions.rotary,
-            band=band,
-            # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
-            # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
-            causal_only=self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded,
-            real=real_tokens(attention_mask) if unpad else None,
-            cross_mask=key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None,
-            output_attentions=output_attentions,
-        )
+        real = real_tokens(attention_mask) if unpad else None
+        # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are all the
+        # keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
+        causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
+        self_attention = {
+            kind: AttentionInputs(
+                mask=mask, rotary=positions.rotary, empty_query_rows=empty_rows(mask),
+                band=band if kind == "sliding_attention" else None,
+                causal_only=causal_only and kind == "full_attention", real=real, output_attentions=output_attentions,
+            )
+            for kind, mask in masks.items()
+        }
+        cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
+        cross_attention = AttentionInputs(mask=cross_mask, output_attentions=output_attentions)
+        return BatchAttention(self_attention, biases, cross_attention, real)
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
