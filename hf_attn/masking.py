@@ -3,6 +3,7 @@ attention is allowed, as SDPA takes them; `None` masks nothing (SDPA then picks 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -46,12 +47,7 @@ def real_tokens(attention_mask: torch.Tensor | None) -> RealTokens | None:
 
 
 def distance_mask(
-    query_length: int,
-    key_length: int,
-    *,
-    causal: bool,
-    sliding_window: int | None,
-    device: torch.device,
+    query_length: int, key_length: int, *, causal: bool, sliding_window: int | None, device: torch.device,
     query_start: int | torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """(1, 1, query, key) mask of the keys each query may see: j <= i if `causal`, |i - j| <= `sliding_window`.
@@ -78,23 +74,12 @@ def distance_mask(
 def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     """Logical AND of broadcastable boolean masks, skipping `None` (= no restriction)."""
     present = [mask for mask in masks if mask is not None]
-    if not present:
-        return None
-    combined = present[0]
-    for mask in present[1:]:
-        combined = combined & mask
-    return combined
+    return functools.reduce(torch.logical_and, present) if present else None
 
 
 def self_attention_mask(
-    padding: torch.Tensor | None,
-    query_length: int,
-    *,
-    causal: bool,
-    sliding_window: int | None,
-    device: torch.device,
-    key_length: int | None = None,
-    query_start: int | torch.Tensor | None = None,
+    padding: torch.Tensor | None, query_length: int, *, causal: bool, sliding_window: int | None,
+    device: torch.device, key_length: int | None = None, query_start: int | torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     """Padding (`key_padding_mask`'s) AND causal AND sliding window, over `key_length` keys (default:
     `query_length`; more after a cache), the queries placed as `distance_mask` places them."""
@@ -152,13 +137,7 @@ class BandBlocks:
 
 
 def band_blocks(
-    padding: torch.Tensor | None,
-    batch: int,
-    length: int,
-    *,
-    causal: bool,
-    sliding_window: int,
-    block: int,
+    padding: torch.Tensor | None, batch: int, length: int, *, causal: bool, sliding_window: int, block: int,
     device: torch.device,
 ) -> BandBlocks:
     """`BandBlocks` for `length` queries over the same keys: the window (and causality) AND `padding`."""
