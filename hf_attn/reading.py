@@ -37,12 +37,8 @@ class TextReading:
 
 
 def read_inputs(
-    config: HfAttnConfig,
-    extrapolates: bool,
-    input_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-    attention_mask: torch.Tensor | None,
-    position_ids: torch.Tensor | None,
+    config: HfAttnConfig, extrapolates: bool, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
 ) -> TextReading:
     """The `TextReading` of a batch; `extrapolates`: the position scheme has positions for every length."""
     text = input_ids if input_ids is not None else inputs_embeds
@@ -90,11 +86,8 @@ def window_stride(config: HfAttnConfig, extrapolates: bool, text: torch.Tensor) 
 
 
 def read_windows(
-    config: HfAttnConfig,
-    input_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-    attention_mask: torch.Tensor | None,
-    stride: int,
+    config: HfAttnConfig, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+    attention_mask: torch.Tensor | None, stride: int,
 ) -> TextReading:
     """The inputs as windows of `max_position_embeddings` every `stride` tokens. The windows a text does not need
     (after one that reaches its end) are left out, or, while tracing, kept and masked out."""
