@@ -98,10 +98,9 @@ class HfAttnConfig(PreTrainedConfig):
         max_position_embeddings: the training length: `learned` cannot go past it, RoPE scaling starts from it.
         rope_parameters: transformers' RoPE dict (`rope_type` default/linear/dynamic/yarn, `rope_theta`, `factor`);
             every config carries the default one, which a scheme without RoPE requires.
-        rope_layout: the channels RoPE rotates together: `halves` (i, i + d/2; Llama's) or `interleaved` (2i,
-            2i + 1; RoFormer's). Configs saved before the field were trained with `halves`.
-        relative_attention_num_buckets: `t5` only: buckets of the key-query offset (T5's 32; half per side in an
-            encoder).
+        rope_layout: the channels RoPE rotates together: `halves` (i, i + d/2; Llama's, the default of configs
+            saved before the field) or `interleaved` (2i, 2i + 1; RoFormer's).
+        relative_attention_num_buckets: `t5` only: buckets of the key-query offset (T5's 32).
         relative_attention_max_distance: `t5` only: the offset from which all share the last bucket (T5's 128).
         sliding_window: `sliding_attention` layers see keys at most this far away (only backwards when causal).
         layer_types: per layer, `full_attention` or `sliding_attention` (default: all sliding with a window).
@@ -114,8 +113,8 @@ class HfAttnConfig(PreTrainedConfig):
         hidden_dropout: dropout on embeddings and on every residual branch.
         classifier_dropout: dropout before the classification layer; `None`: `hidden_dropout`.
         classifier_pooling: `mean` or `max` over real tokens, or `cls` (the first token).
-        read_length: sequence classification: the classifier reads each text's first `read_length` tokens (`None`:
-            all), whoever calls it (`pipeline(...)`, the tokenizer without truncation, the CLI).
+        read_length: sequence classification: read each text's first `read_length` tokens (`None`: all), whoever
+            calls the model (`pipeline(...)`, the CLI).
         window_stride: sequence classification: `None` reads directly; a number reads an input longer than
             `max_position_embeddings` as windows of that many tokens every `window_stride` tokens, each encoded
             with positions from 0, their pooled vectors averaged by real tokens (any length, any scheme).
@@ -130,13 +129,10 @@ class HfAttnConfig(PreTrainedConfig):
         bos_token_id, eos_token_id: ids that start and end a generated text (Week 3 has neither).
         use_cache: decoders: whether an evaluation forward and `generate()` keep past keys and values.
         rtd_generator_layers: replaced-token detection (ELECTRA): layers of the masked-LM generator.
-        rtd_loss_weight: replaced-token detection: weight of the per-token loss against the generator's (ELECTRA's
-            50).
-        sparse_prediction: masked LM with labels: logits at the labelled positions only, (masked tokens, vocab), as
-            ModernBERT.
-        unpad_inputs: run every step but attention on a padded batch's real tokens only, as ModernBERT (not with a
-            cache, cross-attention, hidden states or weights asked for, or while tracing); the padding's states are
-            then zero.
+        rtd_loss_weight: replaced-token detection: weight of the per-token loss (ELECTRA's 50).
+        sparse_prediction: masked LM with labels: logits at the labelled positions only, as ModernBERT.
+        unpad_inputs: every step but attention on a padded batch's real tokens only, as ModernBERT (not with a
+            cache, cross-attention, hidden states or weights asked for, or while tracing); padding's states are zero.
 
     Example:
         ```python
