@@ -42,6 +42,7 @@ class PositionScheme(nn.Module):
     context_scalings: ClassVar[tuple[str, ...]] = ()  # ways past the training length (RoPE's `rope_type`s)
     # Rotates queries and keys so that q . k depends on the offset alone: it needs a dot-product scoring.
     rotates_queries_and_keys: ClassVar[bool] = False
+    paired_width: ClassVar[str | None] = None  # the config width whose channels the scheme pairs: it must be even
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
@@ -50,6 +51,13 @@ class PositionScheme(nn.Module):
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
         """Raise a `ValueError` naming the field that this scheme cannot work with."""
+        width = getattr(config, cls.paired_width) if cls.paired_width else 0
+        if width % 2:
+            raise ValueError(
+                f"HfAttnConfig: invalid `hidden_size`={config.hidden_size} with `num_attention_heads`="
+                f"{config.num_attention_heads}; position_embedding_type={config.position_embedding_type!r} pairs "
+                f"channels, so {cls.paired_width} (= {width}) must be even."
+            )
 
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return inputs_embeds
@@ -109,13 +117,7 @@ def sinusoidal_embedding(position_ids: torch.Tensor, dim: int) -> torch.Tensor:
 class SinusoidalPositions(PositionScheme):
     """`sinusoidal`: the fixed encoding added once after the embedding; extrapolates to any length."""
 
-    @classmethod
-    def check_config(cls, config: HfAttnConfig) -> None:
-        if config.hidden_size % 2:
-            raise ValueError(
-                f"HfAttnConfig: invalid `hidden_size`={config.hidden_size}; position_embedding_type='sinusoidal' "
-                "pairs sin/cos channels, so hidden_size must be even."
-            )
+    paired_width = "hidden_size"
 
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return inputs_embeds + sinusoidal_embedding(position_ids, self.config.hidden_size).to(inputs_embeds.dtype)
@@ -182,21 +184,13 @@ class RotaryPositions(PositionScheme):
     takes_rope_parameters = True
     rotates_queries_and_keys = True
     context_scalings = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")
+    paired_width = "head_dim"
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
         self.rope_type = config.rope_parameters.get("rope_type", "default")
         inv_freq, self.attention_scaling = self._frequencies(config.max_position_embeddings)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-
-    @classmethod
-    def check_config(cls, config: HfAttnConfig) -> None:
-        if config.head_dim % 2:
-            raise ValueError(
-                f"HfAttnConfig: invalid `hidden_size`={config.hidden_size} with `num_attention_heads`="
-                f"{config.num_attention_heads}; position_embedding_type='rope' rotates pairs of channels, so "
-                f"head_dim (= {config.head_dim}) must be even."
-            )
 
     def _frequencies(self, length: int) -> tuple[torch.Tensor, float]:
         if self.rope_type == "default":
