@@ -1,9 +1,4 @@
-"""The caches a decoder decodes with: transformers' cache classes, with one cache layer of its own.
-
-`decoding_cache` makes or completes the cache of a forward pass: a `GrowingCacheLayer` for each full-attention
-layer (transformers' `DynamicLayer` without the copy of the whole cache at every step), transformers'
-`DynamicSlidingWindowLayer` for each sliding one.
-"""
+"""The caches a decoder decodes with: transformers' cache classes, with one cache layer of its own."""
 
 from __future__ import annotations
 
@@ -18,20 +13,13 @@ if TYPE_CHECKING:
 
 
 class GrowingCacheLayer(DynamicLayer):
-    """transformers' `DynamicLayer` with room to grow: each step's keys and values are written into spare slots
-    at the end of a larger buffer instead of being concatenated to the cache.
+    """transformers' `DynamicLayer` writing each step's keys and values into spare room at the end of a buffer,
+    instead of concatenating (a copy of the whole cache per token). A full buffer moves into one `growth` times
+    longer (at least `min_room` more), a constant cost per token on average.
 
-    `DynamicLayer` concatenates, which copies every cached key and value at every step: O(context) bytes per
-    generated token on top of what attention reads. Here a step writes only its own tokens; when the buffer is
-    full it moves into one with room for `growth` times the context more (at least `min_room` tokens), so the
-    copies cost a constant per token on average, for at most that much unused room.
-
-    `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods (crop, beam-search
-    reordering, batch selection) work on them unchanged; when one of them replaces the views by new tensors,
-    the next update starts a new buffer from those. While autograd records, the update is `DynamicLayer`'s:
-    writing in place would change tensors the backward pass needs. While a graph is captured (`torch.export`,
-    `torch.compile`) it is `DynamicLayer`'s too: whether a buffer still has room is a question about memory
-    (data pointers), which a traced tensor does not have, and a graph's output is a new tensor anyway.
+    `keys` and `values` stay views of the filled part, so `DynamicLayer`'s other methods work unchanged (one that
+    replaces them starts a new buffer). While autograd records, or a graph is captured (a traced tensor has no
+    data pointer to compare), the update is `DynamicLayer`'s.
     """
 
     growth = 0.25
@@ -62,7 +50,7 @@ class GrowingCacheLayer(DynamicLayer):
     @staticmethod
     def _fills_start_of(buffer: torch.Tensor | None, cached: torch.Tensor, length: int, new: torch.Tensor) -> bool:
         """Whether `cached` is still the filled start of `buffer`, which has room for `length` tokens of `new` and
-        can be written here (a buffer made under `torch.inference_mode` cannot be written outside it)."""
+        can be written here (not an inference-mode buffer outside inference mode)."""
         return (
             buffer is not None
             and (torch.is_inference_mode_enabled() or not buffer.is_inference())
@@ -83,25 +71,18 @@ class GrowingCacheLayer(DynamicLayer):
 
 
 def self_attention_cache_layer(config: HfAttnConfig, layer_idx: int) -> DynamicLayer:
-    """The cache layer of a decoder's self-attention layer: a `GrowingCacheLayer` of every key, or for a sliding
-    layer transformers' `DynamicSlidingWindowLayer`, which keeps only the keys the window still sees: its window
-    counts the query itself, hf_attn's is `sliding_window` keys besides the query, so it is built one longer."""
+    """A `GrowingCacheLayer`, or for a sliding layer a `DynamicSlidingWindowLayer` one longer than `sliding_window`
+    (its window counts the query itself)."""
     if config.layer_types[layer_idx] == "sliding_attention":
         return DynamicSlidingWindowLayer(sliding_window=config.sliding_window + 1)
     return GrowingCacheLayer()
 
 
 def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnConfig) -> Cache:
-    """The cache to decode with: a new dynamic one when none is given (with a cross-attention half when the
-    decoder reads an encoder), else `cache`. Its self-attention layers not yet filled become
-    `self_attention_cache_layer`s (the layers `generate()` builds from `layer_types` keep one key too few), and its
-    cross-attention layers full `DynamicLayer`s, which keep every encoder key.
-
-    A static cache (`StaticCache`, `cache_implementation="static"`, what `torch.compile` decodes with) serves
-    full-attention self-attention: its unwritten slots lie after the queries, where the causal mask hides them
-    (`HfAttnModel.attention_masks`); a static sliding-window layer drops keys that the mask's window does not
-    model, and the decoder of an encoder-decoder keeps dynamic caches (a static cross-attention half would pad the
-    encoder's keys).
+    """`cache`, or a new dynamic one (with a cross-attention half for a decoder that reads an encoder), its unfilled
+    layers replaced: `self_attention_cache_layer`s (`generate()`'s sliding layers keep one key too few), and full
+    `DynamicLayer`s for cross-attention. A static cache serves full-attention self-attention only: a static sliding
+    layer drops keys the mask still sees, a static cross-attention half would pad the encoder's keys.
     """
     if cache is None:
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache()) if cross_attention else DynamicCache()
@@ -118,7 +99,7 @@ def decoding_cache(cache: Cache | None, cross_attention: bool, config: HfAttnCon
             )
         is_self_attention = part is parts[0]
         if is_self_attention and part.layer_class_to_replicate is not None and not part.layers:
-            # made now rather than one by one as used: each layer's kind decides its class
+            # made now, not as used: each layer's kind decides its class
             part.layers = [self_attention_cache_layer(config, index) for index in range(len(config.layer_types))]
         for index, layer in enumerate(part.layers):
             if type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) and not layer.is_initialized:

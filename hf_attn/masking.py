@@ -1,13 +1,9 @@
-"""Attention masks as small pure functions.
-
-Convention (the one `torch.nn.functional.scaled_dot_product_attention` and transformers' SDPA path
-take): a boolean tensor broadcastable to (batch, heads, query, key), `True` where attention is
-allowed. `None` means nothing is masked, which lets SDPA pick its fastest kernel. The model builds
-each distinct mask once per forward pass and hands it to every layer.
-"""
+"""Attention masks as small pure functions: boolean, broadcastable to (batch, heads, query, key), `True` where
+attention is allowed, as SDPA takes them; `None` masks nothing (SDPA then picks its fastest kernel)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -16,11 +12,8 @@ from transformers.utils import is_tracing
 
 
 def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(batch, key) 1/0 padding mask -> (batch, 1, 1, key) boolean, or None when nothing is padding.
-
-    Whether anything is padding is read back to the host, so while a graph is captured (`torch.compile`,
-    export) the mask is always kept: the graph must serve padded batches too.
-    """
+    """(batch, key) 1/0 padding mask -> (batch, 1, 1, key) boolean, or None when nothing is padding (always kept
+    while tracing: the graph must serve padded batches too)."""
     if attention_mask is None or (not is_tracing(attention_mask) and bool(attention_mask.all())):
         return None
     return attention_mask.bool()[:, None, None, :]
@@ -28,13 +21,8 @@ def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None
 
 @dataclass
 class RealTokens:
-    """Where a padded batch's real tokens sit, so that every token-wise step (projections, feed-forward, norms,
-    dropout, residuals) runs on them alone and only attention sees the padded (batch, length) layout, as
-    ModernBERT's unpadding: a batch of texts of unequal length then costs its real tokens, not batch x longest.
-
-    Token-wise states are (1, tokens, ...), the real tokens in row-major order; `indices` (tokens,) are their flat
-    positions in (batch x length).
-    """
+    """Where a padded batch's real tokens sit (`indices`, flat in batch x length), so that every step but attention
+    runs on them alone, (1, tokens, ...), as ModernBERT unpads."""
 
     batch: int
     length: int
@@ -51,8 +39,7 @@ class RealTokens:
 
 
 def real_tokens(attention_mask: torch.Tensor | None) -> RealTokens | None:
-    """The `RealTokens` of a (batch, length) 1/0 padding mask, or None when nothing is padding, and while a graph is
-    captured (`torch.compile`, export): the number of real tokens is read back to the host."""
+    """The `RealTokens` of a (batch, length) 1/0 padding mask, or None without padding and while tracing."""
     if attention_mask is None or is_tracing(attention_mask) or bool(attention_mask.all()):
         return None
     batch, length = attention_mask.shape
@@ -60,24 +47,13 @@ def real_tokens(attention_mask: torch.Tensor | None) -> RealTokens | None:
 
 
 def distance_mask(
-    query_length: int,
-    key_length: int,
-    *,
-    causal: bool,
-    sliding_window: int | None,
-    device: torch.device,
+    query_length: int, key_length: int, *, causal: bool, sliding_window: int | None, device: torch.device,
     query_start: int | torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """(1, 1, query, key) mask of which key positions each query position may see.
+    """(1, 1, query, key) mask of the keys each query may see: j <= i if `causal`, |i - j| <= `sliding_window`.
 
-    `causal`: key j is visible from query i only if j <= i. `sliding_window`: only if |i - j| is at most
-    the window. Queries are aligned to the end of the keys, so a query block shorter than the keys
-    (incremental decoding) still lines up with its positions. A single query, the last key, sees every key
-    unless the window is shorter than the keys: no mask then (each decoding step of generation).
-
-    `query_start`: the key slot of the first query when the keys run past the queries (a static cache's
-    slots not yet written, which causality hides); a tensor stays on the device, so a compiled graph
-    serves every step.
+    The queries are the last of the keys unless `query_start` places them (a static cache's unwritten slots run
+    past them; a tensor, so a compiled graph serves every step). A single last query seeing every key gets None.
     """
     if not causal and sliding_window is None:
         return None
@@ -98,31 +74,15 @@ def distance_mask(
 def combine_masks(*masks: torch.Tensor | None) -> torch.Tensor | None:
     """Logical AND of broadcastable boolean masks, skipping `None` (= no restriction)."""
     present = [mask for mask in masks if mask is not None]
-    if not present:
-        return None
-    combined = present[0]
-    for mask in present[1:]:
-        combined = combined & mask
-    return combined
+    return functools.reduce(torch.logical_and, present) if present else None
 
 
 def self_attention_mask(
-    padding: torch.Tensor | None,
-    query_length: int,
-    *,
-    causal: bool,
-    sliding_window: int | None,
-    device: torch.device,
-    key_length: int | None = None,
-    query_start: int | torch.Tensor | None = None,
+    padding: torch.Tensor | None, query_length: int, *, causal: bool, sliding_window: int | None,
+    device: torch.device, key_length: int | None = None, query_start: int | torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """The full self-attention mask: padding (`key_padding_mask`'s, built once for every layer type) AND
-    causal AND sliding window.
-
-    `key_length` (default: `query_length`) is longer when earlier keys come from a cache; `padding` then
-    covers all the keys, past and current, and the queries are the last `query_length` of them unless
-    `query_start` places them (see `distance_mask`).
-    """
+    """Padding (`key_padding_mask`'s) AND causal AND sliding window, over `key_length` keys (default:
+    `query_length`; more after a cache), the queries placed as `distance_mask` places them."""
     key_length = query_length if key_length is None else key_length
     return combine_masks(
         padding,
@@ -141,19 +101,13 @@ def fold_blocks(states: torch.Tensor, batch: int) -> torch.Tensor:
 
 @dataclass
 class BandBlocks:
-    """The layout of sliding-window attention that computes only the scores inside the window.
+    """Sliding-window attention that computes only the scores inside the window: the queries cut into blocks of
+    `block`, block b's queries seeing only the `span` keys from slot b x block - window on (block + 2 x window, or
+    block + window when causal), so (batch x blocks) small attentions of (block, span) scores each.
 
-    The `length` queries are cut into blocks of `block` positions. With a window w, block b's queries (slots
-    b x block on) can see only the `span` keys from slot b x block - w on: block + 2w of them, or block + w when
-    causal. Attention then runs as (batch x blocks) small attentions of (block, span) scores each, about
-    block + 2w scores per query instead of `length`. Slots before the first or past the last position are masked
-    out.
-
-    `query_slots` (blocks, block) and `key_slots` (blocks, span) are the slots each block reads (those outside the
-    sequence clamped to the nearest position, for indexing); `mask` is the
-    (batch x blocks, 1, block, span) mask of the keys each query may see (window, causality, padding); `sees_a_key`
-    (batch, length, 1, 1) flags the queries that see at least one key, None when all do (no padding: each query
-    sees itself).
+    `query_slots` (blocks, block) and `key_slots` (blocks, span): the slots each block reads, clamped into the
+    sequence; `mask` (batch x blocks, 1, block, span): the keys each query may see; `sees_a_key` (batch, length,
+    1, 1): the queries that see a key, None when all do.
     """
 
     batch: int
@@ -174,9 +128,8 @@ class BandBlocks:
         return self._windows(states, self.window, self.key_slots.shape[-1])
 
     def _windows(self, states: torch.Tensor, before: int, size: int) -> torch.Tensor:
-        """Windows of `size` slots every `block` slots, the first starting `before` slots ahead of the sequence; slots
-        outside it hold zeros. One copy (the padding) in the projections' (batch, length, heads, head_dim) layout,
-        then views: neighbouring key windows overlap in memory instead of being copied."""
+        """Windows of `size` slots every `block` slots, the first `before` slots ahead, zeros outside the sequence:
+        one copy (the padding), then views, so that overlapping key windows share memory."""
         blocks = self.query_slots.shape[0]
         after = (blocks - 1) * self.block + size - before - self.length
         padded = nn.functional.pad(states.transpose(1, 2), (0, 0, 0, 0, before, after))
@@ -184,17 +137,10 @@ class BandBlocks:
 
 
 def band_blocks(
-    padding: torch.Tensor | None,
-    batch: int,
-    length: int,
-    *,
-    causal: bool,
-    sliding_window: int,
-    block: int,
+    padding: torch.Tensor | None, batch: int, length: int, *, causal: bool, sliding_window: int, block: int,
     device: torch.device,
 ) -> BandBlocks:
-    """`BandBlocks` for `length` queries over the same `length` keys: `distance_mask`'s window (and causality) AND
-    `padding` (`key_padding_mask`'s (batch, 1, 1, length), or None), cut into blocks of `block` queries."""
+    """`BandBlocks` for `length` queries over the same keys: the window (and causality) AND `padding`."""
     window = sliding_window
     blocks = -(-length // block)
     span = block + window + (0 if causal else window)

@@ -1,17 +1,8 @@
-"""hf_attn models: a small Transformer encoder (or decoder) whose position scheme is one config field.
+"""hf_attn models: a small Transformer encoder or decoder whose position scheme is one config field.
 
-Data flow: token ids -> token embedding (x sqrt(d) if `scale_embeddings`) -> absolute positions if the scheme has
-them -> blocks -> final norm -> the head. `HfAttnModel.attention_batch` builds what attention needs once per forward
-pass (masks, RoPE's cos/sin, the position bias, band blocks, real tokens: `BatchAttention`) and every layer reads
-it. The attention math is swappable through transformers' `attn_implementation` (`eager` here, `sdpa` from
-transformers' integration). A decoder (`is_decoder`) is the same stack with a causal mask; with transformers' caches
-it decodes one token at a time (`HfAttnForCausalLM`, and as the decoder of an `EncoderDecoderModel`).
-
-What grows lives in its own Hub file beside this one, each a registry or a small policy: position schemes
-(positions.py), masks (masking.py), attention scorings (scoring.py), decoding caches (caching.py) and the sequence
-classifier's reading policy (reading.py). As in transformers, this file holds every head: the heads share their
-plumbing through `HfAttnHead` (the encoder, its call, the output) and `HfAttnClassifierHead` (dropout and the
-`classifier` layer).
+`HfAttnModel.attention_batch` builds what attention needs (masks, RoPE's cos/sin, the position bias) once per forward
+pass and every layer reads it; the attention math is transformers' `attn_implementation`. Position schemes, masks,
+scorings, caches and the classifier's reading policy are Hub files of their own beside this one.
 """
 
 from __future__ import annotations
@@ -20,7 +11,7 @@ import copy
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -53,37 +44,19 @@ from .positions import PositionScheme, apply_rotary, build_position_scheme
 from .reading import read_inputs
 from .scoring import ATTENTION_SCORINGS, AttentionScoring
 
-# The fewest queries in a block of `local_attention_forward`: with a narrow window, tiny blocks would make many
-# small attentions that cost more in overhead than the scores they skip.
+# The fewest queries in a block of `local_attention_forward`: tiny blocks cost more overhead than the scores they skip.
 LOCAL_MIN_BLOCK = 32
 
 
 def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None,
-    **kwargs: object,
+    module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+    attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None, **kwargs: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference attention: softmax(score(q, k) x scaling + bias) v, returning the weights too.
-
-    The scores are `module.scoring`'s: q k^T for `dot` and `general` (whose W the query already carries), Bahdanau's
-    v^T tanh(W1 q + W2 k) for `additive`; `scaling` is 1/sqrt(head_dim) for the scaled products, else 1.
-
-    Masked scores are filled with the dtype's minimum before the softmax (not -inf, which turns a fully
-    masked row into NaN) and zeroed again after it, so a fully masked row has weights exactly 0.
-    Inputs are (batch, heads, seq, head_dim); the output is (batch, seq, heads, head_dim) like
-    transformers' other attention functions.
-
-    Two passes over the (seq x seq) scores are left out: the queries are scaled instead (a scaling other than 1
-    is a dot product's, linear in the query), and the softmax runs in the scores' dtype, whose kernels
-    accumulate bfloat16 and float16 in float32: its weights are those of a float32 softmax cast back, to one
-    rounding, without writing and reading a float32 copy of the scores.
-    """
+    """softmax(`module.scoring`(q x scaling, k) + bias) v and the weights: (batch, heads, seq, head_dim) in, (batch,
+    seq, heads, head_dim) out. Masked scores get the dtype's minimum (-inf makes a fully masked row NaN), masked
+    weights 0. Scaling the queries, and a softmax in the scores' dtype (its kernels accumulate in float32), each save
+    a pass over the scores."""
     key = repeat_kv(key, module.num_key_value_groups)
     value = repeat_kv(value, module.num_key_value_groups)
     scores = module.scoring(query * scaling, key)  # (B, H, Q, K)
@@ -101,79 +74,38 @@ def eager_attention_forward(
 
 @dataclass
 class AttentionInputs:
-    """What one attention layer reads besides its hidden states, for one forward pass (`BatchAttention` builds it).
+    """What one attention layer reads besides its hidden states (`BatchAttention` builds it)."""
 
-    `mask`: (1|batch, 1, query, key), True where a query may see a key (None: every key). `rotary`: RoPE's cos and
-    signed sin. `bias`: the scores' additive position bias. `empty_query_rows`: (batch, query, 1, 1) flags of queries
-    that see no key, whose output is defined as 0. `band`: compute only the scores within the sliding window, block
-    by block (`local_attention_forward`; `mask` is then None and `bias` cut to the blocks). `causal_only`: `mask` is
-    the causal mask and nothing else. `real`: the hidden states are a padded batch's real tokens alone, (1, tokens,
-    hidden), and so is the output; attention runs padded. `context`: cross-attention's keys and values come from
-    it. `output_attentions`: the attention weights are asked for, which only the eager math returns.
-    """
-
-    mask: torch.Tensor | None = None
-    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
-    bias: torch.Tensor | None = None
-    empty_query_rows: torch.Tensor | None = None
-    band: BandBlocks | None = None
-    causal_only: bool = False
-    real: RealTokens | None = None
-    context: torch.Tensor | None = None
-    output_attentions: bool = False
+    mask: torch.Tensor | None = None  # (1|batch, 1, query, key), True where a query may see a key; None: every key
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None  # RoPE's cos and signed sin
+    bias: torch.Tensor | None = None  # the scores' additive position bias
+    empty_query_rows: torch.Tensor | None = None  # (batch, query, 1, 1): queries that see no key, whose output is 0
+    band: BandBlocks | None = None  # the sliding window by blocks (`local_attention_forward`): `mask` is then None
+    causal_only: bool = False  # `mask` is the causal mask and nothing else
+    real: RealTokens | None = None  # the hidden states are the real tokens alone, (1, tokens, hidden)
+    context: torch.Tensor | None = None  # cross-attention's keys and values come from it
+    output_attentions: bool = False  # the weights are asked for: only the eager math returns them
 
 
 @dataclass
 class BatchAttention:
-    """What a forward pass's attention needs, built once by `HfAttnModel.attention_batch` and handed to every layer:
-    the self-attention mask, position bias and empty query rows of each layer type (`full_attention`,
-    `sliding_attention`), RoPE's tables, the sliding layers' band blocks, whether the full layers' mask is the
-    causal one alone, the real tokens of an unpadded batch, and cross-attention's mask over the encoder's keys.
+    """What every layer's attention needs in one forward pass: each layer type's self-attention inputs but the bias,
+    cross-attention's but the context, and the real tokens of an unpadded batch.
 
-    Each layer takes its bias as an argument of its own (`biases[layer_type]`): reentrant gradient checkpointing
-    carries the gradients of a layer's tensor arguments only, and a learned bias (t5, fire) needs its gradient.
+    A layer takes its bias (`biases[layer_type]`) as an argument of its own: reentrant gradient checkpointing carries
+    the gradients of tensor arguments only, and a learned bias (t5, fire) needs them.
     """
 
-    masks: dict[str, torch.Tensor | None]
+    self_attention: dict[str, AttentionInputs]
     biases: dict[str, torch.Tensor | None]
-    empty_query_rows: dict[str, torch.Tensor | None]
-    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
-    band: BandBlocks | None = None
-    causal_only: bool = False
+    cross_attention: AttentionInputs
     real: RealTokens | None = None
-    cross_mask: torch.Tensor | None = None
-    output_attentions: bool = False
-
-    def self_attention(self, layer_type: str, bias: torch.Tensor | None) -> AttentionInputs:
-        return AttentionInputs(
-            mask=self.masks[layer_type],
-            rotary=self.rotary,
-            bias=bias,
-            empty_query_rows=self.empty_query_rows[layer_type],
-            band=self.band if layer_type == "sliding_attention" else None,
-            causal_only=self.causal_only and layer_type == "full_attention",
-            real=self.real,
-            output_attentions=self.output_attentions,
-        )
-
-    def cross_attention(self, encoder_hidden_states: torch.Tensor) -> AttentionInputs:
-        return AttentionInputs(
-            mask=self.cross_mask, context=encoder_hidden_states, output_attentions=self.output_attentions
-        )
 
 
 class HfAttnAttention(nn.Module):
-    """Multi-head / grouped-query attention, as self-attention or as cross-attention.
-
-    Self-attention projects Q, K and V with one fused matmul; cross-attention projects Q from this
-    sequence and K/V (one fused matmul) from the context. Positions (RoPE, ALiBi) apply to
-    self-attention only: in cross-attention, query and key positions index different sequences.
-    How a query and a key make a score is `scoring`'s (`attention_scoring`, scoring.py).
-
-    With a cache (decoding), self-attention appends its keys and values, RoPE applied, to the cache's layer
-    `layer_idx` and attends over all of them; cross-attention projects the encoder's keys and values once
-    and reads them back from the cross-attention half of an `EncoderDecoderCache` at later steps.
-    """
+    """Multi-head / grouped-query attention, as self-attention (Q, K, V in one matmul, positions applied) or as
+    cross-attention (K and V from the context; no positions: query and key index different sequences). Decoding
+    appends the keys and values to the cache; cross-attention's are projected once into an `EncoderDecoderCache`."""
 
     def __init__(self, config: HfAttnConfig, is_cross_attention: bool = False, layer_idx: int | None = None) -> None:
         super().__init__()
@@ -242,8 +174,7 @@ class HfAttnAttention(nn.Module):
         return query, key, value
 
     def _attention_function(self, inputs: AttentionInputs, query_length: int) -> tuple[Callable, bool]:
-        """The backend (`attn_implementation`, eager where the weights are asked for or the scoring has no
-        kernel) and whether it runs as `is_causal`."""
+        """The backend (eager where the weights are asked for or the scoring has no kernel), and `is_causal`."""
         implementation = self.scoring.implementation(self.config._attn_implementation)
         # an empty text runs the eager math over no tokens (SDPA's reshapes fail)
         if inputs.output_attentions or implementation == "eager" or query_length == 0:
@@ -283,35 +214,16 @@ class HfAttnAttention(nn.Module):
 
 
 def local_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    blocks: BandBlocks,
-    attention_function: Callable,
-    scaling: float,
-    dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None,
+    module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, blocks: BandBlocks,
+    attention_function: Callable, scaling: float, dropout: float = 0.0, position_bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, None]:
-    """Sliding-window self-attention over the scores inside the window only: `attention_function` (any backend)
-    runs on the small blocks of `blocks` (masking.py `BandBlocks`) instead of the whole (length, length) square,
-    so cost and memory grow linearly with the length.
-
-    Inputs as the attention functions take them, (batch, heads, length, head_dim), the queries and keys being the
-    same slots (no cache before them); `position_bias` is already cut to the blocks (`BandBlocks.scores`). Returns
-    (batch, length, heads, head_dim), zeros for a query that sees no key (as the dense path), and no weights.
-    """
-    output, _ = attention_function(
-        module,
-        blocks.queries(query),
-        blocks.keys(key),
-        blocks.keys(value),
-        blocks.mask,
-        scaling=scaling,
-        dropout=dropout,
-        position_bias=position_bias,
-        is_causal=False,
-    )  # (batch x blocks, block, heads, head_dim)
+    """Sliding-window self-attention over the scores inside the window alone: `attention_function` runs on the
+    small blocks of `blocks` instead of the (length, length) square, so cost grows linearly with the length.
+    `position_bias` is already cut to the blocks; a query that sees no key gets zeros; no weights are returned."""
+    output, _ = attention_function(  # (batch x blocks, block, heads, head_dim)
+        module, blocks.queries(query), blocks.keys(key), blocks.keys(value), blocks.mask, scaling=scaling,
+        dropout=dropout, position_bias=position_bias, is_causal=False,
+    )
     output = output.reshape(blocks.batch, -1, *output.shape[2:])[:, : blocks.length]
     if blocks.sees_a_key is not None:
         output = output.masked_fill(~blocks.sees_a_key, 0.0)
@@ -347,10 +259,8 @@ def build_norm(config: HfAttnConfig) -> nn.Module:
 
 
 class HfAttnLayer(GradientCheckpointingLayer):
-    """Self-attention, optional cross-attention, feed-forward; each a residual sublayer.
-
-    Pre-norm: x + dropout(f(norm(x))). Post-norm: norm(x + dropout(f(x))).
-    """
+    """Self-attention, optional cross-attention, feed-forward; each a residual sublayer, pre-norm
+    x + dropout(f(norm(x))) or post-norm norm(x + dropout(f(x)))."""
 
     def __init__(self, config: HfAttnConfig, layer_idx: int) -> None:
         super().__init__()
@@ -373,24 +283,18 @@ class HfAttnLayer(GradientCheckpointingLayer):
         return hidden_states if self.pre_norm else norm(hidden_states)
 
     def forward(
-        self,
-        hidden_states: torch.Tensor,
-        position_bias: torch.Tensor | None,
-        batch: BatchAttention,
-        encoder_hidden_states: torch.Tensor | None = None,
-        cache: Cache | None = None,
-        **kwargs: object,
+        self, hidden_states: torch.Tensor, position_bias: torch.Tensor | None, batch: BatchAttention,
+        encoder_hidden_states: torch.Tensor | None = None, cache: Cache | None = None, **kwargs: object,
     ) -> torch.Tensor:
-        """`position_bias` (`batch.biases` of this layer's type) and `encoder_hidden_states` are tensor arguments of
-        their own, so that reentrant gradient checkpointing carries their gradients (see `BatchAttention`)."""
+        """`position_bias`, `encoder_hidden_states`: arguments of their own for checkpointing (`BatchAttention`)."""
         is_encoder_decoder_cache = isinstance(cache, EncoderDecoderCache)
         self_cache = cache.self_attention_cache if is_encoder_decoder_cache else cache
-        self_inputs = batch.self_attention(self.attention_type, position_bias)
+        self_inputs = replace(batch.self_attention[self.attention_type], bias=position_bias)
         hidden_states = self._sublayer(
             hidden_states, self.self_attn_norm, lambda states: self.self_attn(states, self_inputs, self_cache)[0]
         )
         if encoder_hidden_states is not None:
-            cross = batch.cross_attention(encoder_hidden_states)
+            cross = replace(batch.cross_attention, context=encoder_hidden_states)
             cross_cache = cache if is_encoder_decoder_cache else None  # a plain cache holds self-attention only
             hidden_states = self._sublayer(
                 hidden_states, self.cross_attn_norm, lambda states: self.cross_attn(states, cross, cross_cache)[0]
@@ -424,9 +328,8 @@ class HfAttnPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Normal(0, initializer_range) everywhere (transformers' default), with the output projections
-        of residual branches scaled by 1/sqrt(2 * layers) as in GPT-2, so the residual stream's variance
-        does not grow with depth. Position buffers are recomputed: they are not in checkpoints."""
+        """transformers' normal init, the residual branches' output projections scaled by 1/sqrt(2 * layers) as in
+        GPT-2 (the residual stream's variance does not grow with depth); position buffers recomputed."""
         super()._init_weights(module)
         if isinstance(module, (HfAttnAttention, HfAttnMLP)):
             projection = module.o_proj if isinstance(module, HfAttnAttention) else module.down_proj
@@ -440,8 +343,7 @@ class HfAttnPreTrainedModel(PreTrainedModel):
 
 
 def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
-    """input_ids must be (batch, sequence) and inside the vocabulary: a clear error in eager mode. The vocabulary
-    check reads the ids back to the host, so it is skipped while a graph is captured (`torch.compile`, export)."""
+    """A clear error for input_ids not (batch, sequence) or outside the vocabulary (not checked while tracing)."""
     if input_ids.ndim != 2:
         raise ValueError(
             f"input_ids must be (batch, sequence), got shape {tuple(input_ids.shape)}; for one text use "
@@ -459,8 +361,7 @@ def _check_input_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
 
 
 def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(B, Q, 1, 1) flags of query rows that see no key at all, or None when every row sees one (known
-    only by reading the flags back to the host, so while a graph is captured the flags are kept)."""
+    """(B, Q, 1, 1) flags of the queries that see no key, or None when all see one (always kept while tracing)."""
     if mask is None:
         return None
     empty = ~mask.any(dim=-1)  # (B|1, 1, Q)
@@ -468,12 +369,8 @@ def empty_rows(mask: torch.Tensor | None) -> torch.Tensor | None:
 
 
 class HfAttnModel(HfAttnPreTrainedModel):
-    """The bare encoder (or decoder): embeddings -> blocks -> final norm (hidden states, attentions on request).
-
-    As a decoder (`is_decoder`), it takes a `cache` of earlier keys and values (or builds one with
-    `use_cache`): the inputs are then the next tokens, `attention_mask` covers past and new tokens, and the
-    position ids continue from the cache's length unless given (`generate()` gives them for left padding).
-    """
+    """The bare encoder or decoder: embeddings -> layers -> final norm. A decoder's `cache` holds the earlier keys
+    and values: `attention_mask` then covers past and new tokens, and the position ids continue from the cache."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -490,8 +387,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
     def _decoding_cache(
         self, cache: Cache | None, use_cache: bool | None, encoder_hidden_states: torch.Tensor | None
     ) -> Cache | None:
-        """The cache to decode with (caching.py), or None: an encoder ignores `use_cache` (its config's too), as BERT,
-        and refuses a cache."""
+        """The cache to decode with, or None: an encoder ignores `use_cache`, as BERT, and refuses a cache."""
         if not self.config.is_decoder:
             use_cache = False
         elif use_cache is None:
@@ -508,8 +404,6 @@ class HfAttnModel(HfAttnPreTrainedModel):
     def _check_inputs(
         self, inputs_embeds: torch.Tensor, attention_mask: Any, past_length: int, encoder_hidden_states: Any
     ) -> None:
-        """A clear error for an attention mask that does not cover the cached and new tokens, and for encoder
-        states given to a model without cross-attention."""
         batch, length = inputs_embeds.shape[:2]
         # `create_masks_for_generate` hands a static cache's steps their masks (a dict), built before the forward.
         if isinstance(attention_mask, torch.Tensor) and not is_tracing(attention_mask):
@@ -529,10 +423,8 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self, attention_mask: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
         device: torch.device,
     ) -> BandBlocks | None:
-        """How sliding layers compute only the scores inside their window (`local_attention_forward`), or None when
-        they take a dense mask: with cached keys before the queries, for a sequence shorter than twice the keys a
-        block sees (the square is small then), and when the weights are asked for (returned whole, (batch, heads,
-        query, key))."""
+        """The blocks of sliding layers' band (`local_attention_forward`), or None for a dense mask: after cached
+        keys, below twice the keys a block sees, and when the weights are asked for (returned whole)."""
         window = self.config.sliding_window
         if window is None or past_length or output_attentions:
             return None
@@ -548,14 +440,9 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self, attention_mask: torch.Tensor | None, query_length: int, cache: Cache | None, device: torch.device,
         by_blocks: bool = False,
     ) -> tuple[dict[str, torch.Tensor | None], bool]:
-        """The self-attention mask of each layer type present (full / sliding), built once for all layers, over
-        the cached keys and the `query_length` new ones (none for sliding layers that attend `by_blocks`:
-        `_band_blocks`); and whether nothing is padding.
-
-        A static cache's keys are all its slots, the new tokens written from its length on: the queries sit at
-        that length (a tensor, so one compiled graph serves every step) and the unwritten slots after them are
-        the future, which the causal mask hides.
-        """
+        """The self-attention mask of each layer type (none for sliding layers `by_blocks`), and whether nothing is
+        padding. A static cache's keys are all its slots: the queries sit at its length (a tensor, so one compiled
+        graph serves every step) and the causal mask hides the unwritten slots after them."""
         past_length = cache.get_seq_length() if cache is not None else 0
         query_start, key_length = None, past_length + query_length
         if cache is not None and cache.is_compileable:
@@ -587,7 +474,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
+        token_type_ids: torch.Tensor | None = None,  # BERT-style collators': no segment embeddings
         cache: Cache | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
@@ -624,15 +511,9 @@ class HfAttnModel(HfAttnPreTrainedModel):
         return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
 
     def attention_batch(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
-        position_ids: torch.Tensor,
-        cache: Cache | None,
-        encoder_hidden_states: torch.Tensor | None,
-        encoder_attention_mask: torch.Tensor | None,
-        output_attentions: bool,
-        output_hidden_states: bool,
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
+        position_ids: torch.Tensor, cache: Cache | None, encoder_hidden_states: torch.Tensor | None,
+        encoder_attention_mask: torch.Tensor | None, output_attentions: bool, output_hidden_states: bool,
     ) -> BatchAttention:
         """What every layer's attention needs for this batch, built once (`BatchAttention`)."""
         batch, length = hidden_states.shape[:2]
@@ -661,31 +542,29 @@ class HfAttnModel(HfAttnPreTrainedModel):
         biases = dict.fromkeys(masks, positions.bias)
         if band is not None:
             biases["sliding_attention"] = self.positions.band_bias(position_ids, band)
-        # With padding, every step but attention runs on the real tokens alone (`unpad_inputs`); not with a cache or
-        # cross-attention (their keys are another sequence's), nor when each layer's hidden states or attention
-        # weights are returned (every slot's, as without unpadding).
+        # Every step but attention on the real tokens alone (`unpad_inputs`): not with a cache or cross-attention,
+        # nor when each layer's hidden states or weights are returned (every slot's).
         unpad = self.config.unpad_inputs and cache is None and encoder_hidden_states is None and not masks_given
         unpad = unpad and not output_attentions and not output_hidden_states
-        return BatchAttention(
-            masks=masks,
-            biases=biases,
-            empty_query_rows={kind: empty_rows(mask) for kind, mask in masks.items()},
-            rotary=positions.rotary,
-            band=band,
-            # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are
-            # all the keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
-            causal_only=self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded,
-            real=real_tokens(attention_mask) if unpad else None,
-            cross_mask=key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None,
-            output_attentions=output_attentions,
-        )
+        real = real_tokens(attention_mask) if unpad else None
+        # A decoder's full-attention mask is the causal one alone when nothing is padding and the queries are all the
+        # keys (or one query, which sees every key): SDPA can then take it as `is_causal`.
+        causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
+        self_attention = {
+            kind: AttentionInputs(
+                mask=mask, rotary=positions.rotary, empty_query_rows=empty_rows(mask),
+                band=band if kind == "sliding_attention" else None,
+                causal_only=causal_only and kind == "full_attention", real=real, output_attentions=output_attentions,
+            )
+            for kind, mask in masks.items()
+        }
+        cross_mask = key_padding_mask(encoder_attention_mask) if encoder_hidden_states is not None else None
+        cross_attention = AttentionInputs(mask=cross_mask, output_attentions=output_attentions)
+        return BatchAttention(self_attention, biases, cross_attention, real)
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode: str) -> torch.Tensor:
-    """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real (unpadded) tokens.
-
-    A text with no tokens pools to zeros, so its logits are the classifier's bias.
-    """
+    """(B, T, D) -> (B, D): the first token (`cls`), or the mean / max over real tokens; zeros for no tokens."""
     if hidden_states.shape[1] == 0:
         return hidden_states.new_zeros(hidden_states.shape[0], hidden_states.shape[2])
     if mode == "cls":
@@ -700,11 +579,8 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, mode:
 
 
 class HfAttnHead(HfAttnPreTrainedModel):
-    """What every head over the encoder shares: the encoder itself (`model`, the prefix of its weights in a
-    checkpoint), its call, and the head's output, which carries the encoder's hidden states and attentions.
-
-    A head builds its own layers after `super().__init__` and ends with `self.post_init()`. Its `forward` is wrapped
-    in `can_return_tuple` (a tuple with `return_dict=False`), so `encode` asks the encoder for fields."""
+    """What every head shares: the encoder (`model`), its call and the output carrying its hidden states and
+    attentions. A head builds its layers after `super().__init__` and ends with `self.post_init()`."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -714,7 +590,6 @@ class HfAttnHead(HfAttnPreTrainedModel):
         self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
         inputs_embeds: torch.Tensor | None = None, **kwargs: Any,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """The encoder's outputs as fields, whatever `return_dict` says: the head reads them."""
         return self.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, inputs_embeds=inputs_embeds,
             return_dict=True, **kwargs,
@@ -722,13 +597,11 @@ class HfAttnHead(HfAttnPreTrainedModel):
 
     @staticmethod
     def output(output_class: type[ModelOutput], encoded: ModelOutput, **fields: Any) -> ModelOutput:
-        """`output_class` of the head's `fields` (loss, logits, ...) and the encoder's hidden states and attentions."""
         return output_class(**fields, hidden_states=encoded.hidden_states, attentions=encoded.attentions)
 
 
 class HfAttnClassifierHead(HfAttnHead):
-    """Dropout (`classifier_dropout`, else the hidden dropout, as BERT's heads) and a linear layer, `classifier`,
-    over the encoder's vectors: the sequence, token and multiple-choice classifiers."""
+    """Dropout (`classifier_dropout`, else the hidden dropout, as BERT's) and a linear `classifier`."""
 
     def __init__(self, config: HfAttnConfig, num_outputs: int) -> None:
         super().__init__(config)
@@ -741,15 +614,8 @@ class HfAttnClassifierHead(HfAttnHead):
 
 
 class HfAttnForSequenceClassification(HfAttnClassifierHead):
-    """Encoder + pooling (`classifier_pooling`) + dropout + linear head.
-
-    The config's reading policy (`read_length`, `window_stride`, `max_direct_length`: reading.py) applies to every
-    input; read as windows, the hidden states and attentions returned are those of the windows the batch needs,
-    text by text, (windows, window, ...).
-
-    The loss follows transformers' classifiers: regression (MSE) for one label, cross-entropy for
-    integer labels, BCE-with-logits for multi-label float targets (`problem_type` decides).
-    """
+    """Encoder + pooling (`classifier_pooling`) + dropout + linear layer, reading as the config's policy says
+    (reading.py; read as windows, hidden states and attentions are the windows'). The loss is transformers'."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config, config.num_labels)
@@ -764,7 +630,6 @@ class HfAttnForSequenceClassification(HfAttnClassifierHead):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> SequenceClassifierOutput:
         reading = read_inputs(
@@ -780,9 +645,8 @@ class HfAttnForSequenceClassification(HfAttnClassifierHead):
 
 
 class HfAttnForMaskedLM(HfAttnHead):
-    """Encoder + transform (dense, activation, norm) + vocabulary projection tied to the input
-    embedding: for pretraining on unlabelled text. With `config.sparse_prediction` and labels, logits
-    cover only the labelled positions, flattened to (labelled tokens, vocab)."""
+    """Encoder + dense, activation, norm + the vocabulary projection, tied to the input embedding. With
+    `sparse_prediction` and labels, the logits are the labelled positions' alone, (labelled tokens, vocab)."""
 
     _tied_weights_keys = {"decoder.weight": "model.embed_tokens.weight"}
 
@@ -808,7 +672,6 @@ class HfAttnForMaskedLM(HfAttnHead):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> MaskedLMOutput:
         outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
@@ -823,12 +686,8 @@ class HfAttnForMaskedLM(HfAttnHead):
 
 
 class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
-    """Decoder (`is_decoder=True`) + final norm + vocabulary projection, tied to the input embedding unless
-    `tie_word_embeddings=False`: next-token prediction, and `generate()` (greedy, beam search, sampling,
-    streamers) with transformers' caches. With `add_cross_attention` it is the decoder of an
-    `EncoderDecoderModel`, reading `encoder_hidden_states`. `labels` are the input ids (-100 where not
-    scored); the loss shifts them by one, as every transformers causal LM does.
-    """
+    """Decoder (`is_decoder=True`) + vocabulary projection tied to the input embedding: next-token prediction and
+    `generate()`; with `add_cross_attention`, an `EncoderDecoderModel`'s decoder. The loss shifts `labels` by one."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
     accepts_loss_kwargs = True
@@ -844,8 +703,7 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         self.post_init()
 
     def generate(self, inputs: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> Any:
-        """`GenerationMixin.generate`; an empty prompt is a clear error (transformers fails on it with an
-        IndexError inside its loop). To generate from nothing, pass no inputs and a `bos_token_id`."""
+        """`GenerationMixin.generate`, with a clear error for an empty prompt (an IndexError in transformers)."""
         prompt = inputs if inputs is not None else kwargs.get("input_ids")
         if prompt is not None and prompt.shape[-1] == 0:
             raise ValueError(
@@ -855,15 +713,10 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         return super().generate(inputs, *args, **kwargs)
 
     def create_masks_for_generate(
-        self,
-        config: HfAttnConfig,
-        inputs_embeds: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        cache: Cache | None,
-        **kwargs: Any,
+        self, config: HfAttnConfig, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None,
+        cache: Cache | None, **kwargs: Any,
     ) -> dict[str, torch.Tensor | None] | torch.Tensor | None:
-        """`generate()`'s hook for a static cache: each step's masks (`HfAttnModel.attention_masks`), built
-        before the forward pass, so that a compiled forward sees inputs of one shape at every step."""
+        """A static cache's masks of each step, built before the forward so a compiled one sees a single shape."""
         if cache is None or not cache.is_compileable:
             return attention_mask
         return self.model.attention_masks(attention_mask, inputs_embeds.shape[1], cache, inputs_embeds.device)[0]
@@ -884,8 +737,7 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CausalLMOutputWithCrossAttentions:
-        """`logits_to_keep`: logits for the last that many positions only (0: all), as `generate()` asks;
-        `kwargs` go to the model and the loss (e.g. the Trainer's `num_items_in_batch`)."""
+        """`logits_to_keep`: the last that many positions' logits (0: all); `kwargs` go to the model and the loss."""
         outputs = self.encode(
             input_ids, attention_mask, position_ids, inputs_embeds, encoder_hidden_states=encoder_hidden_states,
             encoder_attention_mask=encoder_attention_mask, cache=cache, use_cache=use_cache, **kwargs,
@@ -900,21 +752,10 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         )
 
 
-def generator_config(config: HfAttnConfig) -> HfAttnConfig:
-    """The masked-LM generator of replaced-token detection: the encoder's config, `rtd_generator_layers` deep,
-    predicting only masked positions."""
-    generator = copy.deepcopy(config)
-    generator.num_hidden_layers = config.rtd_generator_layers
-    generator.layer_types = config.layer_types[: config.rtd_generator_layers]
-    generator.sparse_prediction = True
-    return generator
-
-
 @dataclass
 class ReplacedTokenDetectionOutput(ModelOutput):
-    """`logits`: (batch, seq) per-token scores, positive for "replaced". With labels, `loss` =
-    `generator_loss` + rtd_loss_weight x `discriminator_loss`, and `replaced` flags the positions whose
-    generator sample differs from the original token (the targets of `logits`)."""
+    """`logits`: (batch, seq), positive for "replaced". With labels, `loss` = `generator_loss` + rtd_loss_weight x
+    `discriminator_loss`, and `replaced` flags the positions whose sample differs from the original token."""
 
     loss: torch.FloatTensor | None = None
     logits: torch.FloatTensor | None = None
@@ -926,26 +767,21 @@ class ReplacedTokenDetectionOutput(ModelOutput):
 
 
 class HfAttnForReplacedTokenDetection(HfAttnHead):
-    """ELECTRA pretraining (Clark et al., 2020): a small masked-LM generator fills the masked positions
-    with tokens it samples, and the encoder (`model`, what a classifier starts from) learns to tell at
-    every real position whether the token there is the original. Masked LM teaches the encoder at the
-    15% of positions it predicts; this objective at all of them, which is why ELECTRA gets more out of
-    the same compute than BERT, most of all for small models.
-
-    The generator is an `HfAttnForMaskedLM` of `rtd_generator_layers` layers at the encoder's width with
-    its own token table. Input: the collator's masked ids and `labels` (the original id at masked
-    positions, -100 elsewhere). The generator's samples (`torch.multinomial`; no gradient flows through
-    sampling; never `[PAD]`, which stands for the mask) replace the masked positions; a sample that
-    happens to be the original token counts as original, as in ELECTRA. Without labels, the encoder
-    scores the input as given.
-    """
+    """ELECTRA pretraining (Clark et al., 2020): a small masked-LM generator (`rtd_generator_layers` deep, its own
+    token table) samples tokens for the masked positions, and the encoder learns to tell at every real position
+    whether the token is the original: a signal at every position, not at the 15% masked. `labels` hold the original
+    ids at masked positions (-100 elsewhere); a sample equal to the original counts as original, as in ELECTRA."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.act = ACT2FN["gelu"]
         self.detector = nn.Linear(config.hidden_size, 1)
-        self.generator = HfAttnForMaskedLM(generator_config(config))
+        generator = copy.deepcopy(config)
+        generator.num_hidden_layers = config.rtd_generator_layers
+        generator.layer_types = config.layer_types[: config.rtd_generator_layers]
+        generator.sparse_prediction = True
+        self.generator = HfAttnForMaskedLM(generator)
         self.post_init()
 
     @can_return_tuple
@@ -955,7 +791,6 @@ class HfAttnForReplacedTokenDetection(HfAttnHead):
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
         labels: torch.LongTensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> ReplacedTokenDetectionOutput:
         generator_loss = replaced = None
@@ -986,11 +821,7 @@ class HfAttnForReplacedTokenDetection(HfAttnHead):
 
 
 class HfAttnForTokenClassification(HfAttnClassifierHead):
-    """Encoder + dropout + a linear layer at every token (tagging, NER), as BERT's token classifier.
-
-    It reads its input directly, in one pass: the sequence classifier's reading policy (`read_length`,
-    `window_stride`) is about one label per text. Labels of -100 (sub-word continuations, padding) carry no loss.
-    """
+    """Encoder + dropout + a linear layer at every token (tagging, NER), reading its input in one pass."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config, config.num_labels)
@@ -1005,7 +836,6 @@ class HfAttnForTokenClassification(HfAttnClassifierHead):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> TokenClassifierOutput:
         outputs = self.encode(input_ids, attention_mask, position_ids, inputs_embeds, **kwargs)
@@ -1015,13 +845,8 @@ class HfAttnForTokenClassification(HfAttnClassifierHead):
 
 
 class HfAttnForMultipleChoice(HfAttnClassifierHead):
-    """Encoder + pooling (`classifier_pooling`) + dropout + a linear layer to one score per choice, as BERT's
-    multiple-choice head: the inputs are (batch, choices, seq), each choice (a question and one answer) is encoded
-    on its own, and a question's logits are the scores of its choices, (batch, choices).
-
-    It reads each choice directly, in one pass, as the token classifier does. Labels are the index of the right
-    choice (cross-entropy).
-    """
+    """Encoder + pooling + dropout + a linear layer to one score per choice, as BERT's: inputs (batch, choices,
+    seq), each choice encoded on its own in one pass, logits (batch, choices)."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config, 1)
@@ -1035,7 +860,6 @@ class HfAttnForMultipleChoice(HfAttnClassifierHead):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,  # accepted from BERT-style collators; no segment embeddings
         **kwargs: Unpack[TransformersKwargs],
     ) -> MultipleChoiceModelOutput:
         choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
@@ -1050,15 +874,11 @@ class HfAttnForMultipleChoice(HfAttnClassifierHead):
         return self.output(MultipleChoiceModelOutput, outputs, loss=loss, logits=logits)
 
 
-# transformers builds an `EncoderDecoderConfig`'s halves by model type from its registry, which `trust_remote_code`
-# does not fill: without this, `EncoderDecoderModel(encoder=..., decoder=...)` of two halves loaded as a Hub repo's
-# code fails on "Unrecognized model type". The installed package registers its own classes (`hf_attn/__init__.py`).
+# `EncoderDecoderConfig` builds its halves by model type, a registry that `trust_remote_code` does not fill.
 if HfAttnConfig.model_type not in CONFIG_MAPPING:
     AutoConfig.register(HfAttnConfig.model_type, HfAttnConfig)
 
-# The transformers Auto class each model is registered for (`hf_attn/__init__.py`). A saved folder lists
-# every one in its `auto_map`, so that it loads as any head with `trust_remote_code`: a masked-LM folder
-# as a classifier to fine-tune, any folder with `AutoModel` for features.
+# Each model's Auto class: a saved folder's `auto_map` lists them all, so that it loads as any head.
 AUTO_CLASSES: dict[str, type[HfAttnPreTrainedModel]] = {
     "AutoModel": HfAttnModel,
     "AutoModelForSequenceClassification": HfAttnForSequenceClassification,

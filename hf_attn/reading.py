@@ -1,12 +1,5 @@
-"""How much of a text a sequence classifier reads: its config's reading policy, applied to every input.
-
-The first `read_length` tokens of each (right-padded) text are read; with `window_stride`, an input longer than
-`max_position_embeddings` is read as overlapping windows of that many tokens, encoded on their own and pooled
-together; without it, an input longer than `max_direct_length` is read as windows too (linear cost), with a warning,
-where the scheme has positions for every length, and a scheme with a table of positions refuses an input past it.
-`read_inputs` applies the policy to a batch and `TextReading.pool` puts the windows' vectors back together, so the
-head applies it in a few lines and `pipeline(...)`, the CLI and remote code read the same tokens.
-"""
+"""How much of a text a sequence classifier reads (`read_length`, `window_stride`, `max_direct_length`): applied
+in the model, so `pipeline(...)`, the CLI and remote code read the same tokens."""
 
 from __future__ import annotations
 
@@ -24,8 +17,8 @@ logger = logging.get_logger(__name__)
 
 @dataclass
 class TextReading:
-    """The inputs a classifier encodes for a batch, (windows, window, ...) when read as windows, and the text (row
-    of the batch) each window comes from (`texts`; None when each text is read in one pass)."""
+    """The inputs a classifier encodes, (windows, window, ...) when read as windows, and each window's text (`texts`;
+    None when each text is read in one pass)."""
 
     input_ids: torch.Tensor | None
     inputs_embeds: torch.Tensor | None
@@ -35,8 +28,7 @@ class TextReading:
     batch: int = 0
 
     def pool(self, pooled: torch.Tensor) -> torch.Tensor:
-        """(windows, hidden) -> (batch, hidden): each text's windows' vectors weighted by their real tokens (padding
-        alone counts 0); the pooled vectors unchanged when each text was read in one pass."""
+        """(windows, hidden) -> (batch, hidden): each text's windows' vectors weighted by their real tokens."""
         if self.texts is None:
             return pooled
         weights = self.attention_mask.sum(dim=-1, keepdim=True).to(pooled.dtype)
@@ -45,15 +37,10 @@ class TextReading:
 
 
 def read_inputs(
-    config: HfAttnConfig,
-    extrapolates: bool,
-    input_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-    attention_mask: torch.Tensor | None,
-    position_ids: torch.Tensor | None,
+    config: HfAttnConfig, extrapolates: bool, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None,
 ) -> TextReading:
-    """The `TextReading` of a batch under `config`'s policy; `extrapolates`: the position scheme has positions for
-    every length (a table of `max_position_embeddings` rows reads past it only as windows)."""
+    """The `TextReading` of a batch; `extrapolates`: the position scheme has positions for every length."""
     text = input_ids if input_ids is not None else inputs_embeds
     if text is None:
         return TextReading(input_ids, inputs_embeds, attention_mask, position_ids)
@@ -65,8 +52,7 @@ def read_inputs(
             for tensor in (input_ids, inputs_embeds, attention_mask, position_ids, text)
         )
     stride = window_stride(config, extrapolates, text)
-    # A captured graph always reads windows: a branch on the example's length would serve it alone (a shorter text is
-    # one window, read as the model reads it whole).
+    # A captured graph always reads windows: a branch on the example's length would serve that length alone.
     window = config.max_position_embeddings
     if stride is None or not (is_tracing(text) or text.shape[1] > window):
         if position_ids is None and not extrapolates and not is_tracing(text) and text.shape[1] > window:
@@ -85,8 +71,7 @@ def read_inputs(
 
 
 def window_stride(config: HfAttnConfig, extrapolates: bool, text: torch.Tensor) -> int | None:
-    """The stride of the windows an input is read in, or None: `window_stride`, else the window itself for an input
-    past `max_direct_length` (learned positions read past their table only as the windows `window_stride` asks for)."""
+    """The windows' stride, or None: `window_stride`, else the window for an input past `max_direct_length`."""
     limit = config.max_direct_length
     if config.window_stride is not None or limit is None or not extrapolates or is_tracing(text):
         return config.window_stride
@@ -101,19 +86,11 @@ def window_stride(config: HfAttnConfig, extrapolates: bool, text: torch.Tensor) 
 
 
 def read_windows(
-    config: HfAttnConfig,
-    input_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-    attention_mask: torch.Tensor | None,
-    stride: int,
+    config: HfAttnConfig, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+    attention_mask: torch.Tensor | None, stride: int,
 ) -> TextReading:
-    """The inputs cut into windows of `max_position_embeddings` every `stride` tokens, with their attention mask and
-    the text each window comes from.
-
-    A text's windows must not depend on the batch: the windows a shorter (right-padded) text does not need, all
-    those after one that reaches its end, are left out, so they cost nothing. While a graph is captured (compile,
-    export), whose shapes cannot depend on the data, they are kept and masked out, so they weigh nothing.
-    """
+    """The inputs as windows of `max_position_embeddings` every `stride` tokens. The windows a text does not need
+    (after one that reaches its end) are left out, or, while tracing, kept and masked out."""
     window = config.max_position_embeddings
     text = input_ids if input_ids is not None else inputs_embeds
     if attention_mask is None:
@@ -137,20 +114,14 @@ def read_windows(
 
 
 def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
-    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` starting every `stride` positions,
-    over the input followed by `length` positions of `fill`.
-
-    The windows go on past the last one a text needs (the first that reaches its end, at most `stride` before
-    `seq` since `stride <= length`); the caller drops or masks those. Padding by a fixed amount keeps every
-    shape a plain function of `seq`, with no branch on it, so a captured graph serves any length.
-    """
+    """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` every `stride` positions over the
+    input and `length` positions of `fill` (a fixed padding: shapes without a branch on `seq`, for tracing)."""
     padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
     return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
 
 
 def check_right_padded(attention_mask: torch.Tensor) -> None:
-    """A ValueError for a left-padded batch: cutting to `read_length` keeps the first columns, which are a text's
-    first tokens only when the padding is on the right (the tokenizer's `padding_side`)."""
+    """A ValueError for a left-padded batch, whose first columns are not each text's first tokens."""
     if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
         raise ValueError(
             "config.read_length keeps the first tokens of each text, but this batch is padded on the left; "
@@ -159,10 +130,8 @@ def check_right_padded(attention_mask: torch.Tensor) -> None:
 
 
 def sum_by_text(rows: torch.Tensor, texts: torch.Tensor, batch: int) -> torch.Tensor:
-    """(windows, ...) -> (batch, ...): the sum of each text's rows; `texts` holds the text of every row, in order.
-
-    While a graph is captured every text has the same number of rows (`read_windows` keeps them all), so the sum
-    is a reshape: Inductor cannot compile `index_add` over a data-dependent number of rows (torch 2.13)."""
+    """(windows, ...) -> (batch, ...): the sum of each text's rows. While tracing, every text has as many rows, so
+    it is a reshape (Inductor cannot compile `index_add` over a data-dependent number of rows)."""
     if is_tracing(rows):
         return rows.unflatten(0, (batch, -1)).sum(dim=1)
     return rows.new_zeros(batch, *rows.shape[1:]).index_add(0, texts, rows)

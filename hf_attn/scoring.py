@@ -1,10 +1,5 @@
-"""The registry of attention scorings: how a query and a key make a score (`attention_scoring`).
-
-Adding a scoring is one small subclass of `AttentionScoring` plus one line in `ATTENTION_SCORINGS`. What attention
-asks of a scoring is on it: how to scale the queries (`scaling`), how to map them before RoPE rotates them
-(`project_query`), which attention implementation computes its scores (`implementation`) and the scores themselves
-(the eager attention calls it).
-"""
+"""The registry of attention scorings, how a query and a key make a score (`attention_scoring`): one small
+`AttentionScoring` subclass and one line in `ATTENTION_SCORINGS` each."""
 
 from __future__ import annotations
 
@@ -20,15 +15,11 @@ if TYPE_CHECKING:
 
 logger = logging.get_logger(__name__)
 
-class AttentionScoring(nn.Module):
-    """How an attention layer scores a query against a key (`attention_scoring`); one per attention layer.
 
-    A scoring is asked twice: `project_query` maps the projected queries (batch, seq, heads x head_dim) before
-    RoPE rotates them, and the eager attention calls it with (batch, heads, query, head_dim) queries and keys for
-    the (batch, heads, query, key) scores. `is_dot_product`: the scores are q' . k for the projected q', so SDPA
-    computes them and `scale_attn_weights` applies. `scaling` multiplies the queries before scoring:
-    1/sqrt(head_dim) for a scaled dot product, else 1.
-    """
+class AttentionScoring(nn.Module):
+    """How an attention layer scores a query against a key. `project_query` maps the projected queries before RoPE
+    rotates them; the eager attention calls the scoring for the (batch, heads, query, key) scores.
+    `is_dot_product`: the scores are q' . k, so SDPA computes them and `scale_attn_weights` applies."""
 
     is_dot_product: bool = True
 
@@ -43,13 +34,11 @@ class AttentionScoring(nn.Module):
         return query
 
     def project_fused_query(self, projected: torch.Tensor, query_width: int) -> torch.Tensor:
-        """A fused projection (..., queries | keys | values) with `project_query` applied to its first `query_width`
-        channels (the identity leaves it as it is, with no copy)."""
+        """A fused projection (..., queries | keys | values) with `project_query` applied to the queries."""
         return projected
 
     def implementation(self, requested: str) -> str:
-        """The attention implementation that computes these scores: the `attn_implementation` asked for, or
-        `eager` for scores that are not a product q k^T (with a warning)."""
+        """The `attn_implementation` asked for, or `eager` (with a warning) for scores that are not q k^T."""
         if self.is_dot_product or requested == "eager":
             return requested
         logger.warning_once(
@@ -62,8 +51,7 @@ class AttentionScoring(nn.Module):
         return torch.matmul(query, key.transpose(2, 3))
 
     def init_parameters(self) -> None:
-        """Initialise the scoring's own parameters (called by `_init_weights`; transformers' `initialization`
-        helpers leave a loaded parameter as it is)."""
+        """Initialise the scoring's own parameters (called by `_init_weights`)."""
 
 
 class DotProductScoring(AttentionScoring):
@@ -71,13 +59,9 @@ class DotProductScoring(AttentionScoring):
 
 
 class BilinearScoring(DotProductScoring):
-    """`general`: q^T W k with a learned head_dim x head_dim W per head (Luong et al., 2015).
-
-    Computed as (q W) . k: W is applied to the query before RoPE rotates it, so the scores stay a dot product (SDPA
-    applies) and, with RoPE, still depend on the offset alone. W starts at the identity, the dot product. After a
-    learned query projection, W is a reparametrisation (W_q W is one linear map): it changes how training moves the
-    scores, not which scores a layer can make.
-    """
+    """`general`: q^T W k with a learned head_dim x head_dim W per head (Luong et al., 2015), starting at the
+    identity. Computed as (q W) . k before RoPE, so SDPA applies and, with RoPE, the scores depend on the offset
+    alone. After the query projection W reparametrises (W_q W is one map): it changes training, not capacity."""
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -97,13 +81,9 @@ class BilinearScoring(DotProductScoring):
 
 
 class AdditiveScoring(AttentionScoring):
-    """`additive`: v^T tanh(W1 q + W2 k) per head (Bahdanau et al., 2015), W1 and W2 head_dim x head_dim, v of
-    head_dim.
-
-    Every query-key pair goes through the tanh, so the scores need a (batch, heads, query, key, head_dim)
-    intermediate: eager only, and memory grows with query x key x head_dim. W1, W2 and v start as N(0, 1/head_dim),
-    which keeps W q at q's scale.
-    """
+    """`additive`: v^T tanh(W1 q + W2 k) per head (Bahdanau et al., 2015). Every query-key pair goes through the
+    tanh: a (batch, heads, query, key, head_dim) intermediate, eager only. N(0, 1/head_dim) init keeps W q at q's
+    scale."""
 
     is_dot_product = False
 

@@ -1,19 +1,8 @@
-"""Tokenizer for hf-attn: the IMDb tutorial's Week 3 byte-level BPE as a Hugging Face fast tokenizer.
+"""The Week 3 byte-level BPE as a Hugging Face fast tokenizer (``tokenizer.json``: ``</w>`` written ``Ġ``).
 
-``tokenizer.json`` holds the whole Week 3 encoder (built by ``hf_attn.week3.load_week3_tokenizer`` or
-``train_week3_tokenizer``): the document's end-of-word symbol ``</w>`` is written ``Ġ``, the byte-level
-symbol of a space, which no Week 3 word contains; a normalizer ends every word with one space, the
-``ByteLevel`` pre-tokenizer turns it into ``Ġ``, and the merges run in Rust.
-
-The one step BPE cannot do is drop a symbol. The document drops a lone ``</w>`` (a word whose last
-symbol never merged with it); ``tokenizers`` emits it as the id of ``Ġ``, an id the document never
-emits, and no ``tokenizers`` component (normalizer, pre-tokenizer, model, post-processor) can remove
-a token once the model made it. So ``HfAttnTokenizerFast.__call__`` asks the Rust tokenizer for every
-token, removes that id, and only then truncates and pads (with ``pad``), so that truncation counts the
-document's tokens. A plain ``PreTrainedTokenizerFast`` reading the same ``tokenizer.json`` keeps those
-extra ids: load with ``AutoTokenizer.from_pretrained(path, trust_remote_code=True)`` or this class.
-
-``save_pretrained`` copies this file next to the tokenizer, so it imports nothing from ``hf_attn``.
+Week 3 drops a lone ``</w>`` (a word whose last symbol never merged with it), which no ``tokenizers`` component
+can do once the model made it: ``HfAttnTokenizerFast.__call__`` removes that id, then truncates and pads. A plain
+``PreTrainedTokenizerFast`` keeps those ids. This file is copied beside the tokenizer: it imports nothing from hf_attn.
 """
 
 from __future__ import annotations
@@ -25,17 +14,14 @@ from typing import Any, ClassVar
 from transformers import BatchEncoding, PreTrainedTokenizerFast
 from transformers.tokenization_utils_base import LARGE_INTEGER
 
-END_OF_WORD_TOKEN = "Ġ"
-"""Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space."""
+END_OF_WORD_TOKEN = "Ġ"  # Week 3's ``</w>`` in ``tokenizer.json``: the byte-level symbol of a space
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_encodable(text: str, where: str) -> None:
-    """A ValueError naming ``where`` when ``text`` holds a lone surrogate, which the Rust tokenizer cannot encode
-    (a TypeError deep inside it otherwise). Python makes one of each byte that is not UTF-8 on the command
-    line or in a file read with ``errors="surrogateescape"`` (U+DC80-U+DCFF: that byte plus 0xDC00).
-    An ASCII text (most reviews) is known clean without a regex search."""
+    """A ValueError naming ``where`` for a lone surrogate, which Rust cannot encode: Python makes one of each byte
+    that is not UTF-8 (``errors="surrogateescape"``, U+DC80-U+DCFF: that byte plus 0xDC00)."""
     found = None if text.isascii() else LONE_SURROGATE.search(text)
     if found is None:
         return
@@ -48,29 +34,15 @@ def check_encodable(text: str, where: str) -> None:
 
 
 def head_of(text: str, pieces: int) -> str:
-    """``text`` up to its ``pieces + 1``-th whitespace-separated piece (all of it when it has no more).
-
-    A piece holds at least one Week 3 word and a word at least one token, so the head holds a text's first
-    ``pieces`` tokens; its words are the text's first words, since the Week 3 whitespace is ``str.isspace``.
-    The head is a prefix of ``text``: offsets into it are offsets into the text.
-    """
+    """The prefix of ``text`` before its ``pieces + 1``-th whitespace-separated piece (all of it when it has no
+    more): a piece holds at least one token, so the prefix holds the first ``pieces`` tokens."""
     split = text.split(maxsplit=pieces)
     return text if len(split) <= pieces else text[: len(text) - len(split[-1])]
 
 
 class HfAttnTokenizerFast(PreTrainedTokenizerFast):
-    """Fast tokenizer with the Week 3 ids: ``[PAD]`` padding, ``model_max_length = max_seq``.
-
-    ``tokenizer(texts, truncation=True, padding="max_length")`` gives the Week 3 ``input_ids`` and
-    ``attention_mask`` (the notebook's ``padding_mask``). Truncation and padding are transformers':
-    ``tokenizer(text)`` keeps every token, ``truncation=True`` the first ``model_max_length`` (the
-    length the saved model was trained at), ``truncation=True, max_length=N`` the first N.
-
-    Tokens read as byte-level strings where ``Ġ`` stands for ``</w>`` (``"the</w>"`` is ``"theĠ"``).
-    There is no sentence-pair format, and encodings carry no Rust ``Encoding`` objects (ids were
-    removed after Rust made them), so ``BatchEncoding.word_ids()`` and friends are unavailable;
-    ``return_offsets_mapping`` works.
-    """
+    """Fast tokenizer with the Week 3 ids (``[PAD]`` padding, ``model_max_length = max_seq``); truncation and
+    padding are transformers'. No sentence pairs, and no Rust ``Encoding`` objects (``word_ids()``)."""
 
     model_input_names: ClassVar[list[str]] = ["input_ids", "attention_mask"]
     padding_side = "right"
@@ -81,7 +53,7 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
 
     @property
     def end_of_word_id(self) -> int:
-        """Id of ``Ġ`` (32): the Rust tokenizer's lone ``</w>``, which the Week 3 ids never contain."""
+        """Id of ``Ġ``: the Rust tokenizer's lone ``</w>``, which the Week 3 ids never contain."""
         return self.convert_tokens_to_ids(END_OF_WORD_TOKEN)
 
     def __call__(
@@ -101,11 +73,8 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         return_overflowing_tokens: bool = False,
         **kwargs: Any,
     ) -> BatchEncoding:
-        """Every token from Rust, the lone ``</w>`` removed, then truncated and padded as transformers does.
-
-        With right truncation each text is first cut to its first ``max_length`` pieces (``head_of``):
-        Rust merges only what can be kept. Other keyword arguments go to ``PreTrainedTokenizerFast``.
-        """
+        """Every token from Rust, the lone ``</w>`` removed, then truncated and padded as transformers does (with
+        right truncation Rust first sees only ``head_of`` each text)."""
         if text_pair is not None or kwargs.get("text_target") is not None:
             raise ValueError("Week 3 has no sentence-pair format (no separator token): encode each text on its own.")
         if return_overflowing_tokens:
@@ -135,7 +104,7 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         return BatchEncoding(dict(data), tensor_type=return_tensors)
 
     def truncation_length(self, truncation: bool | str | None, max_length: int | None) -> int | None:
-        """How many tokens ``truncation`` and ``max_length`` keep, read as transformers reads them (None: all)."""
+        """How many tokens ``truncation`` and ``max_length`` keep, as transformers reads them (None: all)."""
         if truncation is None:  # transformers truncates when a max_length alone is given
             truncation = max_length is not None
         if truncation in (False, "do_not_truncate"):
@@ -145,8 +114,7 @@ class HfAttnTokenizerFast(PreTrainedTokenizerFast):
         return self.model_max_length if max_length is None else max_length
 
     def without_end_of_word(self, encoded: dict[str, list[list[Any]]], limit: int | None) -> dict[str, list[list[Any]]]:
-        """Each per-token output of a batch without the positions of the lone ``</w>``, then cut to ``limit``
-        tokens (the last ``limit`` when ``truncation_side`` is left)."""
+        """Each per-token output without the lone ``</w>``'s positions, cut to ``limit`` on ``truncation_side``."""
         end_of_word = self.end_of_word_id
         kept = [[token != end_of_word for token in ids] for ids in encoded["input_ids"]]
 
