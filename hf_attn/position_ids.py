@@ -88,22 +88,28 @@ class AbacusPositionIds(PositionIdRule):
     """`abacus` (McLeish et al., NeurIPS 2024): a digit's id is its offset inside its number (1, 2, 3, ...; every
     other token 0), so that digits of the same place share an id whatever the numbers' lengths; in training one
     random start k per sequence, uniform in [0, `max_abacus_start`], is added to every digit's offset, so that the
-    offsets of longer test numbers were seen. `digit_token_ids` say which tokens are digits."""
+    offsets of longer test numbers were seen. `digit_token_ids` say which tokens are digits (a sequence task's run
+    fills them from its tokenizer)."""
 
     own_fields = ("digit_token_ids", "max_abacus_start")
     reads_tokens = True
 
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
-        ids = config.digit_token_ids
-        if not ids or not all(isinstance(i, int) and 0 <= i < config.vocab_size for i in ids):
+        ids = config.digit_token_ids or []
+        if not all(isinstance(i, int) and 0 <= i < config.vocab_size for i in ids):
             raise ValueError(
-                f"HfAttnConfig: invalid `digit_token_ids`={ids!r}; position_id_rule='abacus' numbers the digits, so "
-                f"list the digit tokens' ids, each in [0, {config.vocab_size}) (a length task's tokenizer knows them)."
+                f"HfAttnConfig: invalid `digit_token_ids`={ids!r}; position_id_rule='abacus' numbers the digits: "
+                f"list the digit tokens' ids, each in [0, {config.vocab_size})."
             )
 
     def position_ids(self, input_ids: torch.Tensor | None, shape: torch.Size, past_length: int, training: bool,
                      device: torch.device) -> torch.Tensor:
+        if not self.config.digit_token_ids:  # a sequence task's run fills them from its tokenizer
+            raise ValueError(
+                "position_id_rule='abacus' numbers the digits, and the config's digit_token_ids lists none: set the "
+                "digit tokens' ids (hf_attn.tasks.length.digit_token_ids(tokenizer))."
+            )
         if input_ids is None or past_length:
             raise ValueError(
                 "position_id_rule='abacus' numbers the digits of the whole sequence: pass input_ids (not "

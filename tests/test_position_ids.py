@@ -84,7 +84,6 @@ def test_sequential_ids_continue_after_the_cache() -> None:
 
 
 @pytest.mark.parametrize(("overrides", "field", "says"), [
-    (dict(position_id_rule="abacus"), "digit_token_ids", "digit tokens"),
     (dict(position_id_rule="abacus", digit_token_ids=[64]), "digit_token_ids", "[0, 64)"),
     (dict(max_random_position=64), "max_random_position", "position_id_rule='sequential'"),
     (dict(digit_token_ids=[3]), "digit_token_ids", "(abacus)"),
@@ -103,6 +102,11 @@ def test_a_rules_settings_survive_save_and_load(tmp_path) -> None:
     loaded = HfAttnConfig.from_pretrained(tmp_path)
     assert (loaded.position_id_rule, loaded.digit_token_ids, loaded.max_abacus_start) == ("abacus", DIGIT_IDS, 7)
     assert HfAttnConfig().position_id_rule == "sequential" and set(POSITION_ID_RULES) >= {"sequential", "coupled"}
+
+
+def test_abacus_without_digit_tokens_is_refused_when_it_numbers_them() -> None:
+    with pytest.raises(ValueError, match="abacus.*digit_token_ids lists none"):
+        model_with("abacus")(torch.tensor([encode("12+345=")]))
 
 
 def test_coupled_ids_come_from_the_caller() -> None:
