@@ -228,7 +228,7 @@ class HfAttnConfig(PreTrainedConfig):
         return POSITION_SCHEMES[self.position_embedding_type]
 
     @property
-    def position_id_rules(self) -> type[PositionIdRule]:
+    def position_id_rule_class(self) -> type[PositionIdRule]:
         """The registry's class of `position_id_rule`: what the rule can do."""
         return POSITION_ID_RULES[self.position_id_rule]
 
@@ -307,7 +307,7 @@ class HfAttnConfig(PreTrainedConfig):
             ):
                 raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
         self.position_scheme.check_config(self)
-        self.position_id_rules.check_config(self)
+        self.position_id_rule_class.check_config(self)
         # A field of other schemes or rules alone (T5's buckets) keeps its default: the chosen one would not read it.
         choosers = (("position_embedding_type", POSITION_SCHEMES), ("position_id_rule", POSITION_ID_RULES))
         for chooser, registry in choosers:

@@ -40,7 +40,6 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .caching import decoding_cache
 from .configuration_hf_attn import HfAttnConfig
 from .masking import BandBlocks, RealTokens, band_blocks, key_padding_mask, real_tokens, self_attention_mask
-from .position_ids import build_position_id_rule
 from .positions import PositionScheme, apply_rotary, build_position_scheme
 from .reading import read_inputs
 from .scoring import ATTENTION_SCORINGS, AttentionScoring
@@ -378,7 +377,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.embedding_scale = config.embedding_scale
         self.positions = build_position_scheme(config)
-        self.position_id_rule = build_position_id_rule(config)
+        self.position_id_rule = config.position_id_rule_class(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))
         # Post-norm blocks already end in a norm; a second one would only rescale.

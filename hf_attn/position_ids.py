@@ -160,7 +160,3 @@ POSITION_ID_RULES: dict[str, type[PositionIdRule]] = {
     "abacus": AbacusPositionIds,
     "coupled": CoupledPositionIds,
 }
-
-
-def build_position_id_rule(config: HfAttnConfig) -> PositionIdRule:
-    return POSITION_ID_RULES[config.position_id_rule](config)

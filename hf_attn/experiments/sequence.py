@@ -177,7 +177,7 @@ def fill_answers(model: HfAttnForMaskedLM, tokenizer: PreTrainedTokenizerBase, i
 
 def task_coupling(config: HfAttnConfig, task: SequenceTask | None) -> Coupling | None:
     """The task's position coupling where the model's `position_id_rule` takes its ids from the task, else None."""
-    if not config.position_id_rules.from_task:
+    if not config.position_id_rule_class.from_task:
         return None
     if task is None:
         raise ValueError(f"position_id_rule={config.position_id_rule!r} reads the task's position ids, and no task "
