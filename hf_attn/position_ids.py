@@ -26,8 +26,6 @@ class PositionIdRule:
     own_fields: ClassVar[tuple[str, ...]] = ()
     # The task passes the ids (the collator in training, the planned ids in `generate()`): the model computes none.
     from_task: ClassVar[bool] = False
-    # The ids are a function of the tokens, so `generate()` recomputes them from the whole sequence at each step.
-    reads_tokens: ClassVar[bool] = False
 
     def __init__(self, config: HfAttnConfig) -> None:
         self.config = config
@@ -92,7 +90,6 @@ class AbacusPositionIds(PositionIdRule):
     fills them from its tokenizer)."""
 
     own_fields = ("digit_token_ids", "max_abacus_start")
-    reads_tokens = True
 
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:

@@ -139,6 +139,18 @@ def test_coupled_training_rows_carry_the_task_s_ids_which_the_collator_pads() ->
     for row, ids in zip(rows, batch["position_ids"].tolist()):
         assert ids == row["position_ids"] + [0] * (len(ids) - len(row["position_ids"]))
     assert batch["position_ids"].shape == batch["input_ids"].shape
+    # The padded batch's loss (its real tokens alone, unpadded) is the mean over each example read alone at its ids.
+    model = random_decoder(task.tokenizer, position_id_rule="coupled")
+    with torch.no_grad():
+        loss = model(**batch, use_cache=False).loss
+        losses = []
+        for row in rows:
+            ids = row["input_ids"]
+            answer_start = ids.index(sep) + 1
+            logits = model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([row["position_ids"]])).logits[0]
+            losses.append(F.cross_entropy(logits[answer_start - 1 : -1], torch.tensor(ids[answer_start:]),
+                                          reduction="none"))
+    torch.testing.assert_close(loss, torch.cat(losses).mean())
 
 
 def test_abacus_runs_take_the_digit_tokens_of_the_task_s_tokenizer() -> None:
@@ -363,12 +375,13 @@ def test_the_shipped_scan_experiment_trains_a_decoder_scored_in_and_past_the_tra
 # ------------------------------------------------------------------------- an encoder filling the answer's masks
 
 
-def random_encoder(tokenizer, scheme: str = "rope", seed: int = 1) -> HfAttnForMaskedLM:  # noqa: ANN001
+def random_encoder(tokenizer, scheme: str = "rope", seed: int = 1, **overrides: object  # noqa: ANN001
+                   ) -> HfAttnForMaskedLM:
     """A small untrained encoder (a masked LM) whose filled answers differ from input to input."""
     torch.manual_seed(seed)
     config = HfAttnConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=64, position_embedding_type=scheme, pad_token_id=tokenizer.pad_token_id,
-                          initializer_range=0.5, max_position_embeddings=64)
+                          initializer_range=0.5, max_position_embeddings=64, **overrides)
     return HfAttnForMaskedLM(config).eval()
 
 
@@ -387,21 +400,26 @@ def test_encoder_features_hide_the_answer_behind_one_mask_per_word_and_score_onl
         encoder_features(task_tokenizer("reverse"), ["a"], ["a"])
 
 
-def test_an_encoder_s_answers_are_its_most_likely_token_at_each_mask_read_one_pair_at_a_time() -> None:
+@pytest.mark.parametrize("rule", ["sequential", "coupled"])
+def test_an_encoder_s_answers_are_its_most_likely_token_at_each_mask_read_one_pair_at_a_time(rule: str) -> None:
     tokenizer = with_mask_token(task_tokenizer("copy"))
-    model = random_encoder(tokenizer)
+    model = random_encoder(tokenizer, position_id_rule=rule)
     inputs = ["a", "b c", "j i h", "a a a a", "c d e f g", "b j a i c h", "e", "f g h i"]
     expected = []
     with torch.no_grad():  # each pair alone, built by hand: [BOS] input [SEP] [MASK] x n [EOS]
         for text in inputs:
             words = ["[BOS]", *text.split(), "[SEP]", *["[MASK]"] * len(text.split()), "[EOS]"]
-            logits = model(input_ids=torch.tensor([tokenizer.convert_tokens_to_ids(words)])).logits[0]
+            n = len(text.split())  # copy's coupled ids: the i-th answer place copies item i
+            position_ids = torch.tensor([[0, *range(1, n + 1), 0, *range(1, n + 2)]]) if rule == "coupled" else None
+            logits = model(input_ids=torch.tensor([tokenizer.convert_tokens_to_ids(words)]),
+                           position_ids=position_ids).logits[0]
             start = len(text.split()) + 2
             expected.append(" ".join(tokenizer.convert_ids_to_tokens(
                 logits[start : start + len(text.split())].argmax(-1).tolist())))
     pairs = [Pair(text, answer if index % 2 == 0 else text, len(text.split()))
              for index, (text, answer) in enumerate(zip(inputs, expected))]
-    scores, answers = score_pairs(model, tokenizer, pairs, [(1, 3), (4, 6)])
+    task = GeneratedLengthTask(name="copy", max_train_length=3)
+    scores, answers = score_pairs(model, tokenizer, pairs, [(1, 3), (4, 6)], task=task)
     assert answers == expected and len(set(answers)) > 1
     right = [exact_match(answer, pair.target) for answer, pair in zip(answers, pairs)]
     assert 0 < sum(right) < len(pairs)
