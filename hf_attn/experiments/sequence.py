@@ -35,7 +35,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Traine
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
-from ..position_ids import POSITION_ID_RULES, PositionIdRule
+from ..position_ids import POSITION_ID_RULES
 from ..runtime.precision import autocast, trainer_precision
 from ..saved import check_known_words, load_tokenizer
 from ..tasks import SequenceTask, dataset_source
@@ -252,10 +252,14 @@ def sequence_task(experiment: Experiment) -> Task:
                          "n_validation.")
     tokenizer = source.pairs_tokenizer(data)
     tokenizer = tokenizer if decoder else with_mask_token(tokenizer)
-    rule = POSITION_ID_RULES.get(experiment.model.get("position_id_rule", "sequential"), PositionIdRule)
+    rule = POSITION_ID_RULES[experiment.model.get("position_id_rule", "sequential")]  # checked with the experiment
     features = data.map(lambda batch: task_features(tokenizer, batch, decoder, source if rule.from_task else None),
                         batched=True, remove_columns=["input", "target", "length"])
     check_max_length(experiment, features)
+    model_defaults = {"is_decoder": True, "bos_token_id": tokenizer.bos_token_id,
+                      "eos_token_id": tokenizer.eos_token_id}
+    if "digit_token_ids" in rule.own_fields:  # Abacus ids number the task's digits
+        model_defaults["digit_token_ids"] = digit_token_ids(tokenizer)
     return Task(
         tokenizer=tokenizer,
         model_class=HfAttnForCausalLM if decoder else HfAttnForMaskedLM,
@@ -267,10 +271,7 @@ def sequence_task(experiment: Experiment) -> Task:
         init_from_record="init_from",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False,
                    "prediction_loss_only": True},
-        model_defaults={"is_decoder": True, "bos_token_id": tokenizer.bos_token_id,
-                        "eos_token_id": tokenizer.eos_token_id,
-                        **({"digit_token_ids": digit_token_ids(tokenizer)} if "digit_token_ids" in rule.own_fields
-                           else {})},
+        model_defaults=model_defaults,
         trainer_class=functools.partial(CausalScheduledSamplingTrainer,
                                         scheduled_sampling=experiment.scheduled_sampling) if decoder else Trainer,
     )
@@ -303,12 +304,6 @@ def recorded_task(model_dir: str | os.PathLike[str]) -> SequenceTask | None:
     except ValueError:
         return None
     return source if isinstance(source, SequenceTask) else None
-
-
-def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
-    """The buckets of the task a run folder's `metrics.json` records it was trained on (None: no such record)."""
-    task = recorded_task(model_dir)
-    return task.score_buckets() if task is not None else None
 
 
 def saved_sequence_model(model_dir: str | os.PathLike[str]) -> HfAttnPreTrainedModel:
@@ -354,10 +349,12 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
                               "score pairs of the task the model was trained on.")
     pairs = [pair if pair.length is not None else Pair(pair.input, pair.target, len(pair.input.split()))
              for pair in pairs]
-    buckets = list(buckets) if buckets is not None else recorded_buckets(model_dir)
+    task = recorded_task(model_dir)  # its buckets are the default; a coupled model reads its position ids
+    if buckets is None and task is not None:
+        buckets = task.score_buckets()
     check_buckets_hold(pairs, buckets, pairs_path)
     model = saved_sequence_model(model_dir)
-    by_bucket, answers = score_pairs(model, tokenizer, pairs, buckets, task=recorded_task(model_dir))
+    by_bucket, answers = score_pairs(model, tokenizer, pairs, buckets, task=task)
     scores = {"model": str(model_dir), "pairs": str(pairs_path), "n_pairs": len(pairs),
               "exact_match_by_length": bucket_records(by_bucket)}
     if by_position:
