@@ -108,6 +108,8 @@ class HfAttnConfig(PreTrainedConfig):
         digit_token_ids: `abacus` only: the ids of the digit tokens.
         max_abacus_start: `abacus` only: in training every digit's offset is shifted by one random start per
             sequence, uniform in [0, this] (McLeish et al.'s 100).
+        max_coupled_start: `coupled` only: in training every task id but 0 is shifted by one random start per
+            sequence, uniform in [0, this] (Cho et al.'s random starting id; 0: none).
         max_position_embeddings: the training length: `learned` cannot go past it, RoPE scaling starts from it.
         rope_parameters: transformers' RoPE dict (`rope_type` default/linear/dynamic/yarn, `rope_theta`, `factor`);
             every config carries the default one, which a scheme without RoPE requires.
@@ -172,6 +174,7 @@ class HfAttnConfig(PreTrainedConfig):
     max_random_position: int | None = count(None, "max_position_embeddings")
     digit_token_ids: list[int] | None = None
     max_abacus_start: int = whole_number(100)
+    max_coupled_start: int = whole_number(0)
     max_position_embeddings: int = count(128)
     rope_parameters: dict | None = None
     rope_layout: Literal["halves", "interleaved"] = "halves"

@@ -492,6 +492,8 @@ class HfAttnModel(HfAttnPreTrainedModel):
             position_ids = self.position_id_rule.position_ids(
                 input_ids, inputs_embeds.shape[:2], past_length, self.training, inputs_embeds.device
             )
+        elif self.training:
+            position_ids = self.position_id_rule.training_ids(position_ids)
 
         if self.embedding_scale != 1.0:
             inputs_embeds = inputs_embeds * self.embedding_scale

@@ -44,6 +44,10 @@ class PositionIdRule:
         carries (`position_ids`: transformers' sequential ones, or the caller's), of which the model keeps the last."""
         return position_ids
 
+    def training_ids(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """The ids a training forward pass reads where the caller passes `position_ids`: those."""
+        return position_ids
+
 
 class RandomizedPositionIds(PositionIdRule):
     """`randomized` (Ruoss et al., ACL 2023): in training, each sequence's ids are a sorted random subset of
@@ -133,11 +137,19 @@ class AbacusPositionIds(PositionIdRule):
 class CoupledPositionIds(PositionIdRule):
     """`coupled` (Cho et al., NeurIPS 2024, position coupling): the task supplies the ids, so that tokens that
     belong together share one (for addition, digits of the same place in both operands and the answer; for copy
-    and reverse, an answer token and the input token it copies). In training the collator passes them; in
-    `generate()` the caller passes the ids of the prompt followed by the planned ids of the answer's positions,
-    and each step takes the next (past the plan they go on by one)."""
+    and reverse, an answer token and the input token it copies). In training the collator passes them, and every
+    id but 0 (special tokens) is shifted by one random start per sequence, uniform in [0, `max_coupled_start`], as
+    Cho et al. do, so that the ids of longer test sequences were seen; in `generate()` the caller passes the ids of
+    the prompt followed by the planned ids of the answer's positions, and each step takes the next (past the plan
+    they go on by one)."""
 
+    own_fields = ("max_coupled_start",)
     from_task = True
+
+    def training_ids(self, position_ids: torch.Tensor) -> torch.Tensor:
+        start = torch.randint(0, self.config.max_coupled_start + 1, (position_ids.shape[0], 1),
+                              device=position_ids.device)
+        return torch.where(position_ids > 0, position_ids + start, position_ids)
 
     def position_ids(self, input_ids: torch.Tensor | None, shape: torch.Size, past_length: int, training: bool,
                      device: torch.device) -> torch.Tensor:

@@ -87,6 +87,8 @@ def test_sequential_ids_continue_after_the_cache() -> None:
     (dict(position_id_rule="abacus", digit_token_ids=[64]), "digit_token_ids", "[0, 64)"),
     (dict(max_random_position=64), "max_random_position", "position_id_rule='sequential'"),
     (dict(digit_token_ids=[3]), "digit_token_ids", "(abacus)"),
+    (dict(position_id_rule="abacus", digit_token_ids=[3], max_coupled_start=4), "max_coupled_start", "(coupled)"),
+    (dict(position_id_rule="coupled", max_coupled_start=-1), "max_coupled_start", ">= 0"),
     (dict(position_id_rule="randomized", max_random_position=64, position_embedding_type="learned"),
      "max_random_position", "max_position_embeddings=32"),
     (dict(position_id_rule="ordinal"), "position_id_rule", "sequential, randomized, abacus, coupled"),
@@ -107,6 +109,21 @@ def test_a_rules_settings_survive_save_and_load(tmp_path) -> None:
 def test_abacus_without_digit_tokens_is_refused_when_it_numbers_them() -> None:
     with pytest.raises(ValueError, match="abacus.*digit_token_ids lists none"):
         model_with("abacus")(torch.tensor([encode("12+345=")]))
+
+
+def test_coupled_ids_are_shifted_by_one_random_start_per_sequence_in_training_only() -> None:
+    model = model_with("coupled", max_coupled_start=3)
+    given = torch.tensor([[0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 4]] * 400)
+    ids = model.position_id_rule.training_ids(given)
+    starts = ids[:, 1] - 1
+    assert torch.equal(ids, given + starts[:, None] * (given > 0))  # special tokens' 0 stays 0
+    assert set(starts.tolist()) == {0, 1, 2, 3}
+    input_ids = torch.randint(1, 64, given.shape)
+    eval_output = model(input_ids, position_ids=given).last_hidden_state
+    assert torch.equal(eval_output, model(input_ids, position_ids=given).last_hidden_state)
+    model.train()
+    assert not torch.equal(model(input_ids, position_ids=given).last_hidden_state, eval_output)
+    assert torch.equal(model_with("coupled").train().position_id_rule.training_ids(given), given)  # default: none
 
 
 def test_coupled_ids_come_from_the_caller() -> None:
