@@ -21,6 +21,7 @@ from .modeling_hf_attn import (
     HfAttnModel,
     HfAttnPreTrainedModel,
 )
+from .position_ids import POSITION_ID_RULES, PositionIdRule
 from .positions import POSITION_SCHEMES, PositionScheme
 from .tokenization_hf_attn import HfAttnTokenizerFast
 
@@ -32,6 +33,7 @@ HfAttnConfig.register_for_auto_class()
 AutoTokenizer.register(HfAttnConfig, fast_tokenizer_class=HfAttnTokenizerFast, exist_ok=True)
 
 __all__ = [
+    "POSITION_ID_RULES",
     "POSITION_SCHEMES",
     "HfAttnConfig",
     "HfAttnForCausalLM",
@@ -43,5 +45,6 @@ __all__ = [
     "HfAttnModel",
     "HfAttnPreTrainedModel",
     "HfAttnTokenizerFast",
+    "PositionIdRule",
     "PositionScheme",
 ]

@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args, get_origin
 from huggingface_hub.dataclasses import type_validator, validated_field
 from transformers import PreTrainedConfig
 
+from .position_ids import POSITION_ID_RULES, PositionIdRule
 from .positions import POSITION_SCHEMES, ROPE_TYPES, PositionScheme
 from .scoring import ATTENTION_SCORINGS
 
@@ -46,6 +47,10 @@ def count(default: int | None, none_means: str | None = None) -> Any:
 def probability(default: float | None, none_means: str | None = None) -> Any:
     return _checked(default, lambda value: is_number(value) and 0.0 <= value < 1.0,
                     "must be a probability in [0, 1)", none_means)
+
+
+def whole_number(default: int) -> Any:
+    return _checked(default, lambda value: is_count(value) or value == 0, "must be a whole number >= 0")
 
 
 def positive_number(default: float) -> Any:
@@ -95,6 +100,16 @@ class HfAttnConfig(PreTrainedConfig):
         norm_position: `pre` (x + f(norm(x))) or `post` (norm(x + f(x)), the original Transformer's and BERT's).
         position_embedding_type: a key of `positions.POSITION_SCHEMES`: `none`, `sinusoidal`, `learned`, `rope`,
             `alibi`, `t5` (bucketed relative bias) or `fire` (a learned function of the normalised log distance).
+        position_id_rule: a key of `position_ids.POSITION_ID_RULES`, the ids the scheme reads when none are passed:
+            `sequential` (0, 1, 2, ...), `randomized` (a sorted random subset in training, Ruoss et al.), `abacus`
+            (each digit's offset inside its number, McLeish et al.) or `coupled` (the task's, Cho et al.).
+        max_random_position: `randomized` only: training ids are drawn from range(this); `None`:
+            `max_position_embeddings` (Ruoss et al. take several times the training length).
+        digit_token_ids: `abacus` only: the ids of the digit tokens.
+        max_abacus_start: `abacus` only: in training every digit's offset is shifted by one random start per
+            sequence, uniform in [0, this] (McLeish et al.'s 100).
+        max_coupled_start: `coupled` only: in training every task id but 0 is shifted by one random start per
+            sequence, uniform in [0, this] (Cho et al.'s random starting id; 0: none).
         max_position_embeddings: the training length: `learned` cannot go past it, RoPE scaling starts from it.
         rope_parameters: transformers' RoPE dict (`rope_type` default/linear/dynamic/yarn, `rope_theta`, `factor`);
             every config carries the default one, which a scheme without RoPE requires.
@@ -155,6 +170,11 @@ class HfAttnConfig(PreTrainedConfig):
     norm_eps: float = positive_number(1e-5)
     norm_position: Literal["pre", "post"] = "pre"
     position_embedding_type: str = one_of("rope", POSITION_SCHEMES)
+    position_id_rule: str = one_of("sequential", POSITION_ID_RULES)
+    max_random_position: int | None = count(None, "max_position_embeddings")
+    digit_token_ids: list[int] | None = None
+    max_abacus_start: int = whole_number(100)
+    max_coupled_start: int = whole_number(0)
     max_position_embeddings: int = count(128)
     rope_parameters: dict | None = None
     rope_layout: Literal["halves", "interleaved"] = "halves"
@@ -209,6 +229,11 @@ class HfAttnConfig(PreTrainedConfig):
     def position_scheme(self) -> type[PositionScheme]:
         """The registry's class of `position_embedding_type`: what the scheme can do."""
         return POSITION_SCHEMES[self.position_embedding_type]
+
+    @property
+    def position_id_rule_class(self) -> type[PositionIdRule]:
+        """The registry's class of `position_id_rule`: what the rule can do."""
+        return POSITION_ID_RULES[self.position_id_rule]
 
     @property
     def head_dim(self) -> int:
@@ -285,18 +310,23 @@ class HfAttnConfig(PreTrainedConfig):
             ):
                 raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
         self.position_scheme.check_config(self)
-        # A field of other schemes alone (T5's buckets) keeps its default: the chosen scheme would not read it.
-        for field in dataclass_fields(HfAttnConfig):
-            readers = [name for name, scheme in POSITION_SCHEMES.items() if field.name in scheme.own_fields]
-            value = getattr(self, field.name)
-            if readers and field.name not in self.position_scheme.own_fields and value != field.default:
-                raise self._ignored(field.name, value, field.default, ", ".join(readers))
+        self.position_id_rule_class.check_config(self)
+        # A field of other schemes or rules alone (T5's buckets) keeps its default: the chosen one would not read it.
+        choosers = (("position_embedding_type", POSITION_SCHEMES), ("position_id_rule", POSITION_ID_RULES))
+        for chooser, registry in choosers:
+            chosen = registry[getattr(self, chooser)]
+            for field in dataclass_fields(HfAttnConfig):
+                readers = [name for name, kind in registry.items() if field.name in kind.own_fields]
+                value = getattr(self, field.name)
+                if readers and field.name not in chosen.own_fields and value != field.default:
+                    raise self._ignored(field.name, value, field.default, ", ".join(readers), chooser)
 
-    def _ignored(self, field: str, value: Any, default: Any, users: str) -> ValueError:
+    def _ignored(self, field: str, value: Any, default: Any, users: str,
+                 chooser: str = "position_embedding_type") -> ValueError:
         return _invalid(
             field, value,
-            f"position_embedding_type={self.position_embedding_type!r} does not read it, so it would change "
-            f"nothing; leave it out (its default is {default!r}), or use a scheme that reads it ({users})",
+            f"{chooser}={getattr(self, chooser)!r} does not read it, so it would change "
+            f"nothing; leave it out (its default is {default!r}), or choose one that reads it ({users})",
         )
 
     def _validate_scoring_without_product(self) -> None:

@@ -377,6 +377,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.embedding_scale = config.embedding_scale
         self.positions = build_position_scheme(config)
+        self.position_id_rule = config.position_id_rule_class(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(HfAttnLayer(config, i) for i in range(config.num_hidden_layers))
         # Post-norm blocks already end in a norm; a second one would only rescale.
@@ -488,7 +489,11 @@ class HfAttnModel(HfAttnPreTrainedModel):
         past_length = cache.get_seq_length() if cache is not None else 0
         self._check_inputs(inputs_embeds, attention_mask, past_length, encoder_hidden_states)
         if position_ids is None:
-            position_ids = (torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_length)[None, :]
+            position_ids = self.position_id_rule.position_ids(
+                input_ids, inputs_embeds.shape[:2], past_length, self.training, inputs_embeds.device
+            )
+        elif self.training:
+            position_ids = self.position_id_rule.training_ids(position_ids)
 
         if self.embedding_scale != 1.0:
             inputs_embeds = inputs_embeds * self.embedding_scale
@@ -711,6 +716,14 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
                 "start from."
             )
         return super().generate(inputs, *args, **kwargs)
+
+    def prepare_inputs_for_generation(
+        self, input_ids: torch.LongTensor, *args: Any, position_ids: torch.Tensor | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """transformers' step inputs, with the ids of the whole sequence `input_ids` as the config's
+        `position_id_rule` gives them (the step keeps the last ones): a cached step gets a full pass's ids."""
+        position_ids = self.model.position_id_rule.generation_ids(input_ids, position_ids)
+        return super().prepare_inputs_for_generation(input_ids, *args, position_ids=position_ids, **kwargs)
 
     def create_masks_for_generate(
         self, config: HfAttnConfig, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None,

@@ -420,8 +420,9 @@ REMOTE_GENERATE = textwrap.dedent("""
 """)
 
 
-def test_causal_lm_generates_with_remote_code_where_hf_attn_is_absent(tmp_path: Path) -> None:
-    model = decoder(position_embedding_type="rope", num_key_value_heads=2, **SLIDING, **VARIED)
+@pytest.mark.parametrize("position_ids", [{}, dict(position_id_rule="abacus", digit_token_ids=list(range(10, 20)))])
+def test_causal_lm_generates_with_remote_code_where_hf_attn_is_absent(tmp_path: Path, position_ids: dict) -> None:
+    model = decoder(position_embedding_type="rope", num_key_value_heads=2, **SLIDING, **VARIED, **position_ids)
     model.save_pretrained(tmp_path / "lm")
     prompt = token_ids(1, 4)
     (tmp_path / "prompt.json").write_text(json.dumps(prompt.tolist()))

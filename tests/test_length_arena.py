@@ -88,6 +88,22 @@ def test_scheme_settings_reach_that_schemes_experiments_and_stamps_only(tmp_path
         load_arena(write_length_arena(tmp_path, scheme_settings={"xpos": {}}), "study")
 
 
+def test_a_task_of_the_arena_sets_its_position_id_rule_and_its_cells_stamps(tmp_path: Path) -> None:
+    tasks = {"addition": {"dataset": {"name": "addition_reversed"}, "max_length": 200},
+             "addition-abacus": {"dataset": {"name": "addition_reversed"}, "max_length": 200,
+                                 "model": {"position_id_rule": "abacus"}},
+             "reverse-coupled": {"dataset": {"name": "reverse"}, "model": {"position_id_rule": "coupled"}}}
+    arena = load_arena(write_length_arena(tmp_path, tasks=tasks), "study")
+    for task, rule in (("addition", None), ("addition-abacus", "abacus"), ("reverse-coupled", "coupled")):
+        experiment = experiment_for(arena, "sequence", "rope", seed=0, task=task)
+        assert (experiment.model.get("position_id_rule"), experiment.model["position_embedding_type"]) == (rule, "rope")
+    (tmp_path / "sequential").mkdir()
+    sequential = load_arena(write_length_arena(tmp_path / "sequential", tasks={
+        **tasks, "addition-abacus": tasks["addition"]}), "study")
+    cell = SequenceCell(task="addition-abacus", scheme="rope", seed=0)
+    assert cell.stamp(arena) != cell.stamp(sequential)  # a cell is measured again when its task's rule changes
+
+
 def test_a_task_of_another_kind_replaces_the_dataset_whole(tmp_path: Path) -> None:
     scan = {"kind": "scan", "folder": str(SCAN_FOLDER), "n_validation": 10}
     arena = load_arena(write_length_arena(tmp_path, tasks={"scan": {"dataset": scan, "max_length": 80}}), "study")

@@ -21,7 +21,9 @@ from hf_attn.tasks import dataset_source
 from hf_attn.tasks.length import (
     LENGTH_TASKS,
     Pair,
+    coupled_position_ids,
     decoder_features,
+    digit_token_ids,
     draw_length_splits,
     exact_match_by_length,
     get_length_task,
@@ -255,6 +257,41 @@ def test_a_decoder_reads_bos_input_sep_target_eos_with_the_loss_on_the_answer():
         assert labels[answer_start:] == ids[answer_start:]
         assert tokenizer.decode(labels[answer_start:]) == f"{target} [EOS]"
     assert tokenizer.convert_ids_to_tokens(tokenizer("5 + 6")["input_ids"]) == ["[BOS]", "5", "+", "6", "[SEP]"]
+
+
+@pytest.mark.parametrize(("task", "input", "answer_length", "written_out"), [
+    # 153 + 209 = 362, reversed: a digit's id is its place (1 the units) in both operands and the answer; [EOS] 4
+    ("addition_reversed", "3 5 1 + 9 0 2", 3, [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 4]),
+    # 99 + 99 = 198: the carry's place 3 is planned; with it the answer fills the plan and [EOS] goes on to 4
+    ("addition_reversed", "9 9 + 9 9", 3, [0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 4]),
+    ("addition_reversed", "9 9 + 9 9", None, [0, 1, 2, 0, 1, 2, 0, 1, 2, 3]),
+    # 5 + 17 = 22 (operands of unlike lengths): the shorter operand's places are its own
+    ("addition_reversed", "5 + 7 1", 2, [0, 1, 0, 1, 2, 0, 1, 2, 3]),
+    # a hint shares the id of the digit after it
+    ("addition_reversed_hints", "A 3 B 5 + A 9 B 0", 4, [0, 1, 1, 2, 2, 0, 1, 1, 2, 2, 0, 1, 1, 2, 2, 3]),
+    ("addition_reversed_hints_random", "C 3 D 5 + C 9 D 0", None, [0, 1, 1, 2, 2, 0, 1, 1, 2, 2, 0, 1, 1, 2, 2, 3, 3]),
+    # copy: the i-th answer item copies item i
+    ("copy", "c a b", 3, [0, 1, 2, 3, 0, 1, 2, 3, 4]),
+    # reverse: the i-th answer item copies item n + 1 - i; past the plan the ids go on by one, as generate()'s
+    ("reverse", "c a b", 3, [0, 1, 2, 3, 0, 3, 2, 1, 2]),
+    ("reverse", "c a b", 4, [0, 1, 2, 3, 0, 3, 2, 1, 2, 3]),
+])
+def test_coupled_position_ids_written_out_by_hand(task, input, answer_length, written_out):
+    assert coupled_position_ids(task, input, answer_length) == written_out
+    if answer_length is not None:  # one id per token of [BOS] input [SEP] target [EOS]
+        assert len(written_out) == len(input.split()) + answer_length + 3
+
+
+@pytest.mark.parametrize("task", ["sort", "addition", "addition_hints"])
+def test_a_task_whose_answer_ids_would_depend_on_the_answer_has_no_coupling(task):
+    with pytest.raises(ValueError, match=f"{task} has no position coupling.*couple copy, reverse, addition_reversed"):
+        coupled_position_ids(task, "1 2 + 3 4" if task.startswith("addition") else "b a", 2)
+
+
+def test_the_digit_tokens_of_a_task_s_tokenizer():
+    tokenizer = task_tokenizer("addition_reversed_hints")
+    assert [tokenizer.convert_ids_to_tokens(i) for i in digit_token_ids(tokenizer)] == list("0123456789")
+    assert digit_token_ids(task_tokenizer("copy")) == []
 
 
 def test_the_tokenizer_saves_and_loads_back_through_auto_tokenizer(tmp_path):

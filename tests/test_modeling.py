@@ -619,8 +619,8 @@ def test_saved_folder_loads_with_remote_code_where_hf_attn_is_absent(scheme: str
     nudge_position_parameters(model)
     folder = tmp_path / "model"
     model.save_pretrained(folder)
-    for name in ("configuration_hf_attn.py", "modeling_hf_attn.py", "positions.py", "masking.py", "scoring.py",
-                 "caching.py", "reading.py"):
+    for name in ("configuration_hf_attn.py", "modeling_hf_attn.py", "positions.py", "position_ids.py", "masking.py",
+                 "scoring.py", "caching.py", "reading.py"):
         assert (folder / name).is_file(), f"{name} was not copied next to the weights"
     auto_map = json.loads((folder / "config.json").read_text())["auto_map"]
     assert auto_map["AutoModelForSequenceClassification"] == "modeling_hf_attn.HfAttnForSequenceClassification"

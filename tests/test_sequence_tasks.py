@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from hf_attn.experiments.sequence import fill_answers, generate_answers, score_p
 from hf_attn.modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM
 from hf_attn.publishing.cards import card_for_run
 from hf_attn.tasks.length import (
+    GeneratedLengthTask,
     Pair,
     encoder_features,
     exact_match,
@@ -37,26 +39,40 @@ def tiny_experiment(*overrides: str) -> Experiment:
     return load_experiment(CONFIG, [*TINY, *overrides])
 
 
-def random_decoder(tokenizer, seed: int = 1) -> HfAttnForCausalLM:  # noqa: ANN001 - a PreTrainedTokenizerFast
+def random_decoder(tokenizer, seed: int = 1, **overrides: object) -> HfAttnForCausalLM:  # noqa: ANN001
     """A small untrained decoder whose greedy answers differ from input to input (wide initial weights)."""
     torch.manual_seed(seed)
     config = HfAttnConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=64, is_decoder=True, position_embedding_type="rope",
                           pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                          eos_token_id=tokenizer.eos_token_id, initializer_range=0.5, max_position_embeddings=64)
+                          eos_token_id=tokenizer.eos_token_id, initializer_range=0.5, max_position_embeddings=64,
+                          **overrides)
     return HfAttnForCausalLM(config).eval()
+
+
+# Position ids of the text and the number of answer tokens written so far: those of the whole sequence.
+IdsOf = Callable[[str, int], list[int]]
+
+
+def coupled_reverse_ids(text: str, written: int) -> list[int]:
+    """Reverse's coupled ids written out: [BOS] 0, the n items 1..n, [SEP] 0, then the answer's n, n-1, ..., 1,
+    going on by one past them (2, 3, ...); those of the first `written` answer positions."""
+    n = len(text.split())
+    answer = [*range(n, 0, -1), *range(2, 2 + written)]
+    return [0, *range(1, n + 1), 0, *answer[:written]]
 
 
 @torch.no_grad()
 def greedy_one_by_one(model: HfAttnForCausalLM, tokenizer, text: str, max_new_tokens: int,  # noqa: ANN001
-                      unfinished: bool = False) -> str | None:
-    """The greedy answer to one unpadded prompt, each token the argmax of a full forward pass (no cache, no batch);
-    None when no [EOS] comes within `max_new_tokens` (an answer that never ends matches no target), or with
-    `unfinished` the tokens written by then."""
+                      unfinished: bool = False, ids_of: IdsOf | None = None) -> str | None:
+    """The greedy answer to one unpadded prompt, each token the argmax of a full forward pass (no cache, no batch;
+    at the position ids `ids_of` gives, else the model's own); None when no [EOS] comes within `max_new_tokens` (an
+    answer that never ends matches no target), or with `unfinished` the tokens written by then."""
     ids = tokenizer(text)["input_ids"]
     answer: list[int] = []
     for _ in range(max_new_tokens):
-        token = int(model(input_ids=torch.tensor([ids + answer])).logits[0, -1].argmax())
+        position_ids = torch.tensor([ids_of(text, len(answer))]) if ids_of is not None else None
+        token = int(model(input_ids=torch.tensor([ids + answer]), position_ids=position_ids).logits[0, -1].argmax())
         if token == tokenizer.eos_token_id:
             return tokenizer.decode(answer)  # every token written, special ones too
         answer.append(token)
@@ -83,11 +99,12 @@ def test_the_loss_is_the_mean_cross_entropy_of_the_answer_tokens() -> None:
     torch.testing.assert_close(loss, torch.cat(losses).mean())
 
 
-def pairs_with_known_answers(model: HfAttnForCausalLM, tokenizer) -> tuple[list[Pair], list[bool]]:  # noqa: ANN001
+def pairs_with_known_answers(model: HfAttnForCausalLM, tokenizer,  # noqa: ANN001
+                             ids_of: IdsOf | None = None) -> tuple[list[Pair], list[bool]]:
     """Pairs of lengths 1-6 whose targets are, for every other one, the model's one-by-one greedy answer where it
     ends (so those are right) and otherwise the input; and whether each answer read one by one matches."""
     inputs = ["a", "b c", "j i h", "a a a a", "c d e f g", "b j a i c h", "e", "f g h i", "d d", "g h i"]
-    known = [greedy_one_by_one(model, tokenizer, text, max_new_tokens=30) for text in inputs]
+    known = [greedy_one_by_one(model, tokenizer, text, max_new_tokens=30, ids_of=ids_of) for text in inputs]
     pairs = [Pair(text, answer if index % 2 == 0 and answer else text, len(text.split()))
              for index, (text, answer) in enumerate(zip(inputs, known))]
     return pairs, [answer is not None and exact_match(answer, pair.target) for answer, pair in zip(known, pairs)]
@@ -108,6 +125,52 @@ def test_exact_match_scores_of_batched_generation_equal_exact_match_of_answers_r
     # batches of one: the same answers
     single = generate_answers(model, tokenizer, [p.input for p in pairs], [p.target for p in pairs], batch_size=1)
     assert single == answers
+
+
+def test_coupled_training_rows_carry_the_task_s_ids_which_the_collator_pads() -> None:
+    task = sequence_task(tiny_experiment("model.position_id_rule=coupled"))
+    rows = [task.train_dataset[index] for index in range(6)]
+    sep = task.tokenizer.sep_token_id
+    for row in rows:
+        text = task.tokenizer.decode(row["input_ids"][1 : row["input_ids"].index(sep)])
+        assert row["position_ids"] == coupled_reverse_ids(text, len(text.split()) + 1)  # target and [EOS]
+    batch = task.data_collator(rows)
+    assert len({len(row["input_ids"]) for row in rows}) > 1  # the batch is padded, on the right
+    for row, ids in zip(rows, batch["position_ids"].tolist()):
+        assert ids == row["position_ids"] + [0] * (len(ids) - len(row["position_ids"]))
+    assert batch["position_ids"].shape == batch["input_ids"].shape
+    # The padded batch's loss (its real tokens alone, unpadded) is the mean over each example read alone at its ids.
+    model = random_decoder(task.tokenizer, position_id_rule="coupled")
+    with torch.no_grad():
+        loss = model(**batch, use_cache=False).loss
+        losses = []
+        for row in rows:
+            ids = row["input_ids"]
+            answer_start = ids.index(sep) + 1
+            logits = model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([row["position_ids"]])).logits[0]
+            losses.append(F.cross_entropy(logits[answer_start - 1 : -1], torch.tensor(ids[answer_start:]),
+                                          reduction="none"))
+    torch.testing.assert_close(loss, torch.cat(losses).mean())
+
+
+def test_abacus_runs_take_the_digit_tokens_of_the_task_s_tokenizer() -> None:
+    task = sequence_task(tiny_experiment("dataset.name=addition_reversed", "model.position_id_rule=abacus",
+                                         "max_length=64"))
+    digits = task.model_defaults["digit_token_ids"]
+    assert task.tokenizer.convert_ids_to_tokens(digits) == list("0123456789")
+    assert "digit_token_ids" not in sequence_task(tiny_experiment()).model_defaults
+
+
+def test_a_coupled_decoder_is_scored_at_the_task_s_planned_ids() -> None:
+    tokenizer = task_tokenizer("reverse")
+    model = random_decoder(tokenizer, position_id_rule="coupled")
+    pairs, expected = pairs_with_known_answers(model, tokenizer, ids_of=coupled_reverse_ids)
+    assert 0 < sum(expected) < len(pairs)  # the test sees right and wrong answers
+    task = GeneratedLengthTask(name="reverse", max_train_length=3)
+    scores, answers = score_pairs(model, tokenizer, pairs, [(1, 3), (4, 6)], task=task)
+    assert [exact_match(answer, pair.target) for answer, pair in zip(answers, pairs)] == expected
+    with pytest.raises(ValueError, match="position_id_rule='coupled' reads the task's position ids"):
+        score_pairs(model, tokenizer, pairs, None)
 
 
 def test_a_run_refuses_a_max_length_shorter_than_its_longest_test_example() -> None:
@@ -182,6 +245,41 @@ def test_hf_attn_train_trains_a_decoder_on_a_sequence_task_that_loads_generates_
     question, answer = re.search(r'tokenizer\("([a-j ]+)", return_tensors="pt"\).*# ([a-j ]+)\n', card.content,
                                  re.DOTALL).groups()
     assert answer.split() == question.split()[::-1]
+
+
+@pytest.mark.slow
+def test_hf_attn_train_with_coupled_ids_saves_a_decoder_that_score_pairs_reads_at_the_task_s_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformers import AutoTokenizer
+
+    from hf_attn import cli
+
+    run = tmp_path / "run"
+    cli.main(["train", "--config", str(CONFIG), "--output-dir", str(run), *TINY, "model.position_id_rule=coupled"])
+    model = HfAttnForCausalLM.from_pretrained(run).eval()
+    tokenizer = AutoTokenizer.from_pretrained(run)
+    assert model.config.position_id_rule == "coupled"
+    # score-pairs on pairs whose right answers are the saved model's own, read one by one at the ids written out
+    pairs, known = pairs_with_known_answers(model, tokenizer, ids_of=coupled_reverse_ids)
+    write_pairs(tmp_path / "pairs.jsonl", pairs)
+    capsys.readouterr()
+    cli.main(["score-pairs", "--model", str(run), "--pairs", str(tmp_path / "pairs.jsonl"), "--buckets", "1-3,4-6"])
+    scored = json.loads(capsys.readouterr().out)["exact_match_by_length"]
+    assert [(row["correct"], row["count"]) for row in scored] == [
+        (sum(right for right, pair in zip(known, pairs) if low <= pair.length <= high),
+         sum(low <= pair.length <= high for pair in pairs)) for low, high in ((1, 3), (4, 6))]
+
+
+def test_hf_attn_train_with_abacus_ids_saves_the_task_s_digit_tokens(tmp_path: Path) -> None:
+    from hf_attn import cli
+
+    run = tmp_path / "run"
+    cli.main(["train", "--config", str(CONFIG), "--output-dir", str(run), *TINY, "dataset.name=addition_reversed",
+              "model.position_id_rule=abacus", "max_length=64"])
+    config = HfAttnConfig.from_pretrained(run)
+    assert (config.position_id_rule, config.digit_token_ids) == ("abacus", list(range(6, 16)))  # after 5 specials, +
+    assert json.loads((run / "metrics.json").read_text())["test_exact_match_by_length"]
 
 
 @pytest.mark.parametrize(("lines", "message"), [
@@ -277,12 +375,13 @@ def test_the_shipped_scan_experiment_trains_a_decoder_scored_in_and_past_the_tra
 # ------------------------------------------------------------------------- an encoder filling the answer's masks
 
 
-def random_encoder(tokenizer, scheme: str = "rope", seed: int = 1) -> HfAttnForMaskedLM:  # noqa: ANN001
+def random_encoder(tokenizer, scheme: str = "rope", seed: int = 1, **overrides: object  # noqa: ANN001
+                   ) -> HfAttnForMaskedLM:
     """A small untrained encoder (a masked LM) whose filled answers differ from input to input."""
     torch.manual_seed(seed)
     config = HfAttnConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                           intermediate_size=64, position_embedding_type=scheme, pad_token_id=tokenizer.pad_token_id,
-                          initializer_range=0.5, max_position_embeddings=64)
+                          initializer_range=0.5, max_position_embeddings=64, **overrides)
     return HfAttnForMaskedLM(config).eval()
 
 
@@ -301,21 +400,26 @@ def test_encoder_features_hide_the_answer_behind_one_mask_per_word_and_score_onl
         encoder_features(task_tokenizer("reverse"), ["a"], ["a"])
 
 
-def test_an_encoder_s_answers_are_its_most_likely_token_at_each_mask_read_one_pair_at_a_time() -> None:
+@pytest.mark.parametrize("rule", ["sequential", "coupled"])
+def test_an_encoder_s_answers_are_its_most_likely_token_at_each_mask_read_one_pair_at_a_time(rule: str) -> None:
     tokenizer = with_mask_token(task_tokenizer("copy"))
-    model = random_encoder(tokenizer)
+    model = random_encoder(tokenizer, position_id_rule=rule)
     inputs = ["a", "b c", "j i h", "a a a a", "c d e f g", "b j a i c h", "e", "f g h i"]
     expected = []
     with torch.no_grad():  # each pair alone, built by hand: [BOS] input [SEP] [MASK] x n [EOS]
         for text in inputs:
             words = ["[BOS]", *text.split(), "[SEP]", *["[MASK]"] * len(text.split()), "[EOS]"]
-            logits = model(input_ids=torch.tensor([tokenizer.convert_tokens_to_ids(words)])).logits[0]
+            n = len(text.split())  # copy's coupled ids: the i-th answer place copies item i
+            position_ids = torch.tensor([[0, *range(1, n + 1), 0, *range(1, n + 2)]]) if rule == "coupled" else None
+            logits = model(input_ids=torch.tensor([tokenizer.convert_tokens_to_ids(words)]),
+                           position_ids=position_ids).logits[0]
             start = len(text.split()) + 2
             expected.append(" ".join(tokenizer.convert_ids_to_tokens(
                 logits[start : start + len(text.split())].argmax(-1).tolist())))
     pairs = [Pair(text, answer if index % 2 == 0 else text, len(text.split()))
              for index, (text, answer) in enumerate(zip(inputs, expected))]
-    scores, answers = score_pairs(model, tokenizer, pairs, [(1, 3), (4, 6)])
+    task = GeneratedLengthTask(name="copy", max_train_length=3)
+    scores, answers = score_pairs(model, tokenizer, pairs, [(1, 3), (4, 6)], task=task)
     assert answers == expected and len(set(answers)) > 1
     right = [exact_match(answer, pair.target) for answer, pair in zip(answers, pairs)]
     assert 0 < sum(right) < len(pairs)

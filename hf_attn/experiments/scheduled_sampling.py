@@ -54,12 +54,13 @@ def replace_at_random(gold: torch.Tensor, own: torch.Tensor, replaceable: torch.
 def mixed_answer_inputs(model: PreTrainedModel, batch: dict[str, torch.Tensor], probability: float,
                         sampled_tokens: str = "argmax", generator: torch.Generator | None = None) -> torch.Tensor:
     """Scheduled sampling's `input_ids` for a causal LM's `batch` (`input_ids`, `attention_mask`, `labels` equal to
-    the ids on the answer and ignored elsewhere): each answer token replaced with `probability` by the model's own
-    token for that position, its prediction at the position before from a first pass on the gold ids (no
-    gradients)."""
+    the ids on the answer and ignored elsewhere, the task's `position_ids` if any): each answer token replaced with
+    `probability` by the model's own token for that position, its prediction at the position before from a first
+    pass on the gold ids (no gradients)."""
     gold = batch["input_ids"]
     with torch.no_grad():
-        logits = model(input_ids=gold, attention_mask=batch["attention_mask"], use_cache=False).logits
+        logits = model(input_ids=gold, attention_mask=batch["attention_mask"], position_ids=batch.get("position_ids"),
+                       use_cache=False).logits
     predicted = model_tokens(logits, sampled_tokens, generator)  # at t: the model's token for position t + 1
     own = torch.cat([gold[:, :1], predicted[:, :-1]], dim=1)
     return replace_at_random(gold, own, batch["labels"] != IGNORE_INDEX, probability, generator)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, Traine
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForCausalLM, HfAttnForMaskedLM, HfAttnPreTrainedModel
+from ..position_ids import POSITION_ID_RULES
 from ..runtime.precision import autocast, trainer_precision
 from ..saved import check_known_words, load_tokenizer
 from ..tasks import SequenceTask, dataset_source
@@ -43,6 +44,7 @@ from ..tasks.length import (
     Pair,
     buckets_holding,
     decoder_features,
+    digit_token_ids,
     encoder_features,
     exact_match_by_length,
     read_pairs,
@@ -55,6 +57,9 @@ from .run import Task, run
 from .scheduled_sampling import CausalScheduledSamplingTrainer
 
 GENERATION_BATCH_SIZE = 256
+# A task's position coupling (`SequenceTask.coupled_position_ids`): an input and an answer length to the ids of
+# `[BOS] input [SEP]` and of the answer's positions.
+Coupling = Callable[[str, int], list[int]]
 SCORED_SPLITS = (("validation", "val"), ("test", "test"))
 # Wrong test answers kept in metrics.json, to read what a model writes where it fails.
 ERRORS_KEPT = 20
@@ -83,6 +88,29 @@ def answer_text(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
+def left_padded(rows: Sequence[Sequence[int]]) -> torch.Tensor:
+    """Rows of position ids padded with 0 on the left to the longest, as a left-padded batch of prompts."""
+    longest = max(len(row) for row in rows)
+    return torch.tensor([[0] * (longest - len(row)) + list(row) for row in rows])
+
+
+class PositionIdsCollator(DataCollatorForSeq2Seq):
+    """`DataCollatorForSeq2Seq` that also pads a task's `position_ids` (with 0, on the tokenizer's padding side):
+    the tokenizer pads only the ids it makes."""
+
+    def __call__(self, features: list[dict[str, Any]], return_tensors: str | None = None) -> dict[str, Any]:
+        if "position_ids" not in features[0]:
+            return super().__call__(features, return_tensors)
+        rows = [list(feature["position_ids"]) for feature in features]
+        batch = super().__call__([{key: value for key, value in feature.items() if key != "position_ids"}
+                                  for feature in features], return_tensors)
+        width = len(batch["input_ids"][0])
+        padding = [[0] * (width - len(row)) for row in rows]
+        right = self.tokenizer.padding_side == "right"
+        batch["position_ids"] = torch.tensor([row + pad if right else pad + row for row, pad in zip(rows, padding)])
+        return batch
+
+
 def batches_by_length(inputs: Sequence[str], batch_size: int) -> Iterator[list[int]]:
     """The inputs' indices in batches of similar length (sorted by words), so that little of a batch is padding."""
     order = sorted(range(len(inputs)), key=lambda index: len(inputs[index].split()))
@@ -92,12 +120,15 @@ def batches_by_length(inputs: Sequence[str], batch_size: int) -> Iterator[list[i
 
 @torch.no_grad()
 def generate_answers(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBase, inputs: Sequence[str],
-                     targets: Sequence[str], batch_size: int = GENERATION_BATCH_SIZE) -> list[str]:
+                     targets: Sequence[str], batch_size: int = GENERATION_BATCH_SIZE,
+                     coupling: Coupling | None = None) -> list[str]:
     """The model's greedy answer to each input (`answer_text`), in the inputs' order.
 
     Inputs go in batches of similar length, padded on the left so every prompt ends where generation starts; each
     batch stops at [EOS] or after one token more than its longest target (an answer that long is wrong whatever
-    follows, so exact match is that of unbounded generation).
+    follows, so exact match is that of unbounded generation). With a task's `coupling`, `generate()` is given the
+    prompt's coupled ids and the planned ids of the answer's positions (as many for every row, so that the prompts'
+    ids line up with the left padding), which each step takes in turn.
     """
     model.eval()
     answers: list[str] = [""] * len(inputs)
@@ -107,6 +138,9 @@ def generate_answers(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBas
             prompts = tokenizer([inputs[index] for index in batch], padding=True, return_tensors="pt")
             prompts = prompts.to(model.device)
             longest_target = max(len(targets[index].split()) for index in batch)
+            if coupling is not None:
+                planned = [coupling(inputs[index], longest_target + 1) for index in batch]
+                prompts["position_ids"] = left_padded(planned).to(model.device)
             generated = model.generate(**prompts, max_new_tokens=longest_target + 1, do_sample=False,
                                        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
             for index, ids in zip(batch, generated[:, prompts["input_ids"].shape[1] :].tolist()):
@@ -118,10 +152,11 @@ def generate_answers(model: HfAttnForCausalLM, tokenizer: PreTrainedTokenizerBas
 
 @torch.no_grad()
 def fill_answers(model: HfAttnForMaskedLM, tokenizer: PreTrainedTokenizerBase, inputs: Sequence[str],
-                 targets: Sequence[str], batch_size: int = GENERATION_BATCH_SIZE) -> list[str]:
+                 targets: Sequence[str], batch_size: int = GENERATION_BATCH_SIZE,
+                 coupling: Coupling | None = None) -> list[str]:
     """An encoder's answer to each input, in the inputs' order: its most likely token at each of the answer's
     `[MASK]` places (`encoder_features`: as many as the target has words), special tokens kept (an answer
-    holding one is wrong)."""
+    holding one is wrong); with a task's `coupling`, read at the coupled position ids."""
     model.eval()
     answers: list[str] = [""] * len(inputs)
     for batch in batches_by_length(inputs, batch_size):
@@ -129,6 +164,10 @@ def fill_answers(model: HfAttnForMaskedLM, tokenizer: PreTrainedTokenizerBase, i
                                     [targets[index] for index in batch])
         padded = tokenizer.pad({"input_ids": features["input_ids"], "attention_mask": features["attention_mask"]},
                                return_tensors="pt").to(model.device)
+        if coupling is not None:
+            padded["position_ids"] = PositionIdsCollator(tokenizer)(
+                [{"input_ids": ids, "position_ids": coupling(inputs[index], len(targets[index].split()))}
+                 for index, ids in zip(batch, features["input_ids"])])["position_ids"].to(model.device)
         predicted = model(**padded).logits.argmax(-1).tolist()
         for index, ids, labels in zip(batch, predicted, features["labels"]):
             answer = [token for token, label in zip(ids, labels) if label != IGNORE_INDEX]
@@ -136,15 +175,26 @@ def fill_answers(model: HfAttnForMaskedLM, tokenizer: PreTrainedTokenizerBase, i
     return answers
 
 
+def task_coupling(config: HfAttnConfig, task: SequenceTask | None) -> Coupling | None:
+    """The task's position coupling where the model's `position_id_rule` takes its ids from the task, else None."""
+    if not config.position_id_rule_class.from_task:
+        return None
+    if task is None:
+        raise ValueError(f"position_id_rule={config.position_id_rule!r} reads the task's position ids, and no task "
+                         "is known: score a run folder whose metrics.json names its task.")
+    return task.coupled_position_ids
+
+
 def score_pairs(model: HfAttnForCausalLM | HfAttnForMaskedLM, tokenizer: PreTrainedTokenizerBase,
-                pairs: Sequence[Pair], buckets: Sequence[tuple[int, int]] | None, precision: str = "fp32"
-                ) -> tuple[list[BucketScore], list[str]]:
+                pairs: Sequence[Pair], buckets: Sequence[tuple[int, int]] | None, precision: str = "fp32",
+                task: SequenceTask | None = None) -> tuple[list[BucketScore], list[str]]:
     """Exact match of the model's answers (a decoder's generated, an encoder's filled in) by length bucket
-    (`exact_match_by_length`), and the answers."""
+    (`exact_match_by_length`), and the answers; `task` gives the position ids of a model that reads the task's."""
     inputs, targets = [pair.input for pair in pairs], [pair.target for pair in pairs]
     answer = generate_answers if model.config.is_decoder else fill_answers
+    coupling = task_coupling(model.config, task)
     with autocast(precision, model.device):
-        answers = answer(model, tokenizer, inputs, targets)
+        answers = answer(model, tokenizer, inputs, targets, coupling=coupling)
     return exact_match_by_length(answers, targets, [pair.length for pair in pairs], buckets), answers
 
 
@@ -155,7 +205,7 @@ def validation_loss_by_step(log_history: Sequence[dict[str, Any]]) -> list[dict[
 
 
 def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: datasets.DatasetDict,
-                    buckets: list[tuple[int, int]]) -> dict[str, Any]:
+                    task: SequenceTask) -> dict[str, Any]:
     """Validation loss, of the kept checkpoint and at each evaluation during training (where a run sat on a plateau
     and when it left it); exact match by length bucket on validation and test; the first wrong test answers."""
     by_step = validation_loss_by_step(trainer.state.log_history)  # before `evaluate` logs the kept checkpoint's
@@ -163,13 +213,24 @@ def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: 
     precision = trainer_precision(trainer.args)
     for split, prefix in SCORED_SPLITS:
         pairs = [Pair(row["input"], row["target"], row["length"]) for row in data[split]]
-        by_bucket, answers = score_pairs(trainer.model, tokenizer, pairs, buckets, precision)
+        by_bucket, answers = score_pairs(trainer.model, tokenizer, pairs, task.score_buckets(), precision, task)
         scores[f"{prefix}_exact_match_by_length"] = bucket_records(by_bucket)
         if split == "test":
             scores["test_errors"] = [{"input": pair.input, "target": pair.target, "prediction": answer}
                                      for pair, answer in zip(pairs, answers)
                                      if answer.split() != pair.target.split()][:ERRORS_KEPT]
     return scores
+
+
+def task_features(tokenizer: PreTrainedTokenizerBase, batch: dict[str, list], decoder: bool,
+                  coupled: SequenceTask | None) -> dict[str, list[list[int]]]:
+    """A batch of pairs as a decoder's (`decoder_features`) or an encoder's (`encoder_features`) features, with the
+    task's `position_ids` where the model reads them (`coupled`)."""
+    features = (decoder_features if decoder else encoder_features)(tokenizer, batch["input"], batch["target"])
+    if coupled is not None:
+        features["position_ids"] = [coupled.coupled_position_ids(input, len(target.split()))
+                                    for input, target in zip(batch["input"], batch["target"])]
+    return features
 
 
 def sequence_task(experiment: Experiment) -> Task:
@@ -190,24 +251,27 @@ def sequence_task(experiment: Experiment) -> Task:
         raise ValueError(f"the {source.kind} dataset has no validation split, which picks the checkpoint: set its "
                          "n_validation.")
     tokenizer = source.pairs_tokenizer(data)
-    features_of = decoder_features if decoder else encoder_features
     tokenizer = tokenizer if decoder else with_mask_token(tokenizer)
-    features = data.map(lambda batch: features_of(tokenizer, batch["input"], batch["target"]), batched=True,
-                        remove_columns=["input", "target", "length"])
+    rule = POSITION_ID_RULES[experiment.model.get("position_id_rule", "sequential")]  # checked with the experiment
+    features = data.map(lambda batch: task_features(tokenizer, batch, decoder, source if rule.from_task else None),
+                        batched=True, remove_columns=["input", "target", "length"])
     check_max_length(experiment, features)
+    model_defaults = {"is_decoder": True, "bos_token_id": tokenizer.bos_token_id,
+                      "eos_token_id": tokenizer.eos_token_id}
+    if "digit_token_ids" in rule.own_fields:  # Abacus ids number the task's digits
+        model_defaults["digit_token_ids"] = digit_token_ids(tokenizer)
     return Task(
         tokenizer=tokenizer,
         model_class=HfAttnForCausalLM if decoder else HfAttnForMaskedLM,
         train_dataset=features["train"],
         eval_dataset=features["validation"],
-        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORE_INDEX),
-        score=lambda trainer: sequence_scores(trainer, tokenizer, data, source.score_buckets()),
+        data_collator=PositionIdsCollator(tokenizer, label_pad_token_id=IGNORE_INDEX),
+        score=lambda trainer: sequence_scores(trainer, tokenizer, data, source),
         sizes={f"n_{name}": len(split) for name, split in data.items()},
         init_from_record="init_from",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False,
                    "prediction_loss_only": True},
-        model_defaults={"is_decoder": True, "bos_token_id": tokenizer.bos_token_id,
-                        "eos_token_id": tokenizer.eos_token_id},
+        model_defaults=model_defaults,
         trainer_class=functools.partial(CausalScheduledSamplingTrainer,
                                         scheduled_sampling=experiment.scheduled_sampling) if decoder else Trainer,
     )
@@ -227,8 +291,8 @@ def train_sequence(experiment: Experiment, output_dir: str | os.PathLike[str], *
 # ------------------------------------------------------------------------------------ scoring a saved model
 
 
-def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
-    """The buckets of the task a run folder's `metrics.json` records it was trained on (None: no such record)."""
+def recorded_task(model_dir: str | os.PathLike[str]) -> SequenceTask | None:
+    """The sequence task a run folder's `metrics.json` records it was trained on (None: no such record)."""
     record = Path(model_dir) / "metrics.json"
     if not record.is_file():
         return None
@@ -239,7 +303,7 @@ def recorded_buckets(model_dir: str | os.PathLike[str]) -> list[tuple[int, int]]
         source = dataset_source(dataset)
     except ValueError:
         return None
-    return source.score_buckets() if isinstance(source, SequenceTask) else None
+    return source if isinstance(source, SequenceTask) else None
 
 
 def saved_sequence_model(model_dir: str | os.PathLike[str]) -> HfAttnPreTrainedModel:
@@ -285,10 +349,12 @@ def score_saved(model_dir: str | os.PathLike[str], pairs_path: str | os.PathLike
                               "score pairs of the task the model was trained on.")
     pairs = [pair if pair.length is not None else Pair(pair.input, pair.target, len(pair.input.split()))
              for pair in pairs]
-    buckets = list(buckets) if buckets is not None else recorded_buckets(model_dir)
+    task = recorded_task(model_dir)  # its buckets are the default; a coupled model reads its position ids
+    if buckets is None and task is not None:
+        buckets = task.score_buckets()
     check_buckets_hold(pairs, buckets, pairs_path)
     model = saved_sequence_model(model_dir)
-    by_bucket, answers = score_pairs(model, tokenizer, pairs, buckets)
+    by_bucket, answers = score_pairs(model, tokenizer, pairs, buckets, task=task)
     scores = {"model": str(model_dir), "pairs": str(pairs_path), "n_pairs": len(pairs),
               "exact_match_by_length": bucket_records(by_bucket)}
     if by_position:

@@ -18,6 +18,7 @@ from .. import (
     configuration_hf_attn,
     masking,
     modeling_hf_attn,
+    position_ids,
     positions,
     reading,
     scoring,
@@ -28,7 +29,8 @@ from ..modeling_hf_attn import AUTO_CLASSES
 # The package's modules a saved model's `auto_map` loads: the config, the model (and the modules it imports) and
 # the tokenizer.
 MODEL_CODE_MODULES = (
-    configuration_hf_attn, modeling_hf_attn, positions, masking, scoring, caching, reading, tokenization_hf_attn
+    configuration_hf_attn, modeling_hf_attn, positions, position_ids, masking, scoring, caching, reading,
+    tokenization_hf_attn,
 )
 MODEL_CODE_FILES = tuple(Path(module.__file__).name for module in MODEL_CODE_MODULES)
 # The `auto_map`s that point transformers' Auto classes at that code, as `save_pretrained` writes them: every head

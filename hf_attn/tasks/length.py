@@ -65,9 +65,18 @@ class LengthTask:
     symbols: tuple[str, ...]
     # The longest example the task can write (None: any).
     max_length: int | None = None
+    couples: bool = False  # it has a position coupling (`coupling`)
 
     def draw(self, rng: random.Random, length: int) -> Pair:
         raise NotImplementedError
+
+    def coupling(self, symbols: list[str]) -> tuple[list[int], list[int]]:
+        """Position coupling (Cho et al., NeurIPS 2024): the position ids of the input's `symbols` and the planned
+        ids of the answer's positions, from the input alone (the model reads them before it writes the answer), so
+        that tokens that belong together share an id."""
+        raise ValueError(f"{self.name} has no position coupling: its answer's ids would depend on the answer (a "
+                         "sorted item's source, the first place of a sum written most significant first); couple "
+                         f"{', '.join(name for name, task in LENGTH_TASKS.items() if task.couples)} instead.")
 
 
 class ItemsTask(LengthTask):
@@ -85,16 +94,28 @@ class ItemsTask(LengthTask):
 
 class CopyTask(ItemsTask):
     name = "copy"
+    couples = True
 
     def answer(self, items: list[str]) -> list[str]:
         return items
 
+    def coupling(self, symbols: list[str]) -> tuple[list[int], list[int]]:
+        """Items 1..n; the i-th answer item copies the i-th."""
+        places = list(range(1, len(symbols) + 1))
+        return places, places
+
 
 class ReverseTask(ItemsTask):
     name = "reverse"
+    couples = True
 
     def answer(self, items: list[str]) -> list[str]:
         return items[::-1]
+
+    def coupling(self, symbols: list[str]) -> tuple[list[int], list[int]]:
+        """Items 1..n; the i-th answer item copies item n + 1 - i."""
+        places = list(range(1, len(symbols) + 1))
+        return places, places[::-1]
 
 
 class SortTask(ItemsTask):
@@ -127,6 +148,7 @@ class AdditionTask(LengthTask):
                      + ("_random" if random_hint_start else ""))
         self.symbols = (*DIGITS, "+", *(HINT_SYMBOLS if self.index_hints else ()))
         self.max_length = len(HINT_SYMBOLS) - 1 if self.index_hints else None
+        self.couples = reversed_digits
 
     def draw(self, rng: random.Random, length: int) -> Pair:
         first, second = (_draw_number(rng, length) for _ in range(2))
@@ -134,6 +156,19 @@ class AdditionTask(LengthTask):
         start = (random.Random(f"{first} + {second}").randrange(len(HINT_SYMBOLS) - len(total) + 1)
                  if self.random_hint_start else 0)
         return Pair(f"{self._write(first, start)} + {self._write(second, start)}", self._write(total, start), length)
+
+    def coupling(self, symbols: list[str]) -> tuple[list[int], list[int]]:
+        """Reversed digits only (written most significant first, the answer's first place depends on its carry): a
+        digit's id is its place (1 the units), in both operands and the answer; a hint shares its digit's id, `+`
+        gets 0; the answer's planned places are 1..n+1 for operands of at most n digits."""
+        if not self.couples:
+            return super().coupling(symbols)
+        ids, place = [], 0
+        for symbol in symbols:
+            place = 0 if symbol == "+" else place + (symbol in DIGITS)
+            ids.append(place + (symbol in HINT_SYMBOLS))  # a hint names the place of the digit after it
+        planned = range(1, max(ids) + 2)
+        return ids, [place for place in planned for _ in range(1 + self.index_hints)]
 
     def _write(self, number: str, start: int) -> str:
         """`number`'s digits spaced, least significant first if reversed, each after its place's hint if hinted (the
@@ -307,6 +342,24 @@ def decoder_features(tokenizer: PreTrainedTokenizerFast, inputs: Sequence[str],
     encoded = tokenizer(list(inputs), list(targets))
     labels = [[-100] * len(prompt) + ids[len(prompt):] for prompt, ids in zip(prompts, encoded["input_ids"])]
     return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": labels}
+
+
+def coupled_position_ids(task: LengthTask | str, input: str, answer_length: int | None = None) -> list[int]:
+    """The coupled position ids (`LengthTask.coupling`) of `[BOS] input [SEP]` (0 for the special tokens), then those
+    of the answer's positions: every planned one (what `generate()` is given), or with `answer_length` those of
+    `target [EOS]` (what training reads); past the plan they go on by one, as `generate()` continues them."""
+    task = get_length_task(task) if isinstance(task, str) else task
+    input_ids, planned = task.coupling(input.split())
+    if answer_length is not None:
+        wanted = answer_length + 1
+        planned = [*planned, *range(planned[-1] + 1, planned[-1] + 1 + wanted - len(planned))][:wanted]
+    return [0, *input_ids, 0, *planned]
+
+
+def digit_token_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
+    """The ids of the digit tokens of a task's word-level tokenizer (Abacus position ids number them)."""
+    vocabulary = tokenizer.get_vocab()
+    return [vocabulary[digit] for digit in DIGITS if digit in vocabulary]
 
 
 def with_mask_token(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
@@ -526,3 +579,6 @@ class GeneratedLengthTask(SequenceTask):
     def pairs_tokenizer(self, data: DatasetDict) -> PreTrainedTokenizerFast:
         """The task's symbols, whatever the drawn pairs hold."""
         return task_tokenizer(self.name)
+
+    def coupled_position_ids(self, input: str, answer_length: int | None = None) -> list[int]:
+        return coupled_position_ids(self.name, input, answer_length)

@@ -97,3 +97,9 @@ class SequenceTask(PairsSource):
     @abc.abstractmethod
     def pairs_tokenizer(self, data: datasets.DatasetDict) -> PreTrainedTokenizerFast:
         """The word-level tokenizer of the pairs `data` (`hf_attn.tasks.length.build_tokenizer`)."""
+
+    def coupled_position_ids(self, input: str, answer_length: int | None = None) -> list[int]:
+        """The position ids of `[BOS] input [SEP]` and of the answer's positions under the task's position coupling
+        (`position_id_rule: coupled`; `hf_attn.tasks.length.coupled_position_ids`): the planned ones, or with
+        `answer_length` those of `target [EOS]`."""
+        raise ValueError(f"the {self.kind} task has no position coupling; use another position_id_rule.")
