@@ -121,7 +121,8 @@ class HfAttnAttention(nn.Module):
         self.attention_dropout = config.attention_dropout
         self.is_cross_attention = is_cross_attention
         # Whether this layer rotates its queries and keys (a scheme may leave some layers without positions).
-        self.rotates = not is_cross_attention and config.position_scheme.rotated_layers(config)[layer_idx or 0]
+        rotated_layers = config.position_scheme.rotated_layers(config)
+        self.rotates = not is_cross_attention and (layer_idx is None or rotated_layers[layer_idx])
         # transformers' SDPA treats a module without this flag as causal when the mask is None.
         self.is_causal = False
         q_width = self.num_heads * self.head_dim
