@@ -45,11 +45,6 @@ class PositionScheme(nn.Module):
     rotates_queries_and_keys: ClassVar[bool] = False
     paired_width: ClassVar[str | None] = None  # the config width whose channels the scheme pairs: it must be even
 
-    @classmethod
-    def rotated_layers(cls, config: HfAttnConfig) -> list[bool]:
-        """Per layer, whether its queries and keys are rotated (every layer of a scheme that rotates them)."""
-        return [cls.rotates_queries_and_keys] * config.num_hidden_layers
-
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
         self.config = config
@@ -64,6 +59,11 @@ class PositionScheme(nn.Module):
                 f"{config.num_attention_heads}; position_embedding_type={config.position_embedding_type!r} pairs "
                 f"channels, so {cls.paired_width} (= {width}) must be even."
             )
+
+    @classmethod
+    def rotated_layers(cls, config: HfAttnConfig) -> list[bool]:
+        """Per layer, whether its queries and keys are rotated (every layer of a scheme that rotates them)."""
+        return [cls.rotates_queries_and_keys] * config.num_hidden_layers
 
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return inputs_embeds
@@ -250,8 +250,8 @@ class RotaryPositions(PositionScheme):
 class RopeWithNopeLayers(RotaryPositions):
     """`rope_nope`: RoPE in some layers and no positions (NoPE) in the others, as SmolLM3 and Llama 4 interleave
     them: `no_rope_layers` lists 1 (RoPE) or 0 (none) per layer; unset, every `no_rope_layer_interval`-th layer
-    (SmolLM3's 4) goes without RoPE. The NoPE layers see positions only through the causal mask and the layers
-    before them."""
+    (SmolLM3's 4) goes without RoPE. A NoPE layer knows positions only from the layers before it and, in a decoder,
+    the causal mask."""
 
     own_fields = ("no_rope_layers", "no_rope_layer_interval")
 
