@@ -10,7 +10,7 @@ from huggingface_hub.dataclasses import type_validator, validated_field
 from transformers import PreTrainedConfig
 
 from .position_ids import POSITION_ID_RULES, PositionIdRule
-from .positions import POSITION_SCHEMES, ROPE_TYPES, PositionScheme
+from .positions import POSITION_SCHEMES, ROPE_CONTEXT_SCALINGS, ROPE_TYPES, PositionScheme
 from .scoring import ATTENTION_SCORINGS
 
 LayerType = Literal["full_attention", "sliding_attention"]
@@ -99,7 +99,8 @@ class HfAttnConfig(PreTrainedConfig):
         norm_eps: epsilon of every norm.
         norm_position: `pre` (x + f(norm(x))) or `post` (norm(x + f(x)), the original Transformer's and BERT's).
         position_embedding_type: a key of `positions.POSITION_SCHEMES`: `none`, `sinusoidal`, `learned`, `rope`,
-            `alibi`, `t5` (bucketed relative bias) or `fire` (a learned function of the normalised log distance).
+            `alibi`, `t5` (bucketed relative bias), `fire` (a learned function of the normalised log distance) or
+            `rope_nope` (RoPE with some layers without positions, as SmolLM3).
         position_id_rule: a key of `position_ids.POSITION_ID_RULES`, the ids the scheme reads when none are passed:
             `sequential` (0, 1, 2, ...), `randomized` (a sorted random subset in training, Ruoss et al.), `abacus`
             (each digit's offset inside its number, McLeish et al.) or `coupled` (the task's, Cho et al.).
@@ -111,12 +112,20 @@ class HfAttnConfig(PreTrainedConfig):
         max_coupled_start: `coupled` only: in training every task id but 0 is shifted by one random start per
             sequence, uniform in [0, this] (Cho et al.'s random starting id; 0: none).
         max_position_embeddings: the training length: `learned` cannot go past it, RoPE scaling starts from it.
-        rope_parameters: transformers' RoPE dict (`rope_type` default/linear/dynamic/yarn, `rope_theta`, `factor`);
-            every config carries the default one, which a scheme without RoPE requires.
+        rope_parameters: transformers' RoPE dict (`rope_type` default/linear/dynamic/yarn, or `proportional` for
+            p-RoPE with its `partial_rotary_factor`; `rope_theta`, `factor`), or one such dict per layer type (keys
+            `full_attention` / `sliding_attention`, as ModernBERT's); every config carries the default one, which a
+            scheme without RoPE requires.
         rope_layout: the channels RoPE rotates together: `halves` (i, i + d/2; Llama's, the default of configs
             saved before the field) or `interleaved` (2i, 2i + 1; RoFormer's).
         relative_attention_num_buckets: `t5` only: buckets of the key-query offset (T5's 32).
         relative_attention_max_distance: `t5` only: the offset from which all share the last bucket (T5's 128).
+        no_rope_layers: `rope_nope` only: per layer, 1 (RoPE) or 0 (no positions), as SmolLM3's; `None`: every
+            `no_rope_layer_interval`-th layer without RoPE.
+        no_rope_layer_interval: `rope_nope` only: SmolLM3's 4 (layers 4, 8, ... without RoPE) where `no_rope_layers`
+            is `None`.
+        fire_initial_threshold: `fire` only: FIRE's threshold L at initialisation (it is learned from there), below
+            which positions are not normalised further; `None`: `max_position_embeddings`, the training length.
         sliding_window: `sliding_attention` layers see keys at most this far away (only backwards when causal).
         layer_types: per layer, `full_attention` or `sliding_attention` (default: all sliding with a window).
         attention_scoring: how a query and a key make a score (docs/attention-notes.md): `dot`; `general`, q^T W k
@@ -180,6 +189,12 @@ class HfAttnConfig(PreTrainedConfig):
     rope_layout: Literal["halves", "interleaved"] = "halves"
     relative_attention_num_buckets: int = count(32)
     relative_attention_max_distance: int = count(128)
+    no_rope_layers: list[int] | None = _checked(
+        None, lambda value: isinstance(value, list) and all(flag in (0, 1) and type(flag) is int for flag in value),
+        "must list 1 (RoPE) or 0 (no RoPE) per layer", "a layer without RoPE every no_rope_layer_interval layers",
+    )
+    no_rope_layer_interval: int = count(4)
+    fire_initial_threshold: int | None = count(512, "max_position_embeddings")
     sliding_window: int | None = count(None, "no window")
     layer_types: list[LayerType] | None = None
     attention_scoring: str = one_of("dot", ATTENTION_SCORINGS)
@@ -283,6 +298,9 @@ class HfAttnConfig(PreTrainedConfig):
                 "layer_types", self.layer_types,
                 f"must list {self.num_hidden_layers} entries (one per layer) from {', '.join(get_args(LayerType))}",
             )
+        if self.no_rope_layers is not None and len(self.no_rope_layers) != self.num_hidden_layers:
+            raise _invalid("no_rope_layers", self.no_rope_layers,
+                           f"must list {self.num_hidden_layers} flags (one per layer)")
         if "sliding_attention" in self.layer_types and self.sliding_window is None:
             raise _invalid("layer_types", self.layer_types, "`sliding_attention` layers need `sliding_window` set")
         stride = self.window_stride
@@ -347,26 +365,46 @@ class HfAttnConfig(PreTrainedConfig):
                 f"{products}, or a scheme that does not rotate them ({schemes})",
             )
 
+    def layer_rope_parameters(self, layer_type: str) -> dict[str, Any]:
+        """The RoPE parameters of `layer_type` layers: their own where `rope_parameters` is keyed by layer type."""
+        return self.rope_parameters.get(layer_type, self.rope_parameters)
+
     def _validate_rope_parameters(self) -> None:
         if not self.position_scheme.takes_rope_parameters:
             if (self.rope_parameters or DEFAULT_ROPE_PARAMETERS) != DEFAULT_ROPE_PARAMETERS:
                 raise self._ignored("rope_parameters", self.rope_parameters, DEFAULT_ROPE_PARAMETERS,
                                     _schemes(lambda scheme: scheme.takes_rope_parameters))
             return
-        rope_type = self.rope_parameters.get("rope_type", "default")
+        keyed = [key for key in self.rope_parameters if key in get_args(LayerType)]
+        if keyed and not set(self.layer_types) <= set(keyed):
+            raise _invalid("rope_parameters", self.rope_parameters, f"keyed by layer type, it needs an entry for each "
+                           f"of layer_types' {', '.join(sorted(set(self.layer_types)))}")
+        for layer_type in keyed or [None]:
+            self._validate_rope_dict(self.rope_parameters[layer_type] if layer_type else self.rope_parameters,
+                                     f"rope_parameters{f'.{layer_type}' if layer_type else ''}")
+
+    def _validate_rope_dict(self, parameters: Any, name: str) -> None:
+        if not isinstance(parameters, dict):
+            raise _invalid(name, parameters, "must be a dict of RoPE parameters (rope_type, rope_theta, ...)")
+        rope_type = parameters.get("rope_type", "default")
         if rope_type not in ROPE_TYPES:
-            raise _invalid("rope_parameters.rope_type", rope_type, f"allowed: {', '.join(ROPE_TYPES)}")
-        if rope_type != "default":
-            factor = self.rope_parameters.get("factor")
+            raise _invalid(f"{name}.rope_type", rope_type, f"allowed: {', '.join(ROPE_TYPES)}")
+        if rope_type in ROPE_CONTEXT_SCALINGS:
+            factor = parameters.get("factor")
             if not is_number(factor) or factor < 1:
                 raise _invalid(
-                    "rope_parameters.factor", factor,
+                    f"{name}.factor", factor,
                     f"rope_type={rope_type!r} needs a context-length scaling factor >= 1 (e.g. 4.0 to reach "
                     f"4 x max_position_embeddings)",
                 )
-        theta = self.rope_parameters.get("rope_theta")
+        share = parameters.get("partial_rotary_factor")
+        share_is_valid = share is None or (is_number(share) and 0 <= share <= 1)
+        if (rope_type == "proportional") != (share is not None) or not share_is_valid:
+            raise _invalid(f"{name}.partial_rotary_factor", share, "rope_type='proportional' (p-RoPE) alone reads it: "
+                           "the share of the frequencies kept, the highest, in [0, 1]")
+        theta = parameters.get("rope_theta")
         if not is_number(theta) or theta <= 1:
-            raise _invalid("rope_parameters.rope_theta", theta, "must be a number > 1 (10000.0 is standard)")
+            raise _invalid(f"{name}.rope_theta", theta, "must be a number > 1 (10000.0 is standard)")
 
 
 __all__ = ["HfAttnConfig"]

@@ -120,6 +120,9 @@ class HfAttnAttention(nn.Module):
         self.rope_layout = config.rope_layout
         self.attention_dropout = config.attention_dropout
         self.is_cross_attention = is_cross_attention
+        # Whether this layer rotates its queries and keys (a scheme may leave some layers without positions).
+        rotated_layers = config.position_scheme.rotated_layers(config)
+        self.rotates = not is_cross_attention and (layer_idx is None or rotated_layers[layer_idx])
         # transformers' SDPA treats a module without this flag as causal when the mask is None.
         self.is_causal = False
         q_width = self.num_heads * self.head_dim
@@ -145,7 +148,7 @@ class HfAttnAttention(nn.Module):
         if inputs.real is not None:
             projected = inputs.real.pad(projected)
         projected = self.scoring.project_fused_query(projected, self.split_sizes[0])  # before RoPE rotates it
-        if inputs.rotary is None:
+        if inputs.rotary is None or not self.rotates:
             return self._heads(*projected.split(self.split_sizes, dim=-1))
         query_width, key_width, value_width = self.split_sizes
         query_and_key, value = projected.split([query_width + key_width, value_width], dim=-1)
@@ -557,7 +560,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         causal_only = self.config.is_decoder and not static and (past_length == 0 or length == 1) and unpadded
         self_attention = {
             kind: AttentionInputs(
-                mask=mask, rotary=positions.rotary, empty_query_rows=empty_rows(mask),
+                mask=mask, rotary=positions.rotary.get(kind), empty_query_rows=empty_rows(mask),
                 band=band if kind == "sliding_attention" else None,
                 causal_only=causal_only and kind == "full_attention", real=real, output_attentions=output_attentions,
             )
@@ -793,6 +796,8 @@ class HfAttnForReplacedTokenDetection(HfAttnHead):
         generator = copy.deepcopy(config)
         generator.num_hidden_layers = config.rtd_generator_layers
         generator.layer_types = config.layer_types[: config.rtd_generator_layers]
+        if config.no_rope_layers is not None:
+            generator.no_rope_layers = config.no_rope_layers[: config.rtd_generator_layers]
         generator.sparse_prediction = True
         self.generator = HfAttnForMaskedLM(generator)
         self.post_init()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 class AttentionPositions:
     """What a relative scheme passes to every attention layer (both empty for absolute schemes)."""
 
-    rotary: tuple[torch.Tensor, torch.Tensor] | None = None  # RoPE's cos and signed sin (`rotary_tables`)
+    # RoPE's cos and signed sin (`rotary_tables`) per layer type (empty: no rotation); RoPE's theta may differ by type
+    rotary: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
     bias: torch.Tensor | None = None  # the scores' additive bias, (1|batch, heads, query, key)
 
 
@@ -59,16 +60,22 @@ class PositionScheme(nn.Module):
                 f"channels, so {cls.paired_width} (= {width}) must be even."
             )
 
+    @classmethod
+    def rotated_layers(cls, config: HfAttnConfig) -> list[bool]:
+        """Per layer, whether its queries and keys are rotated (every layer of a scheme that rotates them)."""
+        return [cls.rotates_queries_and_keys] * config.num_hidden_layers
+
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return inputs_embeds
 
     def attention_positions(self, position_ids: torch.Tensor, key_length: int, bias: bool = True
                             ) -> AttentionPositions:
-        """RoPE's tables and (with `bias`) the scores' bias for the queries of `position_ids`, the last of
-        `key_length` slots."""
+        """RoPE's tables of each layer type and (with `bias`) the scores' bias for the queries of `position_ids`, the
+        last of `key_length` slots."""
         offsets = key_minus_query(position_ids, key_length) if bias else None
+        rotary = {kind: self.rotation(position_ids, key_length, kind) for kind in sorted(set(self.config.layer_types))}
         return AttentionPositions(
-            rotary=self.rotation(position_ids, key_length),
+            rotary={kind: tables for kind, tables in rotary.items() if tables is not None},
             bias=self.relative_bias(offsets, position_ids) if offsets is not None else None,
         )
 
@@ -78,8 +85,10 @@ class PositionScheme(nn.Module):
         bias = self.relative_bias(offsets, position_ids[:, band.query_slots])  # (1|batch, heads, blocks, ...)
         return fold_blocks(bias, band.batch) if bias is not None else None
 
-    def rotation(self, position_ids: torch.Tensor, key_length: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """RoPE's cos and signed sin for `position_ids` (None: no rotation)."""
+    def rotation(
+        self, position_ids: torch.Tensor, key_length: int, layer_type: str
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """RoPE's cos and signed sin for `position_ids` in `layer_type` layers (None: no rotation)."""
         return None
 
     def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor | None:
@@ -145,7 +154,9 @@ class LearnedPositions(PositionScheme):
         return inputs_embeds + self.embeddings(position_ids)
 
 
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn")
+ROPE_CONTEXT_SCALINGS = ("linear", "dynamic", "yarn")  # ways past the training length
+# `proportional` is p-RoPE (Barbero et al., ICLR 2025; Gemma 4's spelling): see `RotaryPositions`.
+ROPE_TYPES = ("default", *ROPE_CONTEXT_SCALINGS, "proportional")
 
 
 def rotary_tables(angles: torch.Tensor, layout: str = "halves") -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,50 +181,85 @@ def apply_rotary(
     return torch.addcmul(states * cos, swapped, sin)
 
 
-def default_rope_inv_freq(config: HfAttnConfig) -> tuple[torch.Tensor, float]:
+def default_rope_inv_freq(config: HfAttnConfig, layer_type: str) -> tuple[torch.Tensor, float]:
     """Unscaled RoPE frequencies theta^(-2i/d) (transformers keeps this one per model, not in its registry)."""
     dim = config.head_dim
-    theta = config.rope_parameters["rope_theta"]
+    theta = config.layer_rope_parameters(layer_type)["rope_theta"]
     return 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)), 1.0
 
 
 class RotaryPositions(PositionScheme):
-    """`rope`: rotates Q and K in every layer, so q . k depends on the offset only; context-length scaling
-    (`linear`, `dynamic`, `yarn`) is transformers' init functions'."""
+    """`rope`: rotates Q and K in every layer, so q . k depends on the offset only. `rope_parameters` may be one dict
+    or one per layer type (ModernBERT's spelling: e.g. theta 160,000 on `full_attention` layers, 10,000 on
+    `sliding_attention` ones). Its `rope_type` is transformers' init function's: context-length scaling (`linear`,
+    `dynamic`, `yarn`) or `proportional`, p-RoPE (Barbero et al., ICLR 2025, "Round and Round We Go"): of the d/2
+    frequencies theta^(-2i/d), the p = `partial_rotary_factor` x d/2 highest (smallest i) rotate their channel pair
+    and the lowest ones, which the paper finds carry semantic rather than positional content, are removed (angle 0:
+    those channels are not rotated); p = 1 is RoPE, p = 0 no positions."""
 
     takes_rope_parameters = True
     rotates_queries_and_keys = True
-    context_scalings = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")
+    context_scalings = ROPE_CONTEXT_SCALINGS
     paired_width = "head_dim"
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
-        self.rope_type = config.rope_parameters.get("rope_type", "default")
-        inv_freq, self.attention_scaling = self._frequencies(config.max_position_embeddings)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.layer_types = sorted(set(config.layer_types))
+        self.rope_types = {
+            kind: config.layer_rope_parameters(kind).get("rope_type", "default") for kind in self.layer_types
+        }
+        inv_freq, self.attention_scaling = self._all_frequencies()
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (layer types, head_dim / 2)
 
-    def _frequencies(self, length: int) -> tuple[torch.Tensor, float]:
-        if self.rope_type == "default":
-            return default_rope_inv_freq(self.config)
-        if self.rope_type == "dynamic":
-            return ROPE_INIT_FUNCTIONS["dynamic"](self.config, None, seq_len=length)
-        return ROPE_INIT_FUNCTIONS[self.rope_type](self.config, None)
+    def _frequencies(self, layer_type: str, length: int) -> tuple[torch.Tensor, float]:
+        rope_type = self.rope_types[layer_type]
+        if rope_type == "default":
+            return default_rope_inv_freq(self.config, layer_type)
+        # transformers' init functions read `rope_parameters[layer_type]` where it is keyed by layer type.
+        keyed = layer_type if layer_type in self.config.rope_parameters else None
+        if rope_type == "dynamic":
+            return ROPE_INIT_FUNCTIONS["dynamic"](self.config, None, seq_len=length, layer_type=keyed)
+        return ROPE_INIT_FUNCTIONS[rope_type](self.config, None, layer_type=keyed)
+
+    def _all_frequencies(self) -> tuple[torch.Tensor, dict[str, float]]:
+        """Each layer type's frequencies at the training length, stacked, and their attention scalings."""
+        computed = {kind: self._frequencies(kind, self.config.max_position_embeddings) for kind in self.layer_types}
+        inv_freq = torch.stack([computed[kind][0].float() for kind in self.layer_types])
+        return inv_freq, {kind: scaling for kind, (_, scaling) in computed.items()}
 
     def reset_buffers(self) -> None:
         device = None if self.inv_freq.is_meta else self.inv_freq.device  # a meta buffer: not materialised yet
-        inv_freq, self.attention_scaling = self._frequencies(self.config.max_position_embeddings)
-        self.inv_freq = inv_freq.float().to(device)
+        inv_freq, self.attention_scaling = self._all_frequencies()
+        self.inv_freq = inv_freq.to(device)
 
-    def rotation(self, position_ids: torch.Tensor, key_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        inv_freq, attention_scaling = self.inv_freq, self.attention_scaling
-        if self.rope_type == "dynamic" and key_length > self.config.max_position_embeddings:
+    def rotation(
+        self, position_ids: torch.Tensor, key_length: int, layer_type: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        inv_freq = self.inv_freq[self.layer_types.index(layer_type)]
+        attention_scaling = self.attention_scaling[layer_type]
+        if self.rope_types[layer_type] == "dynamic" and key_length > self.config.max_position_embeddings:
             # NTK-aware frequencies depend on the actual length beyond training; within it they are fixed.
-            inv_freq, attention_scaling = self._frequencies(key_length)
+            inv_freq, attention_scaling = self._frequencies(layer_type, key_length)
         angles = position_ids[..., None].float() * inv_freq.to(position_ids.device)  # (B|1, T, D/2)
         cos, sin = rotary_tables(angles, self.config.rope_layout)
         if attention_scaling != 1.0:
             cos, sin = cos * attention_scaling, sin * attention_scaling
         return cos, sin
+
+
+class RopeWithNopeLayers(RotaryPositions):
+    """`rope_nope`: RoPE in some layers and no positions (NoPE) in the others, as SmolLM3 and Llama 4 interleave
+    them: `no_rope_layers` lists 1 (RoPE) or 0 (none) per layer; unset, every `no_rope_layer_interval`-th layer
+    (SmolLM3's 4) goes without RoPE. A NoPE layer knows positions only from the layers before it and, in a decoder,
+    the causal mask."""
+
+    own_fields = ("no_rope_layers", "no_rope_layer_interval")
+
+    @classmethod
+    def rotated_layers(cls, config: HfAttnConfig) -> list[bool]:
+        if config.no_rope_layers is not None:
+            return [bool(flag) for flag in config.no_rope_layers]
+        return [(layer + 1) % config.no_rope_layer_interval != 0 for layer in range(config.num_hidden_layers)]
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -310,11 +356,16 @@ class T5Positions(PositionScheme):
 class FirePositions(PositionScheme):
     """`fire` (Li et al., ICLR 2024): the bias of query i and key j is a small MLP (1 -> 32 -> heads) of
     psi(|i - j|) / psi(max(L, i)), psi(x) = log(|c x| + 1), c and L learned: every offset maps into [0, 1], so a
-    longer input interpolates between offsets the MLP saw. i - j counts slots, i is the query's position id."""
+    longer input interpolates between offsets the MLP saw. i - j counts slots, i is the query's position id.
 
+    L starts at `fire_initial_threshold` (the paper's listing: 512, this package's default, so models saved before the
+    field are unchanged; `None`: max_position_embeddings, the training length). Below L the normaliser is the fixed
+    psi(L): while every query sits before L, as in a study whose inputs are all shorter than L, FIRE never
+    interpolates and its bias is a learned function of log(1 + c|i - j|) alone."""
+
+    own_fields = ("fire_initial_threshold",)
     mlp_width = 32
     initial_c = 0.1
-    initial_threshold = 512.0
     eps = 1e-6  # keeps the normaliser above 0 if c is learned down to 0
 
     def __init__(self, config: HfAttnConfig) -> None:
@@ -324,6 +375,7 @@ class FirePositions(PositionScheme):
         )
         self.c = nn.Parameter(torch.tensor(self.initial_c))
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))
+        self.initial_threshold = float(config.fire_initial_threshold or config.max_position_embeddings)
 
     def init_parameters(self) -> None:
         init.constant_(self.c, self.initial_c)
@@ -349,6 +401,7 @@ POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
     "alibi": AlibiPositions,
     "t5": T5Positions,
     "fire": FirePositions,
+    "rope_nope": RopeWithNopeLayers,
 }
 
 

@@ -86,6 +86,19 @@ INVALID = [
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "linear"}), "factor", ">= 1"),
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "default", "rope_theta": 0}),
      "rope_theta", "> 1"),
+    (dict(rope_parameters={"rope_type": "proportional", "rope_theta": 10_000.0}), "partial_rotary_factor", "[0, 1]"),
+    (dict(rope_parameters={"rope_type": "proportional", "partial_rotary_factor": 1.5}), "partial_rotary_factor",
+     "[0, 1]"),
+    (dict(rope_parameters={"rope_type": "default", "partial_rotary_factor": 0.5}), "partial_rotary_factor",
+     "'proportional'"),
+    (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 160_000.0}}, sliding_window=2,
+          layer_types=["sliding_attention", "full_attention"]), "rope_parameters", "sliding_attention"),
+    (dict(rope_parameters={"full_attention": {"rope_type": "linear", "rope_theta": 10_000.0}}),
+     "rope_parameters.full_attention.factor", ">= 1"),
+    (dict(position_embedding_type="rope_nope", no_rope_layers=[1, 0, 1]), "no_rope_layers", "2 flags"),
+    (dict(position_embedding_type="rope_nope", no_rope_layers=[1, 2]), "no_rope_layers", "1 (RoPE) or 0"),
+    (dict(position_embedding_type="rope_nope", no_rope_layer_interval=0), "no_rope_layer_interval", "positive"),
+    (dict(position_embedding_type="fire", fire_initial_threshold=0), "fire_initial_threshold", "positive"),
 ]
 
 
@@ -103,23 +116,28 @@ def test_unknown_scheme_lists_every_known_scheme() -> None:
     assert all(name in str(excinfo.value) for name in POSITION_SCHEMES)
 
 
+ROPE_READERS = "rope, rope_nope"
 IGNORED_SETTINGS = [
-    ("rope_parameters", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "rope"),
-    ("rope_parameters", {"rope_theta": 500_000.0}, "rope"),
-    ("rope_parameters", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope"),  # transformers' old name
+    ("rope_parameters", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, ROPE_READERS),
+    ("rope_parameters", {"rope_theta": 500_000.0}, ROPE_READERS),
+    # transformers' old name
+    ("rope_parameters", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, ROPE_READERS),
     ("relative_attention_num_buckets", {"relative_attention_num_buckets": 64}, "t5"),
     ("relative_attention_max_distance", {"relative_attention_max_distance": 256}, "t5"),
+    ("no_rope_layers", {"no_rope_layers": [1, 0]}, "rope_nope"),
+    ("no_rope_layer_interval", {"no_rope_layer_interval": 2}, "rope_nope"),
+    ("fire_initial_threshold", {"fire_initial_threshold": None}, "fire"),
 ]
 
 
-@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "rope", "alibi", "t5", "fire"])
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "rope", "alibi", "t5", "fire", "rope_nope"])
 @pytest.mark.parametrize(("field", "setting", "reader"), IGNORED_SETTINGS)
 def test_a_setting_the_scheme_does_not_read_is_refused_naming_field_scheme_and_readers(
     scheme: str, field: str, setting: dict, reader: str
 ) -> None:
     """YaRN on ALiBi, or T5's buckets on RoPE, would build a model no different from the default: refused, naming
     the field, the chosen scheme and the scheme that reads the field. Its own scheme takes it."""
-    if scheme == reader:
+    if scheme in reader.split(", "):
         HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, **setting))
         return
     with pytest.raises(ValueError) as excinfo:
@@ -137,3 +155,21 @@ def test_every_scheme_takes_the_defaults_a_saved_config_carries(scheme: str, tmp
     HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, **defaults)).save_pretrained(tmp_path)
     assert HfAttnConfig.from_pretrained(tmp_path).position_embedding_type == scheme
     assert HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, rope_theta=10_000.0))
+
+
+@pytest.mark.parametrize("setting", [
+    dict(position_embedding_type="rope_nope", no_rope_layers=[0, 1]),
+    dict(position_embedding_type="rope_nope", no_rope_layer_interval=2),
+    dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 160_000.0},
+                          "sliding_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                                "rope_theta": 10_000.0}},
+         sliding_window=2, layer_types=["sliding_attention", "full_attention"]),
+    dict(position_embedding_type="fire", fire_initial_threshold=None),
+    dict(position_embedding_type="fire", fire_initial_threshold=64),
+], ids=["no-rope-layers", "no-rope-interval", "theta-per-layer-type-and-p-rope", "fire-at-training-length",
+        "fire-at-64"])
+def test_the_newer_schemes_settings_survive_save_and_load(setting: dict, tmp_path) -> None:  # noqa: ANN001
+    HfAttnConfig(**tiny_config_kwargs(**setting)).save_pretrained(tmp_path)
+    loaded = HfAttnConfig.from_pretrained(tmp_path)
+    for field, value in setting.items():
+        assert getattr(loaded, field) == value, field

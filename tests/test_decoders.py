@@ -30,6 +30,17 @@ from hf_attn.caching import GrowingCacheLayer
 
 SCHEMES = list(POSITION_SCHEMES)
 SLIDING = dict(sliding_window=2, layer_types=["sliding_attention", "full_attention"])
+# The newer schemes' settings (test_positions.py checks each against its paper and transformers): a NoPE layer
+# after a RoPE one; ModernBERT's thetas per layer type, p-RoPE on the sliding layers; FIRE's L at the training length.
+NEWER_SETTINGS = {
+    "rope_nope-1-0": dict(position_embedding_type="rope_nope", no_rope_layers=[1, 0]),
+    "rope-theta-per-layer-type-p-rope": dict(
+        position_embedding_type="rope", **SLIDING,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 160_000.0},
+                         "sliding_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                               "rope_theta": 10_000.0}}),
+    "fire-at-training-length": dict(position_embedding_type="fire", fire_initial_threshold=None),
+}
 # Untied, wider-initialised heads: a tiny random model whose head is its embedding mostly repeats the last
 # token, which would let a generation test pass without telling positions apart.
 VARIED = dict(tie_word_embeddings=False, initializer_range=0.2)
@@ -59,6 +70,7 @@ DECODING_SETTINGS = {
     "rope-cross": dict(position_embedding_type="rope", add_cross_attention=True),
     "alibi-cross-sliding-mqa": dict(position_embedding_type="alibi", add_cross_attention=True,
                                     num_key_value_heads=1, **SLIDING),
+    **NEWER_SETTINGS,
 }
 
 
@@ -239,7 +251,8 @@ def argmax_loop(model: HfAttnForCausalLM, input_ids: torch.Tensor, new_tokens: i
     return input_ids
 
 
-@pytest.mark.parametrize("setting", ["none", "sinusoidal", "learned", "rope", "alibi", "rope-sliding", "alibi-mqa"])
+@pytest.mark.parametrize("setting", ["none", "sinusoidal", "learned", "rope", "alibi", "rope-sliding", "alibi-mqa",
+                                     *NEWER_SETTINGS])
 def test_greedy_generate_equals_a_manual_argmax_loop(setting: str) -> None:
     model = decoder(**DECODING_SETTINGS[setting], **VARIED)
     prompt = token_ids(2, 4)
@@ -294,7 +307,7 @@ def test_sampling_is_reproducible_with_a_seed_and_the_same_with_or_without_the_c
 
 
 STATIC_CASES = [
-    ("rope", "sdpa"), ("learned-mqa", "sdpa"), ("rope-gqa2", "eager"),
+    ("rope", "sdpa"), ("learned-mqa", "sdpa"), ("rope-gqa2", "eager"), ("rope_nope-1-0", "sdpa"),
     *(pytest.param(setting, attn, marks=pytest.mark.slow) for setting, attn in
       [("none", "sdpa"), ("learned", "eager"), ("rope-gqa2", "sdpa"), ("rope", "eager")]),
 ]
@@ -420,9 +433,15 @@ REMOTE_GENERATE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("position_ids", [{}, dict(position_id_rule="abacus", digit_token_ids=list(range(10, 20)))])
-def test_causal_lm_generates_with_remote_code_where_hf_attn_is_absent(tmp_path: Path, position_ids: dict) -> None:
-    model = decoder(position_embedding_type="rope", num_key_value_heads=2, **SLIDING, **VARIED, **position_ids)
+REMOTE_SETTINGS = {"rope-gqa2-sliding": dict(position_embedding_type="rope", num_key_value_heads=2, **SLIDING),
+                   "rope-gqa2-sliding-abacus": dict(position_embedding_type="rope", num_key_value_heads=2, **SLIDING,
+                                                    position_id_rule="abacus", digit_token_ids=list(range(10, 20))),
+                   **NEWER_SETTINGS}
+
+
+@pytest.mark.parametrize("setting", list(REMOTE_SETTINGS))
+def test_causal_lm_generates_with_remote_code_where_hf_attn_is_absent(setting: str, tmp_path: Path) -> None:
+    model = decoder(**REMOTE_SETTINGS[setting], **VARIED)
     model.save_pretrained(tmp_path / "lm")
     prompt = token_ids(1, 4)
     (tmp_path / "prompt.json").write_text(json.dumps(prompt.tolist()))

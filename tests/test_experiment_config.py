@@ -27,7 +27,8 @@ def write_yaml(folder: Path, name: str, text: str) -> Path:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("name: x\nlearning_rate: 0.1\n", "unknown key `learning_rate` for Experiment. Allowed: adversarial, dataset, early_stopping"),
+    ("name: x\nlearning_rate: 0.1\n",
+     "unknown key `learning_rate` for Experiment. Allowed: adversarial, dataset, early_stopping"),
     ("name: x\nmodel:\n  hidden_sise: 64\n", "unknown key `hidden_sise` for HfAttnConfig. Did you mean hidden_size"),
     ("name: x\ntraining:\n  learning_rte: 0.1\n", "unknown key `learning_rte` for TrainingArguments"),
     ("name: x\ntraining:\n  num_train_epochs: three\n", "`num_train_epochs` must be of type float"),

@@ -130,6 +130,22 @@ def test_sliding_layers_by_blocks_equal_the_dense_mask(monkeypatch, scheme: str,
     torch.testing.assert_close(by_blocks, dense, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("is_decoder", [False, True])
+def test_sliding_layers_by_blocks_rotate_by_their_own_theta(monkeypatch, is_decoder: bool) -> None:  # noqa: ANN001
+    """RoPE's theta per layer type (ModernBERT's 10,000 on sliding layers, 160,000 on full ones; p-RoPE on the
+    sliding ones): by blocks as with the dense mask, and not the model of one theta everywhere."""
+    thetas = {"sliding_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1e4},
+              "full_attention": {"rope_type": "default", "rope_theta": 160_000.0}}
+    keyed = model("rope", is_decoder, "sdpa", rope_parameters=thetas)
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        by_blocks, dense = run_both_ways(
+            monkeypatch, lambda: keyed(input_ids, attention_mask=attention_mask).last_hidden_state)
+        one_theta = model("rope", is_decoder, "sdpa")(input_ids, attention_mask=attention_mask).last_hidden_state
+    torch.testing.assert_close(by_blocks, dense, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(dense, one_theta, atol=1e-3)
+
+
 @pytest.mark.parametrize("scheme", ["rope", "t5", "fire"])
 def test_gradients_by_blocks_equal_the_dense_mask(monkeypatch, scheme: str) -> None:  # noqa: ANN001
     """Every parameter's gradient, the learned biases' (t5, fire) included, in training mode."""

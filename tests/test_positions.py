@@ -11,6 +11,7 @@ from helpers import tiny_config_kwargs
 from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnModel, PositionScheme
 from hf_attn.positions import (
     FirePositions,
+    RopeWithNopeLayers,
     RotaryPositions,
     T5Positions,
     alibi_slopes,
@@ -58,7 +59,7 @@ def explicit_rotation(
 def rotate(config: HfAttnConfig, vectors: torch.Tensor, positions: list[int]) -> torch.Tensor:
     """Rotate (len(positions), head_dim) vectors, each at its own position, with the package's RoPE."""
     rope = RotaryPositions(config)
-    rotation = rope.attention_positions(torch.tensor([positions]), len(positions)).rotary
+    rotation = rope.attention_positions(torch.tensor([positions]), len(positions)).rotary["full_attention"]
     query = vectors[None, None]  # (1, 1, T, D)
     return apply_rotary(query, rotation, config.rope_layout)[0, 0]
 
@@ -82,7 +83,7 @@ def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str) -> None
     torch.manual_seed(3)
     config = rope_config()
     config.rope_layout = layout
-    rotation = RotaryPositions(config).attention_positions(torch.arange(5)[None], 5).rotary
+    rotation = RotaryPositions(config).attention_positions(torch.arange(5)[None], 5).rotary["full_attention"]
     query = torch.randn(1, 2, 5, config.head_dim, dtype=torch.bfloat16)
     expected = apply_rotary(query.float(), rotation, layout)
     rotated = apply_rotary(query, rotation, layout)
@@ -201,12 +202,14 @@ def test_t5_bias_equals_transformers_t5_attention_bias_given_the_same_table(is_d
     assert len(ours.relative_attention_bias.weight) == 32 and bias.unique().numel() > 16  # far buckets are used
 
 
-def fire_bias_by_the_formula(fire: FirePositions, query: int, key: int) -> list[float]:
-    """Li et al.'s b(i, j) = f(psi(i - j) / psi(max(L, i))), psi(x) = log(|c x| + 1), L = |scale * 512|, f an MLP
-    1 -> 32 (ReLU) -> heads, written out with Python floats, one hidden unit at a time."""
+def fire_bias_by_the_formula(
+    fire: FirePositions, query: int, key: int, initial_threshold: float = 512.0
+) -> list[float]:
+    """Li et al.'s b(i, j) = f(psi(i - j) / psi(max(L, i))), psi(x) = log(|c x| + 1), L = |scale * initial|, f an
+    MLP 1 -> 32 (ReLU) -> heads, written out with Python floats, one hidden unit at a time."""
     c, scale = fire.c.item(), fire.threshold_scale.item()
     psi = lambda x: math.log(abs(c * x) + 1)  # noqa: E731
-    x = psi(query - key) / (psi(max(abs(scale * 512.0), query)) + 1e-6)
+    x = psi(query - key) / (psi(max(abs(scale * initial_threshold), query)) + 1e-6)
     first, second = fire.mlp[0], fire.mlp[2]
     hidden = [max(0.0, first.weight[u, 0].item() * x + first.bias[u].item()) for u in range(first.out_features)]
     return [sum(second.weight[h, u].item() * hidden[u] for u in range(len(hidden))) + second.bias[h].item()
@@ -272,9 +275,175 @@ def test_a_new_scheme_is_one_class_and_one_registry_line(monkeypatch: pytest.Mon
 def test_yarn_scales_cos_sin_by_its_attention_factor() -> None:
     """YaRN's default attention factor is 0.1 ln(factor) + 1 (Peng et al.), applied to cos and sin."""
     rope = RotaryPositions(rope_config(rope_type="yarn", factor=4.0))
-    cos, sin = rope.attention_positions(torch.arange(3)[None], 3).rotary
+    cos, sin = rope.attention_positions(torch.arange(3)[None], 3).rotary["full_attention"]
     expected = 0.1 * math.log(4.0) + 1.0
     torch.testing.assert_close(cos[0, 0], torch.full_like(cos[0, 0], expected))  # position 0: cos = 1
     assert torch.allclose(cos[0, 1] ** 2 + sin[0, 1] ** 2, torch.full_like(cos[0, 1], expected**2))
     model = HfAttnModel(rope_config(rope_type="yarn", factor=4.0)).eval()
     assert torch.isfinite(model(input_ids=torch.randint(1, 64, (1, 100))).last_hidden_state).all()
+
+
+# ---------------------------------------------------------------- RoPE with NoPE layers (SmolLM3)
+
+
+@pytest.mark.parametrize(("layers", "no_rope_layers"), [(4, None), (8, None), (6, None), (3, [0, 1, 0])])
+def test_rope_nope_rotates_the_layers_a_smollm3_config_of_the_same_shape_rotates(
+    layers: int, no_rope_layers: list[int] | None
+) -> None:
+    """SmolLM3's default: every 4th layer (4, 8, ...) without RoPE; or `no_rope_layers` as given."""
+    from transformers import SmolLM3Config
+
+    smollm3 = SmolLM3Config(num_hidden_layers=layers, no_rope_layers=no_rope_layers)
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope_nope", num_hidden_layers=layers,
+                                               no_rope_layers=no_rope_layers))
+    expected = [bool(flag) for flag in smollm3.no_rope_layers]
+    assert RopeWithNopeLayers.rotated_layers(config) == expected
+    assert [layer.self_attn.rotates for layer in HfAttnModel(config).layers] == expected
+
+
+def test_rope_nope_attention_equals_smollm3_attention_given_the_same_weights() -> None:
+    """Each of 4 layers (the 4th without RoPE) against transformers' SmolLM3Attention of the same config, Q/K/V
+    weights copied, causal, eager."""
+    from transformers import SmolLM3Config
+    from transformers.models.smollm3.modeling_smollm3 import SmolLM3Attention, SmolLM3RotaryEmbedding
+
+    torch.manual_seed(0)
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope_nope", num_hidden_layers=4,
+                                               num_key_value_heads=2, is_decoder=True))
+    model = HfAttnModel(config).eval()
+    smollm3 = SmolLM3Config(
+        hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, attention_bias=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0}, attention_dropout=0.0,
+    )
+    smollm3._attn_implementation = "eager"
+    length = 7
+    hidden = torch.randn(1, length, 32)
+    position_ids = torch.arange(length)[None]
+    cos_sin = SmolLM3RotaryEmbedding(smollm3)(hidden, position_ids)
+    causal = torch.full((length, length), float("-inf")).triu(1)[None, None]
+    batch = model.attention_batch(hidden, None, position_ids, None, None, None, False, False)
+    for index, layer in enumerate(model.layers):
+        theirs = SmolLM3Attention(smollm3, index).eval()
+        q, k, v = layer.self_attn.qkv_proj.weight.split([32, 16, 16])
+        q_bias, k_bias, v_bias = layer.self_attn.qkv_proj.bias.split([32, 16, 16])
+        with torch.no_grad():
+            for projection, weight, bias in ((theirs.q_proj, q, q_bias), (theirs.k_proj, k, k_bias),
+                                             (theirs.v_proj, v, v_bias), (theirs.o_proj, layer.self_attn.o_proj.weight,
+                                                                          layer.self_attn.o_proj.bias)):
+                projection.weight.copy_(weight)
+                projection.bias.copy_(bias)
+            expected = theirs(hidden, cos_sin, causal)[0]
+            ours = layer.self_attn(hidden, batch.self_attention[layer.attention_type])[0]
+        assert theirs.use_rope == layer.self_attn.rotates == (index != 3)
+        torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("flags", "same_as"), [([1, 1], "rope"), ([0, 0], "none")])
+def test_rope_nope_with_every_layer_alike_is_rope_or_no_positions(flags: list[int], same_as: str) -> None:
+    torch.manual_seed(0)
+    model = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope_nope", no_rope_layers=flags)))
+    reference = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(position_embedding_type=same_as)))
+    reference.load_state_dict(model.state_dict())
+    input_ids = torch.randint(1, 64, (2, 9))
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(input_ids).last_hidden_state,
+                                   reference.eval()(input_ids).last_hidden_state)
+
+
+# ---------------------------------------------------------------- RoPE's theta per layer type (ModernBERT)
+
+MODERNBERT_THETAS = {"full_attention": {"rope_type": "default", "rope_theta": 160_000.0},
+                     "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}}
+ALTERNATING = dict(sliding_window=4, num_hidden_layers=3,
+                   layer_types=["full_attention", "sliding_attention", "sliding_attention"])
+
+
+def test_rope_theta_per_layer_type_gives_modernberts_inverse_frequencies() -> None:
+    """ModernBertConfig's defaults spell 160,000 on global (full) layers and 10,000 on local (sliding) ones as
+    `rope_parameters` keyed by layer type; ours reads that spelling and computes the same frequencies."""
+    from transformers import ModernBertConfig
+    from transformers.models.modernbert.modeling_modernbert import ModernBertRotaryEmbedding
+
+    modernbert = ModernBertConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=3)
+    assert modernbert.rope_parameters == MODERNBERT_THETAS
+    config = HfAttnConfig(**tiny_config_kwargs(rope_parameters=MODERNBERT_THETAS, **ALTERNATING))
+    rope = RotaryPositions(config)
+    theirs = ModernBertRotaryEmbedding(modernbert)
+    for layer_type in ("full_attention", "sliding_attention"):
+        torch.testing.assert_close(rope.inv_freq[rope.layer_types.index(layer_type)],
+                                   getattr(theirs, f"{layer_type}_inv_freq"))
+
+
+def test_rope_theta_per_layer_type_rotates_each_layer_by_its_own_theta() -> None:
+    config = HfAttnConfig(**tiny_config_kwargs(rope_parameters=MODERNBERT_THETAS, **ALTERNATING))
+    positions = [0, 3, 17]
+    rotary = RotaryPositions(config).attention_positions(torch.tensor([positions]), 3).rotary
+    vectors = torch.randn(3, config.head_dim, generator=torch.Generator().manual_seed(0))
+    for layer_type, parameters in MODERNBERT_THETAS.items():
+        rotated = apply_rotary(vectors[None, None], rotary[layer_type])[0, 0]
+        for row, position in enumerate(positions):
+            expected = explicit_rotation(vectors[row], position, theta=parameters["rope_theta"])
+            torch.testing.assert_close(rotated[row], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_same_theta_on_every_layer_type_is_one_rope_dict() -> None:
+    torch.manual_seed(0)
+    flat = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(**ALTERNATING))).eval()
+    same = {kind: {"rope_type": "default", "rope_theta": 10_000.0} for kind in MODERNBERT_THETAS}
+    keyed = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(rope_parameters=same, **ALTERNATING))).eval()
+    keyed.load_state_dict(flat.state_dict())
+    input_ids = torch.randint(1, 64, (1, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(keyed(input_ids).last_hidden_state, flat(input_ids).last_hidden_state)
+
+
+# ---------------------------------------------------------------- p-RoPE (Barbero et al.)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25, 0.5, 1.0])
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_p_rope_rotates_the_highest_frequencies_alone(share: float, layout: str) -> None:
+    """p-RoPE: pair i turns by position x theta^(-2i/d) for the p x d/2 pairs of highest frequency (i < p d/2), the
+    others not at all; written out with 2x2 matrices, pair by pair."""
+    config = HfAttnConfig(**tiny_config_kwargs(
+        rope_layout=layout, rope_parameters={"rope_type": "proportional", "partial_rotary_factor": share,
+                                             "rope_theta": 10_000.0}))
+    dim, positions = config.head_dim, [0, 1, 5, 29]
+    vectors = torch.randn(len(positions), dim, generator=torch.Generator().manual_seed(0))
+    rotated = rotate(config, vectors, positions)
+    kept = int(share * dim // 2)
+    for row, position in enumerate(positions):
+        expected = vectors[row].clone()
+        for i, pair in enumerate(channel_pairs(dim, layout)):
+            angle = position * 10_000.0 ** (-2 * i / dim) if i < kept else 0.0
+            matrix = torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+            expected[list(pair)] = matrix @ vectors[row][list(pair)]
+        torch.testing.assert_close(rotated[row], expected, atol=1e-5, rtol=1e-5)
+    if share == 1.0:  # RoPE itself
+        rope = HfAttnConfig(**tiny_config_kwargs(rope_layout=layout))
+        torch.testing.assert_close(rotated, rotate(rope, vectors, positions))
+
+
+# ---------------------------------------------------------------- FIRE's threshold at the training length
+
+
+@pytest.mark.parametrize("threshold", [None, 12])
+def test_fire_threshold_at_the_training_length_interpolates_within_it(threshold: int | None) -> None:
+    """`fire_initial_threshold` None starts L at max_position_embeddings (32 here), or at the length given: the bias
+    of in-distribution offsets equals the formula with that L and differs from the bias with today's L = 512."""
+    torch.manual_seed(0)
+    kwargs = tiny_config_kwargs(position_embedding_type="fire", is_decoder=True)
+    fire = FirePositions(HfAttnConfig(**kwargs, fire_initial_threshold=threshold))
+    at_512 = FirePositions(HfAttnConfig(**kwargs))
+    for layer in (fire.mlp[0], fire.mlp[2]):
+        torch.nn.init.normal_(layer.weight)
+        torch.nn.init.normal_(layer.bias)
+    at_512.load_state_dict(fire.state_dict())
+    keys = 32
+    bias = fire.attention_positions(torch.arange(keys)[None], keys).bias
+    initial = threshold or 32
+    for query in (0, 5, 11, 20, 31):
+        for key in range(query + 1):
+            assert bias[0, :, query, key].tolist() == pytest.approx(
+                fire_bias_by_the_formula(fire, query, key, initial_threshold=initial), abs=1e-5)
+    assert not torch.allclose(bias, at_512.attention_positions(torch.arange(keys)[None], keys).bias)

@@ -208,9 +208,10 @@ def scheme_curves(explored: ExploredModel, max_offset: int) -> tuple[str, str, d
     with torch.no_grad():
         attention = scheme.attention_positions(position_ids, length)
         vectors = scheme.embed(torch.zeros(1, length, config.hidden_size), position_ids)[0]
-    if attention.rotary is not None:
+    if attention.rotary:
         ones = torch.ones(1, 1, length, config.head_dim)
-        rotated = apply_rotary(ones, attention.rotary, config.rope_layout)[0, 0]  # (length, head_dim)
+        rotary = next(iter(attention.rotary.values()))  # one layer type's
+        rotated = apply_rotary(ones, rotary, config.rope_layout)[0, 0]  # (length, head_dim)
         scores = rotated @ rotated[0]  # the key at position 0, the query `offset` after it
         return f"{name}: rotated q.k against distance", "normalised q.k", {
             f"head_dim {config.head_dim}": scores / scores[0]}

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoTokenizer
 
 from ...bench.timing import MIB, interleaved_times, make_batch, peak_memory_bytes, summarize
-from ...configuration_hf_attn import ROPE_TYPES, HfAttnConfig
+from ...configuration_hf_attn import ROPE_CONTEXT_SCALINGS, HfAttnConfig
 from ...modeling_hf_attn import HfAttnForMaskedLM, HfAttnForSequenceClassification
 from ...positions import POSITION_SCHEMES
 from ...runtime.precision import autocast, resolve_precision
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the arena's settings, read by its kinds of cells
 
 WHOLE = "whole"  # a read length: each test review whole (read at the longest test review's length)
 READINGS = ("direct", "windows")  # how every scheme reads past its training length; RoPE adds its scalings
-SCALINGS = tuple(rope_type for rope_type in ROPE_TYPES if rope_type != "default")  # RoPE's, at inference
+SCALINGS = ROPE_CONTEXT_SCALINGS  # RoPE's, at inference
 ATTENTION_MODES = ("full", "sliding", "windows")  # how the speed section reads a whole review
 EVAL_BATCH_TOKENS = 8192  # padded tokens per evaluation batch: the batch shrinks as the read length grows
 
