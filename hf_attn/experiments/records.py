@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -118,7 +119,8 @@ def _stated(settings: dict[str, Any], key: str) -> str:
 def run_record(
     experiment: Experiment, trainer: Trainer, train_output: Any, tokenizer: PreTrainedTokenizerBase, started: float
 ) -> dict[str, Any]:
-    """What every run's metrics.json records besides its scores: steps, time, machine, command, experiment.
+    """What every run's metrics.json records besides its scores: steps, time, machine, the command that computes it
+    whole (`reproducing_command`), experiment.
 
     `train_runtime_s` is the `TrainingClock`'s total when the trainer has one, else `Trainer`'s
     `train_runtime` (the last session's).
@@ -139,7 +141,7 @@ def run_record(
         "precision": trainer_precision(trainer.args),
         "vocab_size": len(tokenizer),
         "max_length": experiment.max_length,
-        "command": cli_command(),
+        "command": reproducing_command(cli_command()),
         "experiment": settings,
     }
 
@@ -152,6 +154,27 @@ def cli_command() -> str | None:
     if program is None or not (program.match("hf-attn") or program.match("hf_attn/cli.py")):
         return None
     return " ".join(["hf-attn", *sys.argv[1:]])
+
+
+# Options that say how a stage ran (where it stopped, what it continued), not what it computes.
+STAGE_OPTIONS = {"--resume": 0, "--max-time": 1, "--continue-from": 1}
+
+
+def reproducing_command(command: str | None) -> str | None:
+    """`command` without the stage options (`STAGE_OPTIONS`): the command that computes the whole run in one go on a
+    fresh machine, where `--resume` would find no checkpoint to continue."""
+    if command is None:
+        return None
+    words, kept = shlex.split(command), []
+    while words:
+        word = words.pop(0)
+        name = word.split("=", 1)[0]
+        if name in STAGE_OPTIONS:
+            if "=" not in word:
+                del words[: STAGE_OPTIONS[name]]
+            continue
+        kept.append(word)
+    return shlex.join(kept)
 
 
 def hardware_name(device: torch.device) -> str:
