@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers import REPO
@@ -537,11 +538,30 @@ def test_streaming_section_reports_each_methods_speed() -> None:
 TINY_ENCODER = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=64)
 
 
-def test_local_attention_section_times_three_ways_of_which_the_windows_agree() -> None:
-    """The local-attention section times the full, dense-mask and band encoders and one layer's attention each way,
-    with the peak memory of each in a fresh process and the closed-form FLOP ratios; the band computes what the
-    dense mask computes (whole models and attention alone), and full attention differs from both."""
-    from hf_attn.bench.local_attention import WAYS, attention_ways, build_way, token_ids
+def test_the_local_attention_sections_ways_compute_what_they_claim() -> None:
+    """The section's three encoders and its attention-alone calls: the band computes what the dense mask computes
+    (whole models and attention alone), and full attention differs from both; the FLOP ratios are the closed form."""
+    from hf_attn.bench.local_attention import WAYS, attention_ways, build_way, flop_ratios, token_ids
+
+    settings = BenchSettings(**TINY_ENCODER, local_attention_lengths=(96,), local_attention_window=4,
+                             local_attention_repeats=1)
+    ratios = flop_ratios(settings, 96)
+    assert ratios["attention (window)"] == pytest.approx(9 / 96)
+    assert ratios["attention (blocks)"] == pytest.approx((32 + 8) / 96)
+    input_ids = token_ids(settings, 96)
+    with torch.no_grad():
+        outputs = {way: build_way(settings, way, 96, "rope")(input_ids).last_hidden_state for way in WAYS}
+        alone = {way: attend()[0] for way, attend in attention_ways(
+            settings, build_way(settings, "full", 96, "none").layers[0].self_attn, 96).items()}
+    for computed in (outputs, alone):
+        torch.testing.assert_close(computed["sliding (band)"], computed["sliding (dense mask)"], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(computed["full"], computed["sliding (band)"], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_local_attention_section_times_three_ways_and_their_memory() -> None:
+    """The whole section (each way's peak memory in a fresh process: slow): its record and its table."""
+    from hf_attn.bench.local_attention import WAYS
 
     settings = BenchSettings(**TINY_ENCODER, local_attention_lengths=(96,), local_attention_window=4,
                              local_attention_repeats=1)
@@ -552,18 +572,9 @@ def test_local_attention_section_times_three_ways_of_which_the_windows_agree() -
     assert list(row["seconds"]) == list(row["attention_alone_seconds"]) == list(row["peak_memory_mib"]) == list(WAYS)
     assert row["band_over_full"] == pytest.approx(row["seconds"]["sliding (band)"] / row["seconds"]["full"])
     assert row["flop_ratio"]["attention (window)"] == pytest.approx(9 / 96)
-    assert row["flop_ratio"]["attention (blocks)"] == pytest.approx((32 + 8) / 96)
     assert row["measured_over_predicted"] == pytest.approx(row["band_over_full"] / row["flop_ratio"]["layer (window)"])
     assert all(mib >= 0 for mib in row["peak_memory_mib"].values())
     assert "| 96 |" in format_markdown(results)
-    input_ids = token_ids(settings, 96)
-    with torch.no_grad():
-        outputs = {way: build_way(settings, way, 96, "rope")(input_ids).last_hidden_state for way in WAYS}
-        alone = {way: attend()[0] for way, attend in attention_ways(
-            settings, build_way(settings, "full", 96, "none").layers[0].self_attn, 96).items()}
-    for computed in (outputs, alone):
-        torch.testing.assert_close(computed["sliding (band)"], computed["sliding (dense mask)"], rtol=1e-5, atol=1e-5)
-        assert not torch.allclose(computed["full"], computed["sliding (band)"], atol=1e-3)
 
 
 def test_faster_repeats_count_the_repeats_won_against_the_faster_baseline_of_each_repeat() -> None:
@@ -724,6 +735,34 @@ def serving_toy(tmp_path: Path, *variants: str) -> dict:
                          serving_chunk=100, serving_variants=variants)
 
 
+def test_serving_reads_every_variant_on_the_same_batches_and_scores_them_against_fp32() -> None:
+    """The section's reading loop without models: each runner sees the same batches, chunk by chunk and sorted by
+    length inside a chunk; accuracy and agreement are those of the labels written out by hand."""
+    from hf_attn.bench.serving import read_in_turn, serving_rows
+
+    texts = ["a" * length for length in (5, 1, 4, 2, 3)]
+    seen: dict[str, list[list[str]]] = {"torch_fp32": [], "torch_int8": []}
+
+    def runner(name: str, flip: bool):  # label 1 for texts of odd length; the int8 stand-in flips length 3
+        def logits(batch: list[str]) -> np.ndarray:
+            seen[name].append(batch)
+            labels = [len(text) % 2 ^ (flip and len(text) == 3) for text in batch]
+            return np.eye(2)[labels]
+        return logits
+
+    settings = BenchSettings(serving_chunk=3, serving_batch_size=2)
+    order = np.array([0, 1, 2, 3, 4])
+    predicted, seconds, read = read_in_turn(
+        settings, {"torch_fp32": runner("torch_fp32", False), "torch_int8": runner("torch_int8", True)}, texts, order)
+    assert seen["torch_fp32"] == seen["torch_int8"] == [["a", "aaaa"], ["aaaaa"], ["aa", "aaa"]]
+    assert read == [1, 2, 0, 3, 4] and predicted["torch_fp32"] == [1, 0, 1, 0, 1]
+    rows = serving_rows(predicted, {"torch_fp32": 1.0, "torch_int8": 0.5}, np.array([1, 0, 1, 0, 0]),
+                        {"torch_fp32": 2_000_000, "torch_int8": None})
+    assert rows["torch_fp32"]["accuracy"] == 0.8 and rows["torch_int8"]["accuracy"] == 1.0
+    assert rows["torch_int8"]["agreement_with_torch_fp32"] == 0.8 and rows["torch_int8"]["speed_vs_torch_fp32"] == 2.0
+
+
+@pytest.mark.slow
 def test_serving_section_scores_each_variant_as_the_model_itself_does(tmp_path: Path) -> None:
     """PyTorch fp32 (always run) and int8 read every test review; fp32's accuracy is the saved model's own over the
     split, read in one batch; each variant's memory is measured in a process of its own."""
