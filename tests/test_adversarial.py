@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from datasets import Dataset
 from helpers import SMOKE, SMOKE_TINY_MODEL, tiny_config_kwargs
 from transformers import TrainingArguments
 
@@ -95,6 +96,44 @@ def test_virtual_adversarial_training_adds_the_kl_of_the_prediction_moved_by_the
     assert virtual > random_direction  # the power iteration finds a direction that moves the prediction more
 
 
+def test_unlabelled_texts_add_the_kl_of_their_own_prediction_moved(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `unlabelled`, each step adds the virtual adversarial loss of a batch of unlabelled texts, computed as for
+    the labelled ones (the random probes fixed here, so that both sides draw the same)."""
+
+    def fixed_direction(tensor: torch.Tensor) -> torch.Tensor:  # not constant per token: a norm would remove that
+        return torch.arange(tensor.numel(), dtype=tensor.dtype).reshape(tensor.shape).sin()
+
+    monkeypatch.setattr(torch, "randn_like", fixed_direction)
+    trainer, inputs = tiny_trainer(tmp_path, method="virtual", unlabelled=True, epsilon=0.05, xi=0.01, weight=2.0)
+    model = trainer.model
+    unlabelled = {"input_ids": torch.tensor([[5, 6, 7, 8, 9]]), "attention_mask": torch.tensor([[1, 1, 1, 1, 0]])}
+    trainer.unlabelled = Dataset.from_dict({key: value.tolist() for key, value in unlabelled.items()})
+    embeddings = model.get_input_embeddings()(unlabelled["input_ids"]).detach()
+    real = unlabelled["attention_mask"][..., None].float()
+    logits = model(inputs_embeds=embeddings, attention_mask=unlabelled["attention_mask"]).logits.detach()
+
+    def kl(perturbed: torch.Tensor) -> torch.Tensor:
+        p, q = logits.softmax(-1), perturbed.softmax(-1)
+        return (p * (p.log() - q.log())).sum(-1).mean()
+
+    def scaled(direction: torch.Tensor, size: float) -> torch.Tensor:  # over the 4 real tokens, to the embeddings'
+        direction = direction * real
+        return size * direction / direction.norm() * (embeddings * real).norm()
+
+    probe = scaled(fixed_direction(embeddings), 0.01).requires_grad_()
+    probed = model(inputs_embeds=embeddings + probe, attention_mask=unlabelled["attention_mask"]).logits
+    (gradient,) = torch.autograd.grad(kl(probed), probe)
+    moved = embeddings + scaled(gradient, 0.05)
+    virtual = kl(model(inputs_embeds=moved, attention_mask=unlabelled["attention_mask"]).logits)
+    with_unlabelled = trainer.compute_loss(model, inputs)
+    trainer.unlabelled = None
+    # the difference of two losses near 0.7, each rounded to float32 (~1e-7): the tolerance is theirs
+    torch.testing.assert_close(with_unlabelled - trainer.compute_loss(model, inputs), 2.0 * virtual,
+                               rtol=1e-3, atol=2e-6)
+    assert virtual > 0
+
+
 def test_evaluation_and_method_none_compute_the_plain_loss(tmp_path: Path) -> None:
     for settings in ({"method": "adversarial"}, {"method": "none"}):
         trainer, inputs = tiny_trainer(tmp_path, **settings)
@@ -107,7 +146,8 @@ def test_a_smoke_run_trains_with_virtual_adversarial_training_and_records_it(tmp
     overrides = [*SMOKE_TINY_MODEL, "limit_train=64", "limit_eval=32", "training.num_train_epochs=1",
                  "adversarial.method=virtual", "adversarial.epsilon=0.03"]
     metrics = train(load_experiment(SMOKE, overrides), tmp_path / "run")
-    assert metrics["experiment"]["adversarial"] == {"method": "virtual", "epsilon": 0.03, "xi": 0.005, "weight": 1.0}
+    assert metrics["experiment"]["adversarial"] == {"method": "virtual", "epsilon": 0.03, "xi": 0.005, "weight": 1.0,
+                                                    "unlabelled": False}
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
 
 
@@ -116,5 +156,10 @@ def test_adversarial_settings_are_checked_and_refused_where_nothing_reads_them(t
         load_experiment(SMOKE, ["adversarial.method=fgsm"])
     with pytest.raises(ExperimentConfigError, match=r"\[adversarial\]: `epsilon`"):
         load_experiment(SMOKE, ["adversarial.epsilon=0"])
+    with pytest.raises(ExperimentConfigError, match="set method: virtual with unlabelled: true"):
+        load_experiment(SMOKE, ["adversarial.method=adversarial", "adversarial.unlabelled=true"])
+    with pytest.raises(ValueError, match="has no unlabelled texts"):
+        train(load_experiment(SMOKE, [*SMOKE_TINY_MODEL, "adversarial.method=virtual", "adversarial.unlabelled=true",
+                                      "limit_train=16", "limit_eval=8"]), tmp_path / "run")
     with pytest.raises(ValueError, match="trains no classifier"):
         pretrain(load_experiment(SMOKE, [*SMOKE_TINY_MODEL, "adversarial.method=adversarial"]), tmp_path / "run")

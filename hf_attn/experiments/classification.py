@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import datasets
 import numpy as np
 from datasets import DatasetDict
 from transformers import (
@@ -26,7 +27,7 @@ from ..evaluation import classification_metric, f1_key
 from ..modeling_hf_attn import HfAttnForSequenceClassification
 from ..runtime.precision import default_device, resolve_precision
 from ..saved import load_saved_classifier
-from ..tasks import load_classification
+from ..tasks import dataset_source, load_classification
 from ..tasks.imdb import IMDB_HUB_ID
 from .adversarial import AdversarialTrainer
 from .config import Experiment, refuse_scheduled_sampling
@@ -42,6 +43,21 @@ def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
     hold has F1 0."""
     metric = classification_metric(num_labels=prediction.predictions.shape[-1])
     return metric.compute(predictions=np.argmax(prediction.predictions, axis=-1), references=prediction.label_ids)
+
+
+def unlabelled_windows(experiment: Experiment, tokenizer: Any) -> datasets.Dataset | None:
+    """The dataset's unlabelled texts (first `limit_train`) for virtual adversarial training
+    (`adversarial.unlabelled`), tokenized whole and read as random `max_length`-token windows; None when not asked."""
+    if not experiment.adversarial.unlabelled:
+        return None
+    texts = dataset_source(experiment.dataset).unlabelled_texts()
+    if texts is None:
+        raise ValueError(f"adversarial.unlabelled: the dataset {experiment.dataset!r} has no unlabelled texts (IMDb's "
+                         "are its `unsupervised` split); set adversarial.unlabelled=false.")
+    texts = limit_rows(texts, experiment.limit_train)
+    texts = texts.add_column("label", [-1] * len(texts))  # tokenize_splits carries a label; the trainer drops it
+    tokenized = tokenize_splits(DatasetDict(unlabelled=texts), tokenizer, experiment.max_length, ("unlabelled",))
+    return tokenized["unlabelled"].with_transform(RandomWindows(experiment.max_length))
 
 
 def classification_task(experiment: Experiment) -> Task:
@@ -84,7 +100,8 @@ def classification_task(experiment: Experiment) -> Task:
         sizes={f"n_{name}": len(split) for name, split in splits.items()},
         init_from_record="pretraining",
         arguments={"load_best_model_at_end": True, "metric_for_best_model": "loss", "greater_is_better": False},
-        trainer_class=functools.partial(AdversarialTrainer, adversarial=experiment.adversarial),
+        trainer_class=functools.partial(AdversarialTrainer, adversarial=experiment.adversarial,
+                                        unlabelled=unlabelled_windows(experiment, tokenizer)),
         compute_metrics=compute_metrics,
         label_names=data.label_names,
     )
