@@ -23,7 +23,7 @@ from transformers import (
 from hf_attn import HfAttnConfig, HfAttnForMaskedLM, HfAttnForReplacedTokenDetection, cli
 from hf_attn.experiments.classification import compute_metrics, evaluate_saved, train
 from hf_attn.experiments.config import load_experiment
-from hf_attn.experiments.records import EXPERIMENT_RECORD, cli_command, reproducing_command
+from hf_attn.experiments.records import EXPERIMENT_RECORD, cli_command
 from hf_attn.experiments.run import build_model, load_tokenizer, say_without_dan
 from hf_attn.week3 import save_week3, train_week3_tokenizer
 
@@ -55,17 +55,22 @@ def test_a_run_records_the_command_that_reproduces_it(monkeypatch: pytest.Monkey
     assert cli_command() == recorded
 
 
-@pytest.mark.parametrize(("command", "reproducing"), [
-    ("hf-attn pretrain --config c.yaml x=1 --output-dir r --max-time 60 --resume",
+@pytest.mark.parametrize(("arguments", "reproducing"), [
+    ("pretrain --config c.yaml x=1 --output-dir r --max-time 60 --resume",
      "hf-attn pretrain --config c.yaml x=1 --output-dir r"),
-    ("hf-attn train --max-time=30 --continue-from runs/x-step2960 --config c.yaml", "hf-attn train --config c.yaml"),
-    ("hf-attn train --config c.yaml", "hf-attn train --config c.yaml"),
-    (None, None),
+    ("train --max-time=30 --continue-from runs/x-step2960 --config c.yaml", "hf-attn train --config c.yaml"),
+    ("train --config c.yaml", "hf-attn train --config c.yaml"),
 ])
-def test_a_run_records_the_command_that_computes_it_whole(command: str | None, reproducing: str | None) -> None:
+def test_a_run_records_the_command_that_computes_it_whole(monkeypatch: pytest.MonkeyPatch, arguments: str,
+                                                          reproducing: str) -> None:
     """A stage's --resume, --max-time and --continue-from say how it ran, not what it computes: on a fresh machine
     the recorded command must run the whole run (--resume would find nothing to continue)."""
-    assert reproducing_command(command) == reproducing
+    monkeypatch.setattr("sys.argv", ["/venv/bin/hf-attn", *arguments.split()])
+    assert cli_command(stage_options=False) == reproducing
+    monkeypatch.setattr("sys.argv", ["/venv/bin/hf-attn", "train", "name=it's", "--resume"])  # a quote in a value
+    assert cli_command(stage_options=False) == "hf-attn train name=it's"
+    monkeypatch.setattr("sys.argv", ["/venv/bin/pytest", *arguments.split()])
+    assert cli_command(stage_options=False) is None
 
 
 def test_smoke_run_trains_saves_and_reloads(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +120,7 @@ def run_record(
     experiment: Experiment, trainer: Trainer, train_output: Any, tokenizer: PreTrainedTokenizerBase, started: float
 ) -> dict[str, Any]:
     """What every run's metrics.json records besides its scores: steps, time, machine, the command that computes it
-    whole (`reproducing_command`), experiment.
+    whole (`cli_command` without stage options), experiment.
 
     `train_runtime_s` is the `TrainingClock`'s total when the trainer has one, else `Trainer`'s
     `train_runtime` (the last session's).
@@ -141,31 +141,19 @@ def run_record(
         "precision": trainer_precision(trainer.args),
         "vocab_size": len(tokenizer),
         "max_length": experiment.max_length,
-        "command": reproducing_command(cli_command()),
+        "command": cli_command(stage_options=False),
         "experiment": settings,
     }
 
 
-def cli_command() -> str | None:
-    """This process's command line as `hf-attn ...` when it is the command-line tool (the `hf-attn` entry
-    point, or `python -m hf_attn.cli` where the package is not installed), for a run's record; None for a
-    run started from Python code, whose command line would not reproduce it."""
-    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if program is None or not (program.match("hf-attn") or program.match("hf_attn/cli.py")):
-        return None
-    return " ".join(["hf-attn", *sys.argv[1:]])
-
-
-# Options that say how a stage ran (where it stopped, what it continued), not what it computes.
+# Options that say how a stage ran (where it stopped, what it continued), not what it computes: how many values each
+# takes after it.
 STAGE_OPTIONS = {"--resume": 0, "--max-time": 1, "--continue-from": 1}
 
 
-def reproducing_command(command: str | None) -> str | None:
-    """`command` without the stage options (`STAGE_OPTIONS`): the command that computes the whole run in one go on a
-    fresh machine, where `--resume` would find no checkpoint to continue."""
-    if command is None:
-        return None
-    words, kept = shlex.split(command), []
+def without_stage_options(arguments: Sequence[str]) -> list[str]:
+    """`arguments` without the stage options (`STAGE_OPTIONS`, as `--name value` or `--name=value`)."""
+    words, kept = list(arguments), []
     while words:
         word = words.pop(0)
         name = word.split("=", 1)[0]
@@ -174,7 +162,20 @@ def reproducing_command(command: str | None) -> str | None:
                 del words[: STAGE_OPTIONS[name]]
             continue
         kept.append(word)
-    return shlex.join(kept)
+    return kept
+
+
+def cli_command(stage_options: bool = True) -> str | None:
+    """This process's command line as `hf-attn ...` when it is the command-line tool (the `hf-attn` entry
+    point, or `python -m hf_attn.cli` where the package is not installed), for a run's record; None for a
+    run started from Python code, whose command line would not reproduce it. Without `stage_options`: the command
+    that computes the whole run in one go on a fresh machine, where `--resume` would find no checkpoint to
+    continue."""
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if program is None or not (program.match("hf-attn") or program.match("hf_attn/cli.py")):
+        return None
+    arguments = sys.argv[1:] if stage_options else without_stage_options(sys.argv[1:])
+    return " ".join(["hf-attn", *arguments])
 
 
 def hardware_name(device: torch.device) -> str:
