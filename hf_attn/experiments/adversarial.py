@@ -59,13 +59,13 @@ class AdversarialTrainer(Trainer):
         self.unlabelled_batches: Iterator[dict[str, torch.Tensor]] | None = None
 
     def next_unlabelled_batch(self) -> dict[str, torch.Tensor]:
-        """The next batch of unlabelled texts, without labels, on the training device."""
+        """The next batch of unlabelled texts on the training device."""
         batch = next(self.unlabelled_batches, None) if self.unlabelled_batches is not None else None
         if batch is None:
             self.unlabelled_batches = iter(DataLoader(self.unlabelled, self.args.per_device_train_batch_size,
                                                       shuffle=True, collate_fn=self.data_collator))
             batch = next(self.unlabelled_batches)
-        return {key: value.to(self.args.device) for key, value in batch.items() if key != "labels"}
+        return {key: value.to(self.args.device) for key, value in batch.items()}
 
     def virtual_loss(self, model: nn.Module, inputs: dict[str, torch.Tensor], embeddings: torch.Tensor,
                      clean_logits: torch.Tensor) -> torch.Tensor:

@@ -55,7 +55,6 @@ def unlabelled_windows(experiment: Experiment, tokenizer: Any) -> datasets.Datas
         raise ValueError(f"adversarial.unlabelled: the dataset {experiment.dataset!r} has no unlabelled texts (IMDb's "
                          "are its `unsupervised` split); set adversarial.unlabelled=false.")
     texts = limit_rows(texts, experiment.limit_train)
-    texts = texts.add_column("label", [-1] * len(texts))  # tokenize_splits carries a label; the trainer drops it
     tokenized = tokenize_splits(DatasetDict(unlabelled=texts), tokenizer, experiment.max_length, ("unlabelled",))
     return tokenized["unlabelled"].with_transform(RandomWindows(experiment.max_length))
 

@@ -57,7 +57,7 @@ def tokenize_splits(
     untruncated: tuple[str, ...] = (),
 ) -> datasets.DatasetDict:
     """Tokenize every split (``text``, and ``text_pair`` where the dataset has pairs) into ``input_ids``,
-    ``attention_mask`` and ``labels``.
+    ``attention_mask`` and, where it has a ``label`` column, ``labels``.
 
     Sequences are truncated to ``max_length`` tokens (special tokens the tokenizer adds count
     towards it; ``None`` keeps every token) and left unpadded, so a collator can pad each batch only
@@ -77,11 +77,8 @@ def tokenize_splits(
             else:
                 encoded = tokenizer(*texts, truncation=truncate, max_length=max_length if truncate else None,
                                     return_attention_mask=True, verbose=truncate)
-            return {
-                "input_ids": encoded["input_ids"],
-                "attention_mask": encoded["attention_mask"],
-                "labels": batch["label"],
-            }
+            labels = {"labels": batch["label"]} if "label" in batch else {}  # unlabelled texts have none
+            return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], **labels}
 
         return encode
 
