@@ -137,6 +137,18 @@ def test_splits_hold_their_lengths_and_counts(task, splits):
     assert length_buckets(MAX_TRAIN_LENGTH) == [(1, 5), (6, 10), (20, 20)]
 
 
+def test_every_test_length_holds_each_length_past_the_training_length_to_4l() -> None:
+    by_split = draw_length_splits("reverse", 3, n_train=20, n_validation=5, n_test_per_length=2, seed=0,
+                                  every_test_length=True)
+    assert [pair.length for pair in by_split["test"]] == [n for n in range(4, 13) for _ in range(2)]
+    assert length_buckets(3, every_test_length=True) == [(1, 3), (4, 6), (7, 11), (12, 12)]
+    assert length_buckets(1, every_test_length=True) == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    # the same seed's train and validation pairs as the held-out split's: only the test split differs
+    held_out = draw_length_splits("reverse", 3, n_train=20, n_validation=5, n_test_per_length=2, seed=0)
+    for split in ("train", "validation"):
+        assert by_split[split] == held_out[split]
+
+
 @pytest.mark.parametrize("task", list(LENGTH_TASKS))
 def test_no_input_is_in_two_splits(task, splits):
     hashes = {split: {hashlib.sha256(pair.input.encode()).hexdigest() for pair in pairs}

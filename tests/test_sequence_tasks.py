@@ -199,6 +199,11 @@ def test_hf_attn_train_trains_a_decoder_on_a_sequence_task_that_loads_generates_
     for row in metrics["test_exact_match_by_length"]:
         p = row["accuracy"]
         assert row["standard_error"] == pytest.approx((p * (1 - p) / row["count"]) ** 0.5)
+    # at each length: the test split's lengths, 2 pairs each, whose right answers add up to their bucket's
+    each = metrics["test_exact_match_by_each_length"]
+    assert [(row["low"], row["high"], row["count"]) for row in each] == [(n, n, 2) for n in (4, 5, 6, 12)]
+    assert [sum(row["correct"] for row in each[:3]), each[3]["correct"]] == [
+        row["correct"] for row in metrics["test_exact_match_by_length"]]
 
     model = HfAttnForCausalLM.from_pretrained(run).eval()
     tokenizer = AutoTokenizer.from_pretrained(run)

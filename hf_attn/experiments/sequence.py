@@ -207,7 +207,8 @@ def validation_loss_by_step(log_history: Sequence[dict[str, Any]]) -> list[dict[
 def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: datasets.DatasetDict,
                     task: SequenceTask) -> dict[str, Any]:
     """Validation loss, of the kept checkpoint and at each evaluation during training (where a run sat on a plateau
-    and when it left it); exact match by length bucket on validation and test; the first wrong test answers."""
+    and when it left it); exact match by length bucket and at each length on validation and test; the first wrong
+    test answers."""
     by_step = validation_loss_by_step(trainer.state.log_history)  # before `evaluate` logs the kept checkpoint's
     scores: dict[str, Any] = {"val_loss": trainer.evaluate()["eval_loss"], "val_loss_by_step": by_step}
     precision = trainer_precision(trainer.args)
@@ -215,6 +216,10 @@ def sequence_scores(trainer: Trainer, tokenizer: PreTrainedTokenizerBase, data: 
         pairs = [Pair(row["input"], row["target"], row["length"]) for row in data[split]]
         by_bucket, answers = score_pairs(trainer.model, tokenizer, pairs, task.score_buckets(), precision, task)
         scores[f"{prefix}_exact_match_by_length"] = bucket_records(by_bucket)
+        lengths = [pair.length for pair in pairs]
+        if None not in lengths:
+            scores[f"{prefix}_exact_match_by_each_length"] = bucket_records(
+                exact_match_by_length(answers, [pair.target for pair in pairs], lengths))
         if split == "test":
             scores["test_errors"] = [{"input": pair.input, "target": pair.target, "prediction": answer}
                                      for pair, answer in zip(pairs, answers)

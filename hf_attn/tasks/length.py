@@ -204,15 +204,19 @@ def get_length_task(name: str) -> LengthTask:
 # ----------------------------------------------------------------------------------------------- the split
 
 
-def held_out_lengths(max_train_length: int) -> list[int]:
-    """The lengths the test split holds: L+1..2L, then 4L."""
-    return [*range(max_train_length + 1, 2 * max_train_length + 1), 4 * max_train_length]
-
-
-def length_buckets(max_train_length: int) -> list[tuple[int, int]]:
-    """The buckets results are reported in (inclusive bounds): 1..L (trained), L+1..2L, and 4L."""
+def held_out_lengths(max_train_length: int, every_test_length: bool = False) -> list[int]:
+    """The lengths the test split holds: L+1..2L, then 4L; with `every_test_length` every one of L+1..4L (a curve by
+    length, not only by bucket)."""
     n = max_train_length
-    return [(1, n), (n + 1, 2 * n), (4 * n, 4 * n)]
+    return [*range(n + 1, 4 * n + 1)] if every_test_length else [*range(n + 1, 2 * n + 1), 4 * n]
+
+
+def length_buckets(max_train_length: int, every_test_length: bool = False) -> list[tuple[int, int]]:
+    """The buckets results are reported in (inclusive bounds): 1..L (trained), L+1..2L, and 4L; with
+    `every_test_length` also 2L+1..4L-1, between the last two."""
+    n = max_train_length
+    between = [(2 * n + 1, 4 * n - 1)] if every_test_length else []
+    return [(1, n), (n + 1, 2 * n), *between, (4 * n, 4 * n)]
 
 
 def split_seed(seed: int, split: str) -> int:
@@ -228,9 +232,10 @@ def draw_length_splits(
     n_validation: int,
     n_test_per_length: int,
     seed: int,
+    every_test_length: bool = False,
 ) -> dict[str, list[Pair]]:
     """`train` and `validation` at lengths drawn uniformly from 1..L, `test` with `n_test_per_length` pairs at
-    each of L+1..2L and 4L, in that order.
+    each of `held_out_lengths` (L+1..2L and 4L, or every one of L+1..4L), in that order.
 
     No input appears in two splits: a draw whose input an earlier split (train, then validation) holds is
     drawn again, length included, so at short lengths whose few distinct examples train has taken validation
@@ -240,7 +245,8 @@ def draw_length_splits(
     _require_count("max_train_length", max_train_length, minimum=1)
     for name, value in (("n_train", n_train), ("n_validation", n_validation), ("n_test_per_length", n_test_per_length)):
         _require_count(name, value, minimum=0)
-    longest = held_out_lengths(max_train_length)[-1]
+    test_lengths = held_out_lengths(max_train_length, every_test_length)
+    longest = test_lengths[-1]
     if task.max_length is not None and longest > task.max_length:
         raise ValueError(f"{task.name} writes examples of length at most {task.max_length}, and the test split of "
                          f"max_train_length={max_train_length} reaches {longest}: lower max_train_length.")
@@ -248,7 +254,7 @@ def draw_length_splits(
     splits: dict[str, list[Pair]] = {}
     for split, plan in (("train", [(n_train, (1, max_train_length))]),
                         ("validation", [(n_validation, (1, max_train_length))]),
-                        ("test", [(n_test_per_length, (n, n)) for n in held_out_lengths(max_train_length)])):
+                        ("test", [(n_test_per_length, (n, n)) for n in test_lengths])):
         rng = random.Random(split_seed(seed, split))
         pairs = [pair for count, lengths in plan for pair in _draw_avoiding(task, rng, count, lengths, taken, split)]
         taken.update(pair.input for pair in pairs)
@@ -285,9 +291,11 @@ def length_splits(
     n_validation: int,
     n_test_per_length: int,
     seed: int,
+    every_test_length: bool = False,
 ) -> DatasetDict:
     """`draw_length_splits` as a `DatasetDict` (`train`, `validation`, `test`; columns input, target, length)."""
-    splits = draw_length_splits(task, max_train_length, n_train, n_validation, n_test_per_length, seed)
+    splits = draw_length_splits(task, max_train_length, n_train, n_validation, n_test_per_length, seed,
+                                every_test_length)
     return pairs_to_dataset_dict(splits)
 
 
@@ -556,7 +564,8 @@ def write_length_splits(task: str, max_train_length: int, n_train: int, n_valida
 @dataclasses.dataclass(frozen=True)
 class GeneratedLengthTask(SequenceTask):
     """A generated length-generalization task (`hf_attn.tasks.length`: copy, reverse, sort, addition, ...): train and
-    validation at lengths 1..`max_train_length`, test at L+1..2L and 4L, drawn with `seed` (docs/length-tasks.md)."""
+    validation at lengths 1..`max_train_length`, test at L+1..2L and 4L (with `every_test_length`, at every one of
+    L+1..4L), drawn with `seed` (docs/length-tasks.md)."""
 
     kind: ClassVar[str] = "length"
     name: str
@@ -565,16 +574,17 @@ class GeneratedLengthTask(SequenceTask):
     n_validation: int = 500
     n_test_per_length: int = 100
     seed: int = 0
+    every_test_length: bool = False
 
     def check(self) -> None:
         get_length_task(self.name)  # an unknown task is refused now, naming the known ones
 
     def load_pairs(self) -> DatasetDict:
         return length_splits(self.name, self.max_train_length, self.n_train, self.n_validation,
-                             self.n_test_per_length, self.seed)
+                             self.n_test_per_length, self.seed, self.every_test_length)
 
     def score_buckets(self) -> list[tuple[int, int]]:
-        return length_buckets(self.max_train_length)
+        return length_buckets(self.max_train_length, self.every_test_length)
 
     def pairs_tokenizer(self, data: DatasetDict) -> PreTrainedTokenizerFast:
         """The task's symbols, whatever the drawn pairs hold."""

@@ -46,11 +46,12 @@ SEQUENCE_ERRORS_KEPT = 5  # wrong test answers a sequence cell keeps, to show wh
 
 
 def sequence_summary(metrics: dict[str, Any]) -> dict[str, Any]:
-    """What the table shows of a sequence-task run's metrics.json: exact match by length bucket on validation (in
-    distribution) and test (past the training length), the validation loss (and at each evaluation), the first wrong
-    test answers; where and in which precision it trained (`precision: auto` differs by machine, so a study's cells
-    say it)."""
-    keys = ("val_exact_match_by_length", "test_exact_match_by_length", "val_loss", "val_loss_by_step",
+    """What the table shows of a sequence-task run's metrics.json: exact match by length bucket and at each length on
+    validation (in distribution) and test (past the training length), the validation loss (and at each evaluation),
+    the first wrong test answers; where and in which precision it trained (`precision: auto` differs by machine, so a
+    study's cells say it)."""
+    keys = ("val_exact_match_by_length", "test_exact_match_by_length", "val_exact_match_by_each_length",
+            "test_exact_match_by_each_length", "val_loss", "val_loss_by_step",
             "optimizer_steps", "train_runtime_s", "n_train", "hardware", "precision", "command")
     summary = {key: metrics[key] for key in keys if key in metrics}
     summary["test_errors"] = metrics.get("test_errors", [])[:SEQUENCE_ERRORS_KEPT]
