@@ -312,6 +312,36 @@ def test_the_ranking_seed_by_seed_gives_the_rankings_spread() -> None:
         assert error == pytest.approx(statistics.stdev(values) / math.sqrt(2))
 
 
+def test_cells_scored_at_each_length_give_a_curve_and_the_2l_point(tmp_path: Path) -> None:
+    # L = 2: validation scores lengths 1-2, test 3-8; two seeds of one scheme, one of another (its binomial error)
+    def each(values: dict[int, float]) -> list[dict[str, Any]]:
+        return [{"low": n, "high": n, "correct": round(value * 10), "count": 10, "accuracy": value,
+                 "standard_error": math.sqrt(value * (1 - value) / 10)} for n, value in values.items()]
+
+    def cell(val: tuple[float, float], test: tuple[float, ...]) -> dict[str, Any]:
+        return {"val_exact_match_by_length": bucket_rows((sum(val) / 2,), [(1, 2)]),
+                "test_exact_match_by_length": bucket_rows((sum(test[:2]) / 2, test[-1]), [(3, 4), (8, 8)]),
+                "val_exact_match_by_each_length": each(dict(zip((1, 2), val))),
+                "test_exact_match_by_each_length": each(dict(zip(range(3, 9), test))), "seconds": 60.0}
+
+    record = {"seeds": [0, 1], "settings": {"schemes": ["a", "b"]}, "sequence": {"copy": {
+        "a": {"0": cell((1.0, 1.0), (0.9, 0.5, 0.3, 0.2, 0.1, 0.0)),
+              "1": cell((1.0, 0.9), (0.7, 0.3, 0.1, 0.0, 0.0, 0.0))},
+        "b": {"0": cell((1.0, 1.0), (0.6, 0.2, 0.0, 0.0, 0.0, 0.0))}}}}
+    SequenceCell.summarize(record)
+    curve = record["sequence_by_length"]["copy"]
+    assert [point["length"] for point in curve["a"]] == list(range(1, 9))
+    at_4 = curve["a"][3]  # lengths 4 of seeds 0 and 1: 0.5 and 0.3
+    assert at_4["value"] == pytest.approx(0.4)
+    assert at_4["se"] == pytest.approx(statistics.stdev([0.5, 0.3]) / math.sqrt(2))
+    assert curve["b"][3]["se"] == pytest.approx(math.sqrt(0.2 * 0.8 / 10))
+    table = "\n".join(SequenceCell.table(record, notes=None))
+    assert "| 1..2 | 3..4 | 8 | 2L (one length) |" in table
+    assert f"| a | 2 | 0.975 ± 0.025 | 0.600 ± 0.100 | 0.000 ± 0.000 | 0.400 ± {at_4['se']:.3f} |" in table
+    assert [path.name for path in SequenceCell.plots(record, tmp_path)] == ["exact_match.png",
+                                                                           "exact_match_by_length.png"]
+
+
 def test_a_finished_run_of_other_settings_is_trained_again(tmp_path: Path) -> None:
     arena = load_arena(LENGTH_ARENA, "study")
     experiment = experiment_for(arena, "sequence", "sinusoidal", seed=0, task="copy")

@@ -29,6 +29,23 @@ def _mean_and_error(values: list[float], single_error: float) -> tuple[float, fl
     return mean, math.sqrt(variance / len(values))
 
 
+def _each_length(by_seed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The seeds' mean exact match ± its standard error at each length (validation's for the training lengths, then
+    test's), over the lengths every seed's cell scored one by one (`*_exact_match_by_each_length`); none for cells
+    scored by bucket only."""
+    by_length: dict[int, list[dict[str, Any]]] = {}
+    for cell in by_seed.values():
+        for split in ("val", "test"):
+            for row in cell.get(f"{split}_exact_match_by_each_length", []):
+                by_length.setdefault(row["low"], []).append(row)
+    points = []
+    for length, rows in sorted(by_length.items()):
+        if len(rows) == len(by_seed):
+            mean, error = _mean_and_error([row["accuracy"] for row in rows], rows[0]["standard_error"])
+            points.append({"length": length, "value": mean, "se": error, "seeds": len(rows)})
+    return points
+
+
 def _cell_seconds(cell: dict[str, Any]) -> float:
     """What a sequence cell took: its stage's time (training and scoring), or, for a training resumed from an earlier
     stage, its training time over every stage (`train_runtime_s`), the longer (a resumed cell's scoring, seconds
@@ -120,6 +137,7 @@ class SequenceCell(Cell):
         from ....tasks.length import mean_reciprocal_rank  # the sequence tasks' scoring: only where there are some
 
         summaries: dict[str, dict[str, Any]] = {}
+        by_length: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for task, by_scheme in record[cls.section].items():
             for scheme, by_seed in by_scheme.items():
                 buckets = []
@@ -131,7 +149,10 @@ class SequenceCell(Cell):
                         buckets.append({"split": split, "low": bucket["low"], "high": bucket["high"], "value": mean,
                                         "se": error, "seeds": len(values), "count": bucket["count"]})
                 summaries.setdefault(task, {})[scheme] = buckets
+                if points := _each_length(by_seed):
+                    by_length.setdefault(task, {})[scheme] = points
         record["sequence_summary"] = summaries
+        record["sequence_by_length"] = by_length
         record["sequence_minutes"] = {task: _minutes([_cell_seconds(cell) for by_seed in by_scheme.values()
                                                       for cell in by_seed.values()])
                                       for task, by_scheme in record[cls.section].items()}
@@ -169,6 +190,8 @@ class SequenceCell(Cell):
             first = next(iter(by_scheme.values()))
             header = [f"{bucket['low']}..{bucket['high']}" if bucket["low"] != bucket["high"] else str(bucket["low"])
                       for bucket in first]
+            at_2l = _points_at_twice_the_training_length(record, task, first)
+            header += ["2L (one length)"] if at_2l else []
             lines += ["", f"### {task}", "", "| scheme | seeds | " + " | ".join(header) + " |",
                       "|---|---|" + "---|" * len(header)]
             for scheme in record["settings"]["schemes"]:
@@ -176,6 +199,9 @@ class SequenceCell(Cell):
                     buckets = by_scheme[scheme]
                     row = [f"{bucket['value']:.3f} ± {bucket['se']:.3f}" for bucket in buckets]
                     row[0] += "" if buckets[0]["value"] >= LEARNED else " *"
+                    if at_2l:
+                        point = at_2l.get(scheme)
+                        row.append(f"{point['value']:.3f} ± {point['se']:.3f}" if point else "")
                     lines.append(f"| {scheme} | {buckets[0]['seeds']} | " + " | ".join(row) + " |")
             minutes = record["sequence_minutes"][task]
             cells = f"{minutes['cells']} cell" + ("s" if minutes["cells"] != 1 else "")
@@ -198,7 +224,8 @@ class SequenceCell(Cell):
     @classmethod
     def plots(cls, record: dict[str, Any], results_dir: Path) -> list[Path]:
         """exact_match.png: a panel per sequence task, each scheme's exact match by length bucket (the bucket's longest
-        length on a log-2 axis) with its standard error."""
+        length on a log-2 axis) with its standard error; exact_match_by_length.png, where cells were scored at each
+        length, the same at every length."""
         from ....analysis.plots import plot_line_panels  # matplotlib: only when plots are drawn
 
         if not record.get("sequence_summary"):
@@ -208,4 +235,20 @@ class SequenceCell(Cell):
             lines = {scheme: ([bucket["high"] for bucket in buckets], [bucket["value"] for bucket in buckets],
                               [bucket["se"] for bucket in buckets]) for scheme, buckets in by_scheme.items()}
             panels.append((task, "exact match", lines))
-        return [plot_line_panels(panels, results_dir / "exact_match.png", "length (a bucket's longest)", log_x=True)]
+        paths = [plot_line_panels(panels, results_dir / "exact_match.png", "length (a bucket's longest)", log_x=True)]
+        curves = [(task, "exact match", {scheme: tuple([point[key] for point in points]
+                                                       for key in ("length", "value", "se"))
+                                         for scheme, points in by_scheme.items()})
+                  for task, by_scheme in record.get("sequence_by_length", {}).items()]
+        if curves:
+            paths.append(plot_line_panels(curves, results_dir / "exact_match_by_length.png", "length"))
+        return paths
+
+
+def _points_at_twice_the_training_length(record: dict[str, Any], task: str,
+                                         buckets: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each scheme's point at length 2L of `task` (L: the first bucket's longest length), where scored at each
+    length."""
+    twice = 2 * buckets[0]["high"]
+    return {scheme: point for scheme, points in record.get("sequence_by_length", {}).get(task, {}).items()
+            for point in points if point["length"] == twice}
