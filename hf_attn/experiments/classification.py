@@ -34,6 +34,7 @@ from .config import Experiment, refuse_scheduled_sampling
 from .data import RandomWindows, limit_rows, tokenize_splits
 from .records import read_run_metrics
 from .run import Task, load_tokenizer, run, say_without_dan
+from .self_training import pseudo_labelled
 
 
 def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
@@ -59,6 +60,22 @@ def unlabelled_windows(experiment: Experiment, tokenizer: Any) -> datasets.Datas
     return tokenized["unlabelled"].with_transform(RandomWindows(experiment.max_length))
 
 
+def with_pseudo_labels(experiment: Experiment, train: datasets.Dataset
+                       ) -> tuple[datasets.Dataset, dict[str, Any] | None]:
+    """The training split with the unlabelled texts (first `limit_train`) its `self_training.teacher` labels surely
+    enough, and what the run records of them; the split alone, and None, without a teacher."""
+    if experiment.self_training.teacher is None:
+        return train, None
+    texts = dataset_source(experiment.dataset).unlabelled_texts()
+    if texts is None:
+        raise ValueError(f"self_training: the dataset {experiment.dataset!r} has no unlabelled texts (IMDb's are its "
+                         "`unsupervised` split); drop self_training.teacher.")
+    precision = resolve_precision(experiment.precision, default_device())
+    pseudo, record = pseudo_labelled(experiment.self_training, limit_rows(texts, experiment.limit_train), train,
+                                     precision)
+    return datasets.concatenate_datasets([train, pseudo]), record
+
+
 def classification_task(experiment: Experiment) -> Task:
     """The experiment's dataset (rows limited as the experiment asks), tokenized; training sees each text's first
     `max_length` tokens, or a random window of them with `train_window: random`; validation and test the
@@ -69,6 +86,7 @@ def classification_task(experiment: Experiment) -> Task:
     raw["train"] = limit_rows(raw["train"], experiment.limit_train)
     for name in ("validation", "test"):
         raw[name] = limit_rows(raw[name], experiment.limit_eval)
+    raw["train"], self_training = with_pseudo_labels(experiment, raw["train"])
     tokenizer = load_tokenizer(experiment, raw["train"]["text"])
     say_without_dan(experiment, tokenizer)
     random_windows = experiment.train_window == "random"
@@ -86,6 +104,7 @@ def classification_task(experiment: Experiment) -> Task:
             **{f"val_{key}": validation[f"val_{key}"] for key in keys},
             "best_checkpoint": trainer.state.best_model_checkpoint,
             "dataset": data.record(),
+            **({"self_training": self_training} if self_training else {}),
         }
 
     return Task(

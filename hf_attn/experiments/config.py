@@ -188,6 +188,22 @@ def count_or_none(default: int | None, none_means: str) -> Any:
 
 
 @dataclasses.dataclass
+class SelfTrainingSettings(Settings):
+    """The `self_training` section: a teacher labels the dataset's unlabelled texts and those it is sure of join the
+    training split (`hf_attn.experiments.self_training`).
+
+    Attributes:
+        teacher: a saved classifier of the same labels, trained on the training split only (never on validation or
+            test, which would leak them into the student); `None`: no self-training.
+        threshold: the teacher's probability a label needs for its text to join the training split.
+    """
+
+    teacher: str | None = setting(None, accepts=_is_path_or_none, meaning="a saved classifier folder or null")
+    threshold: float = setting(0.9, accepts=lambda value: 0.5 <= value <= 1,
+                               meaning="a probability between 0.5 and 1")
+
+
+@dataclasses.dataclass
 class Experiment(Settings):
     """What one training run needs; every field can come from the YAML file or a key=value override.
 
@@ -230,6 +246,8 @@ class Experiment(Settings):
         scheduled_sampling: teacher forcing or scheduled sampling, for `hf-attn seq2seq` and sequence tasks
             (`ScheduledSamplingSettings`).
         adversarial: adversarial or virtual adversarial training of a classifier (`AdversarialSettings`).
+        self_training: the unlabelled texts a teacher labels join a classifier's training split
+            (`SelfTrainingSettings`).
     """
 
     name: str
@@ -255,6 +273,7 @@ class Experiment(Settings):
     scheduled_sampling: ScheduledSamplingSettings = dataclasses.field(
         default_factory=lambda: ScheduledSamplingSettings())
     adversarial: AdversarialSettings = dataclasses.field(default_factory=lambda: AdversarialSettings())
+    self_training: SelfTrainingSettings = dataclasses.field(default_factory=lambda: SelfTrainingSettings())
 
     @property
     def reading_length(self) -> int:
@@ -294,12 +313,15 @@ def refuse_scheduled_sampling(experiment: Experiment, run_kind: str) -> None:
                          "hf-attn train on a sequence task; drop the section (or scheduled_sampling.schedule=none).")
 
 
-def refuse_adversarial(experiment: Experiment, run_kind: str) -> None:
-    """Refuse adversarial training in a run that trains no classifier (`run_kind`): ignoring it would report a plain
-    run as an adversarial one."""
+def refuse_classifier_sections(experiment: Experiment, run_kind: str) -> None:
+    """Refuse adversarial training or self-training in a run that trains no classifier (`run_kind`): ignoring them
+    would report a plain run as one of theirs."""
     if experiment.adversarial.method != "none":
         raise ValueError(f"{run_kind} trains no classifier: the adversarial section is read by hf-attn train on a "
                          "classification dataset; drop the section (or adversarial.method=none).")
+    if experiment.self_training.teacher is not None:
+        raise ValueError(f"{run_kind} trains no classifier: the self_training section is read by hf-attn train on a "
+                         "classification dataset; drop the section (or self_training.teacher=null).")
 
 
 class NumberLoader(yaml.SafeLoader):

@@ -42,7 +42,7 @@ from ..modeling_hf_attn import (
     HfAttnPreTrainedModel,
 )
 from ..tasks import dataset_source
-from .config import Experiment, refuse_adversarial, refuse_scheduled_sampling
+from .config import Experiment, refuse_classifier_sections, refuse_scheduled_sampling
 from .data import limit_rows
 from .run import Task, load_tokenizer, run, say_without_dan
 
@@ -207,7 +207,7 @@ def pretraining_task(experiment: Experiment) -> Task:
     validation chunks once; the causal objective predicts every next token of both (a decoder,
     `is_decoder=True`)."""
     refuse_scheduled_sampling(experiment, "pretraining")
-    refuse_adversarial(experiment, "pretraining")
+    refuse_classifier_sections(experiment, "pretraining")
     train_texts, validation_texts, n_unlabelled = pretraining_corpus(experiment)
     tokenizer = load_tokenizer(experiment, train_texts["text"])
     say_without_dan(experiment, tokenizer)

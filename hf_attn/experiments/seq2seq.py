@@ -38,7 +38,7 @@ from transformers import (
 from ..configuration_hf_attn import HfAttnConfig
 from ..runtime.precision import autocast, trainer_precision
 from ..tasks.dates import DateNormalisation, DatePair
-from .config import Experiment, refuse_adversarial
+from .config import Experiment, refuse_classifier_sections
 from .pretraining import IGNORE_INDEX
 from .run import Task, load_tokenizer, run
 from .seq2seq_training import PooledContextEncoderDecoder, Seq2SeqScheduledSamplingTrainer
@@ -189,7 +189,7 @@ def seq2seq_task(experiment: Experiment) -> Task:
     """The generated date pairs (the experiment's `generator` settings and `seed`), tokenized, and an
     encoder-decoder trained on them (the `seq2seq` section: its decoder's context; the `scheduled_sampling`
     section: teacher forcing or scheduled sampling), scored by `seq2seq_scores`."""
-    refuse_adversarial(experiment, "hf-attn seq2seq")
+    refuse_classifier_sections(experiment, "hf-attn seq2seq")
     if experiment.init_from is not None or experiment.week3 is not None:
         raise ValueError("hf-attn seq2seq trains a new encoder-decoder and its tokenizer on the generated pairs; "
                          "drop init_from and --week3.")

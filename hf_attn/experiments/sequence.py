@@ -51,7 +51,7 @@ from ..tasks.length import (
     with_mask_token,
     word_accuracy_by_position,
 )
-from .config import Experiment, refuse_adversarial, refuse_scheduled_sampling
+from .config import Experiment, refuse_classifier_sections, refuse_scheduled_sampling
 from .pretraining import IGNORE_INDEX
 from .run import Task, run
 from .scheduled_sampling import CausalScheduledSamplingTrainer
@@ -242,7 +242,7 @@ def sequence_task(experiment: Experiment) -> Task:
     """The experiment's sequence task, a fresh decoder with the answer-only loss (teacher forcing or scheduled
     sampling), or with `model.is_decoder: false` an encoder filling the answer's masks, scored by
     `sequence_scores`."""
-    refuse_adversarial(experiment, "a sequence task")
+    refuse_classifier_sections(experiment, "a sequence task")
     if experiment.init_from is not None or experiment.week3 is not None:
         raise ValueError("a sequence task trains a new model with the task's own word-level tokenizer; drop "
                          "init_from and --week3.")
