@@ -34,10 +34,6 @@ from .base import BenchSection, option
 if TYPE_CHECKING:  # the settings gather every section's fields
     from ..settings import BenchSettings
 
-MATMUL_STEP = "matmul (interleaved peak)"
-"""The step of each timed case that multiplies `flops.gemm_shapes` once each, beside the models' steps."""
-
-
 @dataclasses.dataclass(frozen=True)
 class ThroughputSection(BenchSection):
     """Every candidate's training and inference steps at fixed shapes, against the anchors and the goals."""
@@ -170,6 +166,10 @@ class ThroughputSection(BenchSection):
                         f"{m['encoder_layer_params']:,}"]
                        for m in {(m["family"], m["scheme"]): m for m in record["models"]}.values()]), ""]
         return out
+
+
+MATMUL_STEP = "matmul (interleaved peak)"
+"""The step of each timed case that multiplies `flops.gemm_shapes` once each, beside the models' steps."""
 
 
 def add_speedups(case: list[dict[str, Any]]) -> None:
