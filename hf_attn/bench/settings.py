@@ -59,6 +59,8 @@ class SharedSettings:
     train_batch: int = option(32, "training batch size")
     warmup: int = option(2, "untimed steps of each model before timing")
     learning_rate: float = option(1e-4, "AdamW learning rate")
+    # Every profile's table: the profile part's training steps, the generation section's decoding steps.
+    profile_rows: int = option(15, "operators listed, by self CPU time")
 
 
 def declared_fields(owner: type) -> list[tuple[str, Any, dataclasses.Field]]:

@@ -4,7 +4,8 @@ lines; and `option`, how a section (or the settings every section shares) declar
 A section's dataclass fields are its settings: `BenchSettings` gains each one as a field (so a record's `settings`
 keeps it and `run(settings, device)` reads it as `settings.NAME`), and `hf-attn bench` an option `--NAME` (dashes for
 underscores), whose help is the field's. Names are global across sections, so a section's own start with its name
-(`dropout_batch`); one that several sections read is declared once, by the settings every section shares.
+(`dropout_batch`; the throughput section's, the first, are the bare `repeats`, `seq_lengths`, ...); what several
+sections read is declared once, by the settings every section shares, and a name declared twice is refused.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ class ProfileSection(BenchSection):
     profile_precision: str = option("bf16", "precision of the profiled training steps (fp32 or bf16)")
     profile_anchor: str = option(
         "ModernBERT", "transformers model profiled beside hf-attn with the same steps ('' for none)")
-    profile_rows: int = option(15, "operators listed, by self CPU time")
 
     @classmethod
     def wanted(cls, settings: BenchSettings) -> bool:
