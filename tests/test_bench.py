@@ -45,7 +45,7 @@ from hf_attn.bench.sections.generation import (
 )
 from hf_attn.bench.sections.realistic import epoch_batches
 from hf_attn.bench.sections.throughput import _faster_repeats
-from hf_attn.bench.settings import settings_class
+from hf_attn.bench.settings import SharedSettings, settings_class
 from hf_attn.bench.timing import infer_step, make_batch, train_step
 from hf_attn.caching import GrowingCacheLayer
 from hf_attn.positions import POSITION_SCHEMES
@@ -399,6 +399,25 @@ def test_every_section_has_a_run_and_report_lines_in_the_reports_order() -> None
     assert all("run" in vars(section) and "report" in vars(section) for section in BENCH_SECTIONS.values())
     assert tuple(BENCH_SECTIONS) == (*section_names(), "tokenizer", "profile")
     assert section_names(by_default=True) == ("throughput", "scaling", "realistic")
+
+
+
+def test_bench_settings_are_the_shared_ones_then_each_sections_and_a_name_declared_twice_is_refused() -> None:
+    """`BenchSettings` has a field per shared setting and per setting of each section, in the registry's order, and
+    a section that declares a name another already has (here the throughput section's `repeats`) is refused."""
+    names = [field.name for field in dataclasses.fields(BenchSettings)]
+    declared = [field.name for owner in (SharedSettings, *BENCH_SECTIONS.values())
+                for field in dataclasses.fields(owner)]
+    assert names == declared and len(set(names)) == len(names)
+    assert names.index("repeats") < names.index("scaling_repeats") < names.index("tokenizer_json")
+
+    @dataclasses.dataclass(frozen=True)
+    class RepeatsAgain(BenchSection):
+        name: ClassVar[str] = "again"
+        repeats: int = option(3, "timed steps of the again section")
+
+    with pytest.raises(TypeError, match="duplicated: 'repeats'"):
+        settings_class([*BENCH_SECTIONS.values(), RepeatsAgain])
 
 
 @dataclasses.dataclass(frozen=True)
