@@ -1,9 +1,9 @@
 """Where a decoding step's time goes, hf-attn against Llama of the same weights, in milliseconds per token.
 
-The models and the four variants are the generation-compiled bench section's (`hf_attn.bench.generation_compiled`:
-hf-attn and Llama as they run by default, and each with a static cache and the compiled step). For each variant,
-interleaved over `--repeats` rounds of one greedy `generate()` of `--new-tokens` tokens after a `--context`-token
-prompt, the thread's CPU time is split into:
+The models and the four variants are the generation-compiled bench section's
+(`hf_attn.bench.sections.generation_compiled`: hf-attn and Llama as they run by default, and each with a static cache
+and the compiled step). For each variant, interleaved over `--repeats` rounds of one greedy `generate()` of
+`--new-tokens` tokens after a `--context`-token prompt, the thread's CPU time is split into:
 
 * `step`: one generated token, between two calls of `generate()`'s logits processors (the bench's figure);
 * `forward`: the model's call inside it (the compiled call for the compiled variants), timed around
@@ -33,9 +33,9 @@ import transformers
 from torch import nn
 
 from hf_attn import timing
-from hf_attn.bench.generation import build_decoders
-from hf_attn.bench.generation_compiled import compile_config, generate
 from hf_attn.bench.runner import write_script_record
+from hf_attn.bench.sections.generation import build_decoders
+from hf_attn.bench.sections.generation_compiled import compile_config, generate
 from hf_attn.bench.settings import BenchSettings
 
 PARTS = ("step", "forward", "generate_own", "weight_products", "rest_of_forward")

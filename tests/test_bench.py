@@ -4,9 +4,11 @@ ModernBERT anchor against the shape it must match."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -16,28 +18,38 @@ from test_export import needs_onnx
 from torch import nn
 
 from hf_attn import HfAttnForSequenceClassification
-from hf_attn.bench import BenchSettings, add_arguments, format_markdown, run_benchmark, run_from_args
+from hf_attn.bench import BenchSettings, add_arguments, format_markdown, run_benchmark, run_from_args, runner
 from hf_attn.bench.flops import step_flops
-from hf_attn.bench.generation import (
-    build_decoders,
-    decode_steps,
-    prefill,
+from hf_attn.bench.markdown import table
+from hf_attn.bench.models import (
+    ANCHOR_BUILDERS,
+    ANCHORS,
+    build_candidates,
+    build_modernbert,
+    encoder_layers,
+    hf_attn_config,
 )
-from hf_attn.bench.models import ANCHOR_BUILDERS, build_candidates, build_modernbert, encoder_layers, hf_attn_config
-from hf_attn.bench.realistic import epoch_batches
 from hf_attn.bench.report import (
     RECORDS_BEGIN,
     RECORDS_END,
-    _faster_repeats,
     read_records,
     records_table,
     with_records_table,
 )
-from hf_attn.bench.settings import ANCHORS
+from hf_attn.bench.sections import BENCH_SECTIONS, BenchSection, section_names
+from hf_attn.bench.sections.base import option
+from hf_attn.bench.sections.generation import (
+    build_decoders,
+    decode_steps,
+    prefill,
+)
+from hf_attn.bench.sections.realistic import epoch_batches
+from hf_attn.bench.sections.throughput import _faster_repeats
+from hf_attn.bench.settings import SharedSettings, settings_class
 from hf_attn.bench.timing import infer_step, make_batch, train_step
 from hf_attn.caching import GrowingCacheLayer
 from hf_attn.positions import POSITION_SCHEMES
-from hf_attn.timing import cpu_description, peak_memory_bytes
+from hf_attn.timing import cpu_description, interleaved_times, peak_memory_bytes, summarize
 
 # Every section and every scheme, at sizes that make each step a few milliseconds.
 TOY = [
@@ -382,14 +394,82 @@ def test_peak_memory_counts_only_what_the_step_allocates() -> None:
 
 
 def test_every_section_has_a_run_and_report_lines_in_the_reports_order() -> None:
-    """A section's name in `settings.SECTIONS` has its measuring function and its report lines, and the report
-    shows the sections in that order, before the tokenizer's JSON and the profile."""
-    from hf_attn.bench.report import SECTION_REPORTS
-    from hf_attn.bench.runner import SECTION_RUNS
-    from hf_attn.bench.settings import SECTIONS
+    """Every section in `BENCH_SECTIONS` has its measuring function and its report lines, and the report
+    shows the sections `--sections` takes in that order, before the tokenizer's JSON and the profile."""
+    assert all("run" in vars(section) and "report" in vars(section) for section in BENCH_SECTIONS.values())
+    assert tuple(BENCH_SECTIONS) == (*section_names(), "tokenizer", "profile")
+    assert section_names(by_default=True) == ("throughput", "scaling", "realistic")
 
-    assert tuple(SECTION_RUNS) == SECTIONS
-    assert tuple(SECTION_REPORTS) == (*SECTIONS, "tokenizer", "profile")
+
+
+def test_bench_settings_are_the_shared_ones_then_each_sections_and_a_name_declared_twice_is_refused() -> None:
+    """`BenchSettings` has a field per shared setting and per setting of each section, in the registry's order, and
+    a section that declares a name another already has (here the throughput section's `repeats`) is refused."""
+    names = [field.name for field in dataclasses.fields(BenchSettings)]
+    declared = [field.name for owner in (SharedSettings, *BENCH_SECTIONS.values())
+                for field in dataclasses.fields(owner)]
+    assert names == declared and len(set(names)) == len(names)
+    assert names.index("repeats") < names.index("scaling_repeats") < names.index("tokenizer_json")
+
+    @dataclasses.dataclass(frozen=True)
+    class RepeatsAgain(BenchSection):
+        name: ClassVar[str] = "again"
+        repeats: int = option(3, "timed steps of the again section")
+
+    with pytest.raises(TypeError, match="duplicated: 'repeats'"):
+        settings_class([*BENCH_SECTIONS.values(), RepeatsAgain])
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulSection(BenchSection):
+    """docs/contributing.md's worked example of a section: GFLOP/s of one square matrix product per size."""
+
+    name: ClassVar[str] = "matmul"  # its --sections name and its key in the record
+    matmul_sizes: tuple[int, ...] = option((256, 1024), "sizes of the matmul section's square products")
+    matmul_repeats: int = option(5, "timed products per size in the matmul section")
+
+    @classmethod
+    def run(cls, settings: Any, device: torch.device) -> dict[str, Any]:
+        rows = []
+        for size in settings.matmul_sizes:
+            left, right = (torch.randn(size, size, device=device) for _ in range(2))
+            times = interleaved_times({"mm": lambda: torch.mm(left, right)}, warmup=1,
+                                      repeats=settings.matmul_repeats, device=device)
+            median_ms = summarize(times["mm"])["median_ms"]
+            rows.append({"size": size, "median_ms": median_ms, "gflops": 2 * size**3 / (median_ms / 1e3) / 1e9})
+        return {"repeats": settings.matmul_repeats, "rows": rows}
+
+    @classmethod
+    def report(cls, record: dict[str, Any]) -> list[str]:
+        return ["## Matrix products", "", f"Median of {record['repeats']} products, fp32.", "",
+                table(["size", "GFLOP/s"], [[row["size"], f"{row['gflops']:.0f}"] for row in record["rows"]]), ""]
+
+
+def test_a_section_defined_in_one_class_and_registered_in_one_line_runs_through_the_command_and_its_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`MatmulSection` declares its name, its settings, its run and its report lines; registered with one line (here
+    `monkeypatch.setitem`; `hf_attn.bench.settings` builds `BenchSettings` from the registry when it is imported, as
+    `settings_class` does here), `hf-attn bench` takes its options, runs it when `--sections` names it, keeps its
+    record and settings in the JSON and shows its lines in the report; unregistered, `--sections matmul` is refused."""
+    toy = ["--sections", "matmul", "--matmul-sizes", "16,32", "--matmul-repeats", "2", "--profile-steps", "0",
+           "--tokenizer-json", "", "--output", str(tmp_path / "bench.json"), "--markdown", str(tmp_path / "bench.md")]
+    with pytest.raises(ValueError, match=r"unknown benchmark section\(s\) \['matmul'\]"):
+        run_benchmark(sections=("matmul",))
+    monkeypatch.setitem(BENCH_SECTIONS, "matmul", MatmulSection)
+    monkeypatch.setattr(runner, "BenchSettings", settings_class(BENCH_SECTIONS.values()))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    run_from_args(parser.parse_args(toy))
+    results, markdown = json.loads((tmp_path / "bench.json").read_text()), (tmp_path / "bench.md").read_text()
+    assert [key for key in results if key not in ("settings", "environment", "command")] == ["matmul"]
+    assert results["settings"]["matmul_sizes"] == [16, 32] and results["settings"]["matmul_repeats"] == 2
+    rows = results["matmul"]["rows"]
+    assert [row["size"] for row in rows] == [16, 32]
+    for row in rows:  # 2 n^3 floating-point operations per product of two n x n matrices
+        assert row["gflops"] == pytest.approx(2 * row["size"] ** 3 / (row["median_ms"] / 1e3) / 1e9)
+    assert "## Matrix products\n\nMedian of 2 products, fp32.\n\n| size | GFLOP/s |" in markdown
+    assert f"| 32 | {rows[1]['gflops']:.0f} |" in markdown
 
 
 def test_unknown_section_is_rejected() -> None:
@@ -511,7 +591,7 @@ def test_long_text_section_times_one_pipeline_call_per_policy_and_size() -> None
 def test_streaming_methods_read_every_copy_and_compute_the_same_products() -> None:
     """The streaming section's methods (the fused product here uncompiled): each product method multiplies the row by
     every copy of the weight, as `row @ weight.T` does, and the copies together make the megabytes asked for."""
-    from hf_attn.bench.streaming import FUSED, single_row_product, streaming_methods
+    from hf_attn.bench.sections.streaming import FUSED, single_row_product, streaming_methods
 
     settings = BenchSettings(streaming_megabytes=1, streaming_rows=64, streaming_columns=32)
     methods, copies = streaming_methods(settings, single_row_product, torch.device("cpu"))
@@ -541,7 +621,7 @@ TINY_ENCODER = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, 
 def test_the_local_attention_sections_ways_compute_what_they_claim() -> None:
     """The section's three encoders and its attention-alone calls: the band computes what the dense mask computes
     (whole models and attention alone), and full attention differs from both; the FLOP ratios are the closed form."""
-    from hf_attn.bench.local_attention import WAYS, attention_ways, build_way, flop_ratios, token_ids
+    from hf_attn.bench.sections.local_attention import WAYS, attention_ways, build_way, flop_ratios, token_ids
 
     settings = BenchSettings(**TINY_ENCODER, local_attention_lengths=(96,), local_attention_window=4,
                              local_attention_repeats=1)
@@ -561,7 +641,7 @@ def test_the_local_attention_sections_ways_compute_what_they_claim() -> None:
 @pytest.mark.slow
 def test_local_attention_section_times_three_ways_and_their_memory() -> None:
     """The whole section (each way's peak memory in a fresh process: slow): its record and its table."""
-    from hf_attn.bench.local_attention import WAYS
+    from hf_attn.bench.sections.local_attention import WAYS
 
     settings = BenchSettings(**TINY_ENCODER, local_attention_lengths=(96,), local_attention_window=4,
                              local_attention_repeats=1)
@@ -692,7 +772,7 @@ COMPILED_TOY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, 
 def test_compiled_generation_steps_are_timed_per_token_and_llama_decodes_what_hf_attn_does() -> None:
     """`generate` stamps each new token: exactly `new_tokens` tokens and `new_tokens - 1` steps on each clock; the
     eager variants, hf-attn and the Llama given its weights, generate the same greedy tokens."""
-    from hf_attn.bench.generation_compiled import CLOCKS, compiled_variants, generate
+    from hf_attn.bench.sections.generation_compiled import CLOCKS, compiled_variants, generate
 
     settings = BenchSettings(**COMPILED_TOY)
     variants = compiled_variants(settings, 16, torch.device("cpu"))
@@ -738,7 +818,7 @@ def serving_toy(tmp_path: Path, *variants: str) -> dict:
 def test_serving_reads_every_variant_on_the_same_batches_and_scores_them_against_fp32() -> None:
     """The section's reading loop without models: each runner sees the same batches, chunk by chunk and sorted by
     length inside a chunk; accuracy and agreement are those of the labels written out by hand."""
-    from hf_attn.bench.serving import read_in_turn, serving_rows
+    from hf_attn.bench.sections.serving import read_in_turn, serving_rows
 
     texts = ["a" * length for length in (5, 1, 4, 2, 3)]
     seen: dict[str, list[list[str]]] = {"torch_fp32": [], "torch_int8": []}

@@ -27,8 +27,8 @@ from hf_attn import (
     HfAttnForTokenClassification,
     HfAttnModel,
 )
-from hf_attn.bench.generation import build_llama, copy_to_llama, decoder_config, greedy
 from hf_attn.bench.models import build_bert_or_roformer, hf_attn_config
+from hf_attn.bench.sections.generation import build_llama, copy_to_llama, decoder_config, greedy
 from hf_attn.bench.settings import BenchSettings
 
 SCHEMES = list(POSITION_SCHEMES)

@@ -25,7 +25,7 @@ throughput a model runs, not from a datasheet figure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -33,7 +33,9 @@ from torch import nn
 from ..positions import PositionScheme
 from ..runtime.precision import compute_dtype
 from ..timing import timed
-from .settings import BenchSettings
+
+if TYPE_CHECKING:  # the settings gather every section's fields, and the throughput section imports this module
+    from .settings import BenchSettings
 
 MODE_FLOP_FACTORS = {"infer": 1, "train": 3}  # training: forward + backward (2 x forward)
 

@@ -13,14 +13,16 @@ import ast
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from ..configuration_hf_attn import HfAttnConfig
 from ..modeling_hf_attn import HfAttnForSequenceClassification
-from .settings import BenchSettings
+
+if TYPE_CHECKING:  # the settings gather every section's fields, and the sections import this module
+    from .settings import BenchSettings
 
 
 @dataclass
@@ -163,6 +165,20 @@ ANCHOR_BUILDERS: dict[str, tuple[str, Callable[[BenchSettings, int], nn.Module]]
     "ModernBERT": ("rope", build_modernbert),
     "ModernBERT-defaults": ("rope", partial(build_modernbert, own_dropout=True)),
 }
+# transformers classifiers timed beside hf-attn, of the same shape.
+ANCHORS = tuple(ANCHOR_BUILDERS)
+# Anchors built with their library's own dropout rather than the bench's: not like-for-like, so they
+# get a ratio column but are nobody's peer (below).
+OWN_DROPOUT_ANCHORS = ("ModernBERT-defaults",)
+# The transformers models each hf-attn scheme is judged against (its "peers"): RoPE against the rotary
+# models, which do the same rotation work; every other scheme against all three.
+PEERS = {"rope": ("RoFormer", "ModernBERT")}
+DEFAULT_PEERS = ("BERT", "RoFormer", "ModernBERT")
+
+
+def peer_families(scheme: str) -> tuple[str, ...]:
+    """The transformers models an hf-attn scheme is judged against (`PEERS`)."""
+    return PEERS.get(scheme, DEFAULT_PEERS)
 
 
 def encoder_layers(model: nn.Module) -> nn.ModuleList:

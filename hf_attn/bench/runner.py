@@ -22,41 +22,22 @@ import torch
 from ..arguments import output_file
 from ..runtime.precision import COMPUTED_PRECISIONS, bf16_units
 from ..timing import machine, use_threads
-from .dropout import bench_dropout
-from .generation import bench_generation
-from .generation_compiled import bench_generation_compiled
-from .local_attention import bench_local_attention
-from .long_text import bench_long_text
-from .models import ANCHOR_BUILDERS, Variant
-from .objectives import bench_objectives
-from .realistic import bench_realistic
-from .report import format_markdown, plot_attention_scaling, update_records_table
-from .sections import bench_scaling, bench_throughput, profile_training
-from .serving import bench_serving
-from .settings import SECTIONS, SERVING_VARIANTS, BenchSettings
-from .streaming import bench_streaming
-
-# What measures each of `settings.SECTIONS` (its report lines: `report.SECTION_REPORTS`).
-SECTION_RUNS: dict[str, Callable[[BenchSettings, torch.device], dict[str, Any]]] = {
-    "throughput": bench_throughput, "scaling": bench_scaling, "realistic": bench_realistic,
-    "generation": bench_generation, "objectives": bench_objectives, "dropout": bench_dropout,
-    "long-text": bench_long_text, "streaming": bench_streaming, "local-attention": bench_local_attention,
-    "generation-compiled": bench_generation_compiled, "serving": bench_serving,
-}
+from .models import ANCHORS
+from .report import format_markdown, update_records_table
+from .sections import BENCH_SECTIONS, section_names
+from .sections.base import refuse_unknown
+from .sections.scaling import plot_attention_scaling
+from .settings import BenchSettings
 
 
 def _check(settings: BenchSettings) -> None:
-    """Fail on a misspelt section, anchor, precision or variant before minutes of timing, not at its turn."""
-    anchors = tuple(ANCHOR_BUILDERS)
-    for kind, chosen, allowed in (("section", settings.sections, SECTIONS), ("anchor", settings.anchors, anchors),
-                                  ("precision", (*settings.precision, settings.profile_precision), COMPUTED_PRECISIONS),
-                                  ("profile anchor", (settings.profile_anchor,) if settings.profile_anchor else (),
-                                   anchors), ("serving variant", settings.serving_variants, SERVING_VARIANTS)):
-        unknown = set(chosen) - set(allowed)
-        if unknown:
-            raise ValueError(f"unknown benchmark {kind}(s) {sorted(unknown)}; allowed: {', '.join(allowed)}")
-    for variant in settings.variants:
-        Variant.parse(variant)
+    """Fail on a misspelt section, anchor, precision or a section's own setting before minutes of timing, not at
+    its turn."""
+    refuse_unknown("section", settings.sections, section_names())
+    refuse_unknown("anchor", settings.anchors, ANCHORS)
+    refuse_unknown("precision", settings.precision, COMPUTED_PRECISIONS)
+    for section in BENCH_SECTIONS.values():
+        section.check(settings)
 
 
 def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> dict[str, Any]:
@@ -73,12 +54,9 @@ def run_benchmark(settings: BenchSettings | None = None, **overrides: Any) -> di
         "environment": {**machine(device), "precision": list(settings.precision)},
     }
     results["environment"]["bf16_units"] = bf16_units(device)  # None: bf16 is emulated, and slower
-    for name in settings.sections:
-        results[name] = SECTION_RUNS[name](settings, device)
-    if settings.profile_steps:
-        results["profile"] = profile_training(settings, device)
-    if settings.tokenizer_json and Path(settings.tokenizer_json).is_file():
-        results["tokenizer"] = json.loads(Path(settings.tokenizer_json).read_text())
+    asked = [section.name for section in BENCH_SECTIONS.values() if not section.selectable and section.wanted(settings)]
+    for name in [*settings.sections, *asked]:
+        results[name] = BENCH_SECTIONS[name].run(settings, device)
     results["environment"]["load_average_end"] = os.getloadavg()
     return results
 

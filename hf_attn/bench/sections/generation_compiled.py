@@ -23,16 +23,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList
 
-from ..serving import stream_single_row_products
-from ..timing import CLOCKS as TIMING_CLOCKS
-from ..timing import timed
+from ...serving import stream_single_row_products
+from ...timing import CLOCKS as TIMING_CLOCKS
+from ...timing import timed
+from .base import BenchSection, option
 from .generation import build_decoders
-from .settings import BenchSettings
+
+if TYPE_CHECKING:  # the settings gather every section's fields
+    from ..settings import BenchSettings
 
 # A row's clocks (its keys wall_ms, cpu_ms) and what each reads.
 CLOCKS = {"wall": TIMING_CLOCKS["wall"], "cpu": TIMING_CLOCKS["thread"]}
@@ -123,38 +126,54 @@ def time_context(settings: BenchSettings, variants: dict[str, tuple[torch.nn.Mod
     return rows, first_calls
 
 
-def bench_generation_compiled(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """Every variant's rows at every context, and the compiles' seconds (a compiled variant's first call beyond a
-    compiled call's time)."""
-    contexts, new_tokens = settings.generation_compiled_contexts, settings.generation_compiled_new_tokens
-    variants = compiled_variants(settings, max(contexts) + new_tokens, device)
-    generator = torch.Generator().manual_seed(settings.seed)
-    rows, compile_seconds = [], {}
-    for context in contexts:
-        # Each compiled variant compiles a graph of its own per context (a new cache size): forget the previous
-        # context's, which would otherwise count against Dynamo's recompile limit of the shared step function.
-        torch.compiler.reset()
-        prompt = torch.randint(0, settings.generation_vocab_size - 1, (1, context), generator=generator).to(device)
-        context_rows, first_calls = time_context(settings, variants, prompt)
-        rows += context_rows
-        for name, seconds in first_calls.items():
-            steady = next(r for r in context_rows if (r["variant"], r["mode"]) == (name, "greedy"))
-            compile_seconds[f"{name} | {context}"] = seconds - steady["wall_ms"] * new_tokens / 1e3
-    return {"options": {"new_tokens": new_tokens, "repeats": settings.generation_compiled_repeats,
-                        "kv_heads": settings.generation_compiled_kv_heads,
-                        "freezing": settings.generation_compiled_freezing, "hidden_size": settings.hidden_size,
-                        "num_hidden_layers": settings.num_hidden_layers, "vocab_size": settings.generation_vocab_size},
-            "first_call_extra_seconds": compile_seconds, "rows": rows}
+@dataclasses.dataclass(frozen=True)
+class GenerationCompiledSection(BenchSection):
+    """Decoding steps, eager against a static cache's compiled step (the generation section's decoders)."""
 
+    name: ClassVar[str] = "generation-compiled"
+    generation_compiled_contexts: tuple[int, ...] = option(
+        (128, 512, 2048), "prompt lengths of the generation-compiled section")
+    generation_compiled_new_tokens: int = option(32, "tokens generated per call in the generation-compiled section")
+    generation_compiled_repeats: int = option(5, "timed rounds of every variant in the generation-compiled section")
+    generation_compiled_kv_heads: int = option(4, "key/value heads of the generation-compiled section's decoders")
+    generation_compiled_freezing: bool = option(
+        True, "compile with the weights folded into the graph as constants (Inductor's freezing)")
 
-def format_generation_compiled(section: dict[str, Any]) -> list[str]:
-    body = [f"| {row['context']} | {row['mode']} | {row['variant']} | {row['cpu_ms']:.2f} | "
-            f"{row['cpu_vs_llama']:.2f}x | {row['cpu_vs_llama_static_compiled']:.2f}x | {row['wall_ms']:.2f} | "
-            f"{'yes' if row['same_tokens_as_hf_attn'] else 'NO'} |" for row in section["rows"]]
-    compiles = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in section["first_call_extra_seconds"].items())
-    return ["## Generation, compiled: ms per generated token, eager against a static cache's compiled step", "",
-            f"{section['options']['new_tokens']} tokens after each prompt, median of {section['options']['repeats']} "
-            "repeats of each step's median; 'vs' = that model's CPU time / this row's (above 1: this row is faster). "
-            f"Compiles (first call beyond a compiled call): {compiles or 'none'}.", "",
-            "| context | mode | variant | CPU ms | vs Llama | vs Llama compiled | wall ms | same tokens as hf-attn |",
-            "|---:|---|---|---:|---:|---:|---:|---|", *body, ""]
+    @classmethod
+    def run(cls, settings: BenchSettings, device: torch.device) -> dict[str, Any]:
+        """Every variant's rows at every context, and the compiles' seconds (a compiled variant's first call beyond a
+        compiled call's time)."""
+        contexts, new_tokens = settings.generation_compiled_contexts, settings.generation_compiled_new_tokens
+        variants = compiled_variants(settings, max(contexts) + new_tokens, device)
+        generator = torch.Generator().manual_seed(settings.seed)
+        rows, compile_seconds = [], {}
+        for context in contexts:
+            # Each compiled variant compiles a graph of its own per context (a new cache size): forget the previous
+            # context's, which would otherwise count against Dynamo's recompile limit of the shared step function.
+            torch.compiler.reset()
+            prompt = torch.randint(0, settings.generation_vocab_size - 1, (1, context), generator=generator).to(device)
+            context_rows, first_calls = time_context(settings, variants, prompt)
+            rows += context_rows
+            for name, seconds in first_calls.items():
+                steady = next(r for r in context_rows if (r["variant"], r["mode"]) == (name, "greedy"))
+                compile_seconds[f"{name} | {context}"] = seconds - steady["wall_ms"] * new_tokens / 1e3
+        return {"options": {"new_tokens": new_tokens, "repeats": settings.generation_compiled_repeats,
+                            "kv_heads": settings.generation_compiled_kv_heads,
+                            "freezing": settings.generation_compiled_freezing, "hidden_size": settings.hidden_size,
+                            "num_hidden_layers": settings.num_hidden_layers,
+                            "vocab_size": settings.generation_vocab_size},
+                "first_call_extra_seconds": compile_seconds, "rows": rows}
+
+    @classmethod
+    def report(cls, record: dict[str, Any]) -> list[str]:
+        body = [f"| {row['context']} | {row['mode']} | {row['variant']} | {row['cpu_ms']:.2f} | "
+                f"{row['cpu_vs_llama']:.2f}x | {row['cpu_vs_llama_static_compiled']:.2f}x | {row['wall_ms']:.2f} | "
+                f"{'yes' if row['same_tokens_as_hf_attn'] else 'NO'} |" for row in record["rows"]]
+        compiles = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in record["first_call_extra_seconds"].items())
+        return ["## Generation, compiled: ms per generated token, eager against a static cache's compiled step", "",
+                f"{record['options']['new_tokens']} tokens after each prompt, median of {record['options']['repeats']} "
+                "repeats of each step's median; 'vs' = that model's CPU time / this row's (above 1: this row is "
+                f"faster). Compiles (first call beyond a compiled call): {compiles or 'none'}.", "",
+                "| context | mode | variant | CPU ms | vs Llama | vs Llama compiled | wall ms | same tokens as "
+                "hf-attn |",
+                "|---:|---|---|---:|---:|---:|---:|---|", *body, ""]

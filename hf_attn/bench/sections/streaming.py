@@ -12,14 +12,18 @@ the record keeps the GB/s of each method's median. Asked for by name: `hf-attn b
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
-from ..timing import interleaved_times, summarize
-from .settings import BenchSettings
+from ...timing import interleaved_times, summarize
+from .base import BenchSection, option
+
+if TYPE_CHECKING:  # the settings gather every section's fields
+    from ..settings import BenchSettings
 
 FUSED = "(row * weight).sum(-1), compiled"
 
@@ -48,23 +52,34 @@ def streaming_methods(settings: BenchSettings, product: Callable[[torch.Tensor, 
     }, copies
 
 
-def bench_streaming(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """Each method's GB/s at its median time, and per repeat (the warm-up compiles the fused product)."""
-    fused = torch.compile(single_row_product, fullgraph=True, dynamic=False)
-    methods, copies = streaming_methods(settings, fused, device)
-    gigabytes = copies * settings.streaming_rows * settings.streaming_columns * 4 / 1e9
-    with torch.no_grad():
-        times = interleaved_times(methods, warmup=1, repeats=settings.streaming_repeats, device=device,
-                                  clock="thread" if device.type == "cpu" else "wall")
-    rows = [{"method": name, "gb_per_s": gigabytes / (summarize(seconds)["median_ms"] / 1e3),
-             "gb_per_s_per_repeat": [gigabytes / value for value in seconds]} for name, seconds in times.items()]
-    return {"weight": [settings.streaming_rows, settings.streaming_columns], "copies": copies,
-            "gigabytes_read": gigabytes, "rows": rows}
+@dataclasses.dataclass(frozen=True)
+class StreamingSection(BenchSection):
+    """One-row products against a plain pass over memory, in GB/s."""
 
+    name: ClassVar[str] = "streaming"
+    streaming_megabytes: int = option(160, "data the streaming section reads per call (beyond the caches)")
+    streaming_rows: int = option(3072, "weight rows (outputs) of the streaming section, as an nn.Linear stores it")
+    streaming_columns: int = option(384, "weight columns (inputs) of the streaming section")
+    streaming_repeats: int = option(5, "timed calls of each method of the streaming section")
 
-def format_streaming(section: dict[str, Any]) -> list[str]:
-    rows, columns = section["weight"]
-    body = [f"| {row['method']} | {row['gb_per_s']:.1f} |" for row in section["rows"]]
-    return ["## Weight streaming: one-row products against a pass over memory", "",
-            f"{section['gigabytes_read']:.3f} GB read per call: {section['copies']} weights of {rows} x {columns}.",
-            "", "| method | GB/s (median) |", "|---|---:|", *body, ""]
+    @classmethod
+    def run(cls, settings: BenchSettings, device: torch.device) -> dict[str, Any]:
+        """Each method's GB/s at its median time, and per repeat (the warm-up compiles the fused product)."""
+        fused = torch.compile(single_row_product, fullgraph=True, dynamic=False)
+        methods, copies = streaming_methods(settings, fused, device)
+        gigabytes = copies * settings.streaming_rows * settings.streaming_columns * 4 / 1e9
+        with torch.no_grad():
+            times = interleaved_times(methods, warmup=1, repeats=settings.streaming_repeats, device=device,
+                                      clock="thread" if device.type == "cpu" else "wall")
+        rows = [{"method": name, "gb_per_s": gigabytes / (summarize(seconds)["median_ms"] / 1e3),
+                 "gb_per_s_per_repeat": [gigabytes / value for value in seconds]} for name, seconds in times.items()]
+        return {"weight": [settings.streaming_rows, settings.streaming_columns], "copies": copies,
+                "gigabytes_read": gigabytes, "rows": rows}
+
+    @classmethod
+    def report(cls, record: dict[str, Any]) -> list[str]:
+        rows, columns = record["weight"]
+        body = [f"| {row['method']} | {row['gb_per_s']:.1f} |" for row in record["rows"]]
+        return ["## Weight streaming: one-row products against a pass over memory", "",
+                f"{record['gigabytes_read']:.3f} GB read per call: {record['copies']} weights of {rows} x {columns}.",
+                "", "| method | GB/s (median) |", "|---|---:|", *body, ""]

@@ -24,18 +24,22 @@ forward pass leaves in the cache.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
-from ..configuration_hf_attn import HfAttnConfig
-from ..modeling_hf_attn import HfAttnForCausalLM
-from ..timing import interleaved_times, summarize
-from .sections import top_operators
-from .settings import BenchSettings
+from ...configuration_hf_attn import HfAttnConfig
+from ...modeling_hf_attn import HfAttnForCausalLM
+from ...timing import interleaved_times, summarize
+from ..markdown import ratio, table
+from ..profiling import operators_table, top_operators
+from .base import BenchSection, option
+
+if TYPE_CHECKING:  # the settings gather every section's fields
+    from ..settings import BenchSettings
 
 LLAMA = "Llama"
 LLAMA_SCHEME = "rope"  # the hf-attn scheme Llama positions with: its rows in the tables, and the profiled pair
@@ -122,7 +126,7 @@ def copy_to_llama(source: HfAttnForCausalLM, llama: nn.Module) -> None:
         theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm.weight)
 
 
-@dataclass
+@dataclasses.dataclass
 class Decoder:
     """One model under test: hf-attn (a position scheme) or Llama, with a key/value head count."""
 
@@ -194,28 +198,99 @@ def cache_bytes(cache: Any) -> tuple[int, int]:
     return sum(tensor.nbytes for tensor in tensors), sum(tensor.untyped_storage().nbytes() for tensor in tensors)
 
 
-def bench_generation(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """Prefill, cached and uncached greedy generation and cache bytes of every decoder, for every (batch,
-    context length); each row has its ratios against the Llama of the same key/value head count."""
-    if settings.generation_new_tokens < 2:
-        raise ValueError("generation_new_tokens must be at least 2: the per-token decoding cost is "
-                         "generate(N) - generate(1) over N - 1 tokens.")
-    new_tokens, uncached_tokens = settings.generation_new_tokens, settings.generation_uncached_new_tokens
-    max_length = max(settings.generation_contexts) + max(new_tokens, uncached_tokens)
-    decoders = build_decoders(settings, max_length, device)
-    generator = torch.Generator().manual_seed(settings.seed)
-    rows = []
-    for batch in settings.generation_batches:
-        for context in settings.generation_contexts:
-            prompt = torch.randint(0, settings.generation_vocab_size - 1, (batch, context), generator=generator)
-            case = time_case(settings, decoders, prompt.to(device), device)
-            add_llama_ratios(case)
-            rows += case
-    section = {"new_tokens": new_tokens, "uncached_new_tokens": uncached_tokens,
-               "num_attention_heads": settings.num_attention_heads, "rows": rows}
-    if settings.generation_profile_steps:
-        section["decode_profile"] = profile_decoding(settings, decoders, prompt)
-    return section
+@dataclasses.dataclass(frozen=True)
+class GenerationSection(BenchSection):
+    """hf-attn decoders' greedy `generate()` beside transformers' Llama of the same weights. Asked for by name:
+    `hf-attn bench --sections generation`."""
+
+    name: ClassVar[str] = "generation"
+    generation_schemes: tuple[str, ...] = option(("rope", "alibi"), "hf-attn position schemes of the decoders")
+    generation_kv_heads: tuple[int, ...] = option(
+        (4, 2, 1), "key/value head counts of the decoders (heads: MHA, fewer: GQA, 1: MQA)")
+    generation_vocab_size: int = option(8000, "vocabulary of the decoders")
+    generation_contexts: tuple[int, ...] = option((128, 512, 2048), "prompt lengths in tokens")
+    generation_batches: tuple[int, ...] = option((1,), "prompts generated at once")
+    generation_new_tokens: int = option(32, "tokens generated after each prompt (greedy, no early stop)")
+    generation_repeats: int = option(5, "timed repeats of cached generation and prefill")
+    generation_uncached_new_tokens: int = option(
+        8, "tokens generated without the cache (each one recomputes the whole prefix, so fewer; 0 skips it)")
+    generation_uncached_repeats: int = option(2, "timed repeats of generation without the cache")
+    generation_profile_steps: int = option(
+        8, "cached decoding steps after the longest prompt profiled for hf-attn RoPE and Llama with the most "
+        "key/value heads (0: no profile)")
+
+    @classmethod
+    def run(cls, settings: BenchSettings, device: torch.device) -> dict[str, Any]:
+        """Prefill, cached and uncached greedy generation and cache bytes of every decoder, for every (batch,
+        context length); each row has its ratios against the Llama of the same key/value head count."""
+        if settings.generation_new_tokens < 2:
+            raise ValueError("generation_new_tokens must be at least 2: the per-token decoding cost is "
+                             "generate(N) - generate(1) over N - 1 tokens.")
+        new_tokens, uncached_tokens = settings.generation_new_tokens, settings.generation_uncached_new_tokens
+        max_length = max(settings.generation_contexts) + max(new_tokens, uncached_tokens)
+        decoders = build_decoders(settings, max_length, device)
+        generator = torch.Generator().manual_seed(settings.seed)
+        rows = []
+        for batch in settings.generation_batches:
+            for context in settings.generation_contexts:
+                prompt = torch.randint(0, settings.generation_vocab_size - 1, (batch, context), generator=generator)
+                case = time_case(settings, decoders, prompt.to(device), device)
+                add_llama_ratios(case)
+                rows += case
+        section = {"new_tokens": new_tokens, "uncached_new_tokens": uncached_tokens,
+                   "num_attention_heads": settings.num_attention_heads, "rows": rows}
+        if settings.generation_profile_steps:
+            section["decode_profile"] = profile_decoding(settings, decoders, prompt)
+        return section
+
+    @classmethod
+    def report(cls, record: dict[str, Any]) -> list[str]:
+        rows, heads = record["rows"], record["num_attention_heads"]
+        new, uncached = record["new_tokens"], record["uncached_new_tokens"]
+        out = ["## Generation (greedy `generate()`, fp32, SDPA)", "",
+               f"Each prompt is followed by {new} generated tokens with the cache"
+               + (f" and {uncached} without it (`use_cache=False`: every step recomputes the whole prefix)" if uncached
+                  and any("uncached" in r for r in rows) else "")
+               + ". Llama: transformers' `LlamaForCausalLM` with hf-attn RoPE's weights (same function); 'vs Llama' = "
+               "the Llama of the same key/value heads' median time / this row's (above 1: this row is faster); 'faster "
+               "in' counts the repeats in which this row's cached generation beat that Llama's of the same repeat. "
+               "Generate ms and tokens/s include the prompt's forward pass (prefill); decode ms/token is generate(N) "
+               "minus generate(1), per repeat, over N - 1 tokens; model step ms is one cached forward pass of one "
+               "token after the prompt, the model alone (decode minus model step: what `generate()` adds per token).",
+               ""]
+        for batch, context in dict.fromkeys((r["batch"], r["context"]) for r in rows):
+            case = [r for r in rows if (r["batch"], r["context"]) == (batch, context)]
+            table_rows = [[r["family"], r["scheme"], r["kv_heads"], f"{r['prefill']['median_ms']:.1f}",
+                           ratio(r.get("prefill_vs_llama")), f"{r['cached']['median_ms']:.0f}",
+                           f"{r['cached']['min_ms']:.0f}", f"{r['cached_tokens_per_s']:.1f}",
+                           ratio(r.get("cached_vs_llama")), r.get("cached_faster_in", ""),
+                           f"{r['decode_per_token']['median_ms']:.2f}", ratio(r.get("decode_per_token_vs_llama")),
+                           f"{r['model_step']['median_ms']:.2f}", ratio(r.get("model_step_vs_llama")),
+                           r.get("model_step_faster_in", ""),
+                           f"{r['uncached_tokens_per_s']:.1f}" if "uncached" in r else "",
+                           ratio(r.get("uncached_vs_llama")), ratio(r.get("cache_speedup"))]
+                          for r in case]
+            out += [f"### Context {context}, batch {batch}", "",
+                    table(["model", "positions", "kv heads", "prefill ms", "vs Llama", "generate ms", "min ms",
+                           "tokens/s", "vs Llama", "faster in", "decode ms/token", "vs Llama", "model step ms",
+                           "vs Llama", "faster in", "uncached tokens/s", "vs Llama", "cache speed-up"], table_rows), ""]
+        out += ["### KV-cache memory after the prompt", "",
+                "Bytes of the key and value tensors in the cache after the prompt's forward pass (measured), and "
+                "the bytes allocated for them (hf-attn keeps room for the next tokens); "
+                f"'MHA / this' divides the {heads}-key/value-head model's bytes by this row's, to compare with "
+                "heads / kv heads.", "",
+                table(["model", "positions", "kv heads", "batch", "context", "cache MiB", "allocated MiB",
+                       "MHA / this", "heads / kv heads"],
+                      [[r["family"], r["scheme"], r["kv_heads"], r["batch"], r["context"],
+                        f"{r['cache_bytes'] / 2**20:.2f}",
+                        f"{r['cache_allocated_bytes'] / 2**20:.2f}" if "cache_allocated_bytes" in r else "",
+                        f"{r['cache_vs_most_kv_heads']:.2f}",
+                        f"{heads / r['kv_heads']:.2f}"] for r in rows]), ""]
+        profile = record.get("decode_profile")
+        for name, top_ops in (profile or {}).get("models", {}).items():
+            out += [f"### Profile of {profile['steps']} cached decoding steps of {name} after {profile['context']} "
+                    f"tokens (batch {profile['batch']})", "", operators_table(top_ops), ""]
+        return out
 
 
 def profile_decoding(settings: BenchSettings, decoders: list[Decoder], prompt: torch.Tensor) -> dict[str, Any]:

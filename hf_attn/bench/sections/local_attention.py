@@ -18,17 +18,21 @@ blocks compute them. Asked for by name: `hf-attn bench --sections local-attentio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from ..masking import band_blocks, distance_mask
-from ..modeling_hf_attn import LOCAL_MIN_BLOCK, HfAttnModel, local_attention_forward
-from ..timing import in_fresh_process, median_seconds, reset_resident_peak, resident_mib, use_threads
-from .models import hf_attn_config
-from .settings import BenchSettings
+from ...masking import band_blocks, distance_mask
+from ...modeling_hf_attn import LOCAL_MIN_BLOCK, HfAttnModel, local_attention_forward
+from ...timing import in_fresh_process, median_seconds, reset_resident_peak, resident_mib, use_threads
+from ..models import hf_attn_config
+from .base import BenchSection, option
+
+if TYPE_CHECKING:  # the settings gather every section's fields
+    from ..settings import BenchSettings
 
 WAYS = ("full", "sliding (dense mask)", "sliding (band)")
 CPU = torch.device("cpu")
@@ -100,49 +104,62 @@ def forward_peak_mib(settings: BenchSettings, way: str, length: int, threads: in
         return resident_mib() - before
 
 
-def bench_local_attention(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """Per length: each way's median seconds, the attention alone's, the peak memory, and the measured and closed-form
-    ratios (on the CPU: the memory is the process's)."""
-    lengths, repeats = settings.local_attention_lengths, settings.local_attention_repeats
-    scheme, window = settings.local_attention_scheme, settings.local_attention_window
-    models = {way: build_way(settings, way, max(lengths), scheme) for way in WAYS}
-    attention = build_way(settings, "full", max(lengths), "none").layers[0].self_attn
-    rows = {}
-    for length in lengths:
-        input_ids = token_ids(settings, length)
-        with torch.inference_mode():
-            seconds = median_seconds({way: (lambda model=model: model(input_ids)) for way, model in models.items()},
-                                     repeats=repeats)
-            alone = median_seconds(attention_ways(settings, attention, length), repeats=repeats)
-        flops, measured = flop_ratios(settings, length), seconds["sliding (band)"] / seconds["full"]
-        rows[str(length)] = {
-            "seconds": seconds,
-            "attention_alone_seconds": alone,
-            "attention_alone_band_over_full": alone["sliding (band)"] / alone["full"],
-            "peak_memory_mib": {way: in_fresh_process(forward_peak_mib, settings, way, length, torch.get_num_threads())
-                                for way in WAYS},
-            "band_over_full": measured,
-            "band_over_dense_mask": seconds["sliding (band)"] / seconds["sliding (dense mask)"],
-            "flop_ratio": flops,
-            "measured_over_predicted": measured / flops["layer (window)"],
-        }
-    return {"what": f"reference encoder (d {settings.hidden_size}, {settings.num_hidden_layers} layers, "
-                    f"{settings.num_attention_heads} heads, FFN {settings.intermediate_size}, {scheme} positions), "
-                    f"fp32, batch 1, inference; sliding window of radius {window} ({2 * window + 1} keys) in every "
-                    "layer",
-            "block": max(window, LOCAL_MIN_BLOCK), "repeats": repeats, "lengths": rows}
+@dataclasses.dataclass(frozen=True)
+class LocalAttentionSection(BenchSection):
+    """A sliding window by blocks against full attention and the dense mask."""
 
+    name: ClassVar[str] = "local-attention"
+    local_attention_lengths: tuple[int, ...] = option((2048, 8192), "tokens of the local-attention section's input")
+    local_attention_window: int = option(64, "radius of the local-attention section's window: keys on each side")
+    local_attention_repeats: int = option(5, "timed forward passes of each way in the local-attention section")
+    local_attention_scheme: str = option(
+        "rope", "position scheme of the local-attention section's encoder (a bias scheme's bias is computed in the "
+        "band too)")
 
-def format_local_attention(section: dict[str, Any]) -> list[str]:
-    body = [f"| {length} | " + " | ".join(f"{row['seconds'][way] * 1e3:.1f}" for way in WAYS)
-            + f" | {row['band_over_full']:.2f} | {row['flop_ratio']['layer (window)']:.2f} | "
-            f"{row['band_over_dense_mask']:.2f} | {row['attention_alone_band_over_full']:.3f} | "
-            f"{row['flop_ratio']['attention (window)']:.3f} | "
-            + " / ".join(f"{row['peak_memory_mib'][way]:.0f}" for way in WAYS) + " |"
-            for length, row in section["lengths"].items()]
-    return ["## Local attention: a sliding window by blocks against full attention and the dense mask", "",
-            f"{section['what']}; blocks of {section['block']} tokens, median of {section['repeats']}. Band / full: "
-            "measured, and predicted from FLOPs; attention alone: one layer's attention, band over full.", "",
-            "| tokens | full ms | dense mask ms | band ms | band / full | predicted | band / dense mask | "
-            "attention alone | predicted | peak MiB full / dense / band |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|", *body, ""]
+    @classmethod
+    def run(cls, settings: BenchSettings, device: torch.device) -> dict[str, Any]:
+        """Per length: each way's median seconds, the attention alone's, the peak memory, and the measured and
+        closed-form ratios (on the CPU: the memory is the process's)."""
+        lengths, repeats = settings.local_attention_lengths, settings.local_attention_repeats
+        scheme, window = settings.local_attention_scheme, settings.local_attention_window
+        models = {way: build_way(settings, way, max(lengths), scheme) for way in WAYS}
+        attention = build_way(settings, "full", max(lengths), "none").layers[0].self_attn
+        rows = {}
+        for length in lengths:
+            input_ids = token_ids(settings, length)
+            with torch.inference_mode():
+                seconds = median_seconds({way: (lambda model=model: model(input_ids)) for way, model in models.items()},
+                                         repeats=repeats)
+                alone = median_seconds(attention_ways(settings, attention, length), repeats=repeats)
+            flops, measured = flop_ratios(settings, length), seconds["sliding (band)"] / seconds["full"]
+            rows[str(length)] = {
+                "seconds": seconds,
+                "attention_alone_seconds": alone,
+                "attention_alone_band_over_full": alone["sliding (band)"] / alone["full"],
+                "peak_memory_mib": {way: in_fresh_process(forward_peak_mib, settings, way, length,
+                                                          torch.get_num_threads()) for way in WAYS},
+                "band_over_full": measured,
+                "band_over_dense_mask": seconds["sliding (band)"] / seconds["sliding (dense mask)"],
+                "flop_ratio": flops,
+                "measured_over_predicted": measured / flops["layer (window)"],
+            }
+        return {"what": f"reference encoder (d {settings.hidden_size}, {settings.num_hidden_layers} layers, "
+                        f"{settings.num_attention_heads} heads, FFN {settings.intermediate_size}, {scheme} positions), "
+                        f"fp32, batch 1, inference; sliding window of radius {window} ({2 * window + 1} keys) in every "
+                        "layer",
+                "block": max(window, LOCAL_MIN_BLOCK), "repeats": repeats, "lengths": rows}
+
+    @classmethod
+    def report(cls, record: dict[str, Any]) -> list[str]:
+        body = [f"| {length} | " + " | ".join(f"{row['seconds'][way] * 1e3:.1f}" for way in WAYS)
+                + f" | {row['band_over_full']:.2f} | {row['flop_ratio']['layer (window)']:.2f} | "
+                f"{row['band_over_dense_mask']:.2f} | {row['attention_alone_band_over_full']:.3f} | "
+                f"{row['flop_ratio']['attention (window)']:.3f} | "
+                + " / ".join(f"{row['peak_memory_mib'][way]:.0f}" for way in WAYS) + " |"
+                for length, row in record["lengths"].items()]
+        return ["## Local attention: a sliding window by blocks against full attention and the dense mask", "",
+                f"{record['what']}; blocks of {record['block']} tokens, median of {record['repeats']}. Band / full: "
+                "measured, and predicted from FLOPs; attention alone: one layer's attention, band over full.", "",
+                "| tokens | full ms | dense mask ms | band ms | band / full | predicted | band / dense mask | "
+                "attention alone | predicted | peak MiB full / dense / band |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|", *body, ""]

@@ -12,24 +12,29 @@ import dataclasses
 import functools
 import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
-from ..modeling_hf_attn import HfAttnForSequenceClassification
-from ..timing import timed
-from .models import ANCHOR_BUILDERS, Candidate, hf_attn_config, supported_backends
-from .settings import OWN_DROPOUT_ANCHORS, WEEK3_VOCAB, BenchSettings, peer_families
-from .timing import make_batch, train_step
+from ...modeling_hf_attn import HfAttnForSequenceClassification
+from ...timing import timed
+from ..markdown import ratio, table
+from ..models import ANCHOR_BUILDERS, OWN_DROPOUT_ANCHORS, Candidate, hf_attn_config, peer_families, supported_backends
+from ..timing import make_batch, train_step
+from .base import BenchSection, option
+
+if TYPE_CHECKING:  # the settings gather every section's fields
+    from ..settings import BenchSettings
 
 STRATEGIES = ("fixed", "dynamic", "grouped")
+WEEK3_VOCAB = 500  # bytes + merges of the Week 3 tokenizer's default (plus [PAD])
 
 
 def review_token_lengths(texts: Sequence[str], vocab_size: int = WEEK3_VOCAB) -> tuple[list[int], int]:
     """Token counts of `texts`, whole (not truncated), under a Week 3 tokenizer trained on them, and the
     vocabulary it reached without [PAD] (a small corpus may stop merging short of `vocab_size`)."""
-    from ..week3 import train_week3_tokenizer  # here: the Week 3 package imports `datasets`
+    from ...week3 import train_week3_tokenizer  # here: the Week 3 package imports `datasets`
 
     tokenizer = train_week3_tokenizer(texts, vocab_size=vocab_size)
     lengths = [len(ids) for ids in tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]]
@@ -58,25 +63,78 @@ def epoch_batches(
     return batches
 
 
-def bench_realistic(settings: BenchSettings, device: torch.device) -> dict[str, Any]:
-    """One training epoch over IMDb review lengths: fixed padding vs dynamic vs length-grouped, for each
-    truncation length."""
-    from ..tasks.imdb import load_sample
+@dataclasses.dataclass(frozen=True)
+class RealisticSection(BenchSection):
+    """One training epoch of real review lengths, by padding strategy, hf-attn against its peers."""
 
-    texts = list(load_sample()["train"]["text"])  # the tokenizer learns from all of them
-    all_lengths, vocab = review_token_lengths(texts, settings.realistic_vocab_size)
-    all_lengths = all_lengths[: settings.epoch_reviews]
-    ordered = sorted(all_lengths)
-    return {
-        "scheme": settings.realistic_scheme, "reviews": len(all_lengths),
-        "batch": settings.realistic_batch,
-        "tokenizer": f"Week 3 byte-level BPE (vocab {vocab} of {settings.realistic_vocab_size} asked, min_freq 5), "
-                     f"trained on the sample's {len(texts):,} training reviews",
-        "length_median": ordered[len(ordered) // 2],
-        "length_p90": ordered[int(0.9 * (len(ordered) - 1))],
-        "runs": [realistic_epoch(settings, all_lengths, max_length, device, precision)
-                 for precision in settings.precision for max_length in settings.realistic_max_lengths],
-    }
+    name: ClassVar[str] = "realistic"
+    by_default: ClassVar[bool] = True
+    realistic_scheme: str = option("rope", "hf-attn position scheme of the realistic section")
+    realistic_backend: str | None = option(
+        None, "attention implementation of every model in the realistic section (default: each of --backends the "
+        "model has, its fastest on a strategy's batches counting)")
+    realistic_batch: int = option(32, "training batch size of the realistic section")
+    realistic_max_lengths: tuple[int, ...] = option(
+        (128, 512), "truncation lengths, each also the width of fixed padding")
+    realistic_vocab_size: int = option(
+        WEEK3_VOCAB, "vocabulary (bytes + merges) of the Week 3 tokenizer that measures review lengths (a larger "
+        "one makes reviews shorter in tokens; the full IMDb runs use 8000)")
+    epoch_reviews: int | None = option(None, "reviews in the epoch (default: the sample's whole train split)")
+    group_megabatch: int = option(50, "length-grouped batching sorts chunks of this many batches")
+
+    @classmethod
+    def run(cls, settings: BenchSettings, device: torch.device) -> dict[str, Any]:
+        """One training epoch over IMDb review lengths: fixed padding vs dynamic vs length-grouped, for each
+        truncation length."""
+        from ...tasks.imdb import load_sample
+
+        texts = list(load_sample()["train"]["text"])  # the tokenizer learns from all of them
+        all_lengths, vocab = review_token_lengths(texts, settings.realistic_vocab_size)
+        all_lengths = all_lengths[: settings.epoch_reviews]
+        ordered = sorted(all_lengths)
+        return {
+            "scheme": settings.realistic_scheme, "reviews": len(all_lengths),
+            "batch": settings.realistic_batch,
+            "tokenizer": f"Week 3 byte-level BPE (vocab {vocab} of {settings.realistic_vocab_size} asked, min_freq 5), "
+                         f"trained on the sample's {len(texts):,} training reviews",
+            "length_median": ordered[len(ordered) // 2],
+            "length_p90": ordered[int(0.9 * (len(ordered) - 1))],
+            "runs": [realistic_epoch(settings, all_lengths, max_length, device, precision)
+                     for precision in settings.precision for max_length in settings.realistic_max_lengths],
+        }
+
+    @classmethod
+    def report(cls, record: dict[str, Any]) -> list[str]:
+        attention = f" {record['backend']}" if "backend" in record else ""  # later records: per model, in each run
+        out = [f"## Realistic batches (one epoch of {record['reviews']} IMDb reviews, hf-attn {record['scheme']}"
+               f"{attention}, batch {record['batch']})", "",
+               f"Lengths: {record['tokenizer']}; median {record['length_median']}, 90th percentile "
+               f"{record['length_p90']} tokens.", ""]
+        for run in record["runs"]:
+            rows = [[r["strategy"], r["batches"], f"{r['real_tokens']:,}", f"{r['padded_tokens']:,}",
+                     f"{r['padding_efficiency']:.0%}", f"{r['epoch_s']:.1f}", ratio(r["speedup_vs_fixed"])]
+                    for r in run["rows"]]
+            precision = f", {run['precision']}" if "precision" in run else ""  # records before #51: fp32 alone
+            out += [f"### Truncated to {run['max_length']} tokens{precision} ({run['truncated_fraction']:.0%} of "
+                    "reviews longer)", "",
+                    table(["padding", "batches", "real tokens", "padded tokens", "efficiency", "epoch s", "vs fixed"],
+                          rows), ""]
+            if "epoch_s_by_model" in run["rows"][0]:  # records from before the peers joined the section: hf-attn alone
+                models = list(run["rows"][0]["epoch_s_by_model"])
+                peer = [[r["strategy"], *(f"{r['epoch_s_by_model'][name]:.1f}{_attention(r, name)}" for name in models),
+                         ratio(r["speedup_vs_padded"]),
+                         f"{r['speedup_vs_peer']:.2f}x ({r['fastest_peer']})" if "speedup_vs_peer" in r else ""]
+                        for r in run["rows"]]
+                at_best = ", each at the fastest of its attentions" if "backend_by_model" in run["rows"][0] else ""
+                out += ["Epoch seconds of every model on the same batches (hf-attn computes only the real tokens "
+                        f"outside attention; the others every padded slot){at_best}:", "",
+                        table(["padding", *models, "hf-attn vs padded", "hf-attn vs fastest peer"], peer), ""]
+        return out
+
+
+def _attention(row: dict[str, Any], model: str) -> str:
+    """" (eager)": the attention a realistic row timed `model` with (older records: one for all, in the heading)."""
+    return f" ({row['backend_by_model'][model]})" if "backend_by_model" in row else ""
 
 
 REALISTIC_UNPADDED = "hf-attn"
