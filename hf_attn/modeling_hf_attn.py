@@ -711,12 +711,19 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         self.post_init()
 
     def generate(self, inputs: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> Any:
-        """`GenerationMixin.generate`, with a clear error for an empty prompt (an IndexError in transformers)."""
+        """`GenerationMixin.generate`, with clear errors for an empty prompt (an IndexError in transformers) and for
+        a rule whose ids come from the task without them (transformers would decode at sequential ids)."""
         prompt = inputs if inputs is not None else kwargs.get("input_ids")
         if prompt is not None and prompt.shape[-1] == 0:
             raise ValueError(
                 "generate() got an empty prompt; pass at least one token, or no inputs and a bos_token_id to "
                 "start from."
+            )
+        if self.config.position_id_rule_class.from_task and kwargs.get("position_ids") is None:
+            raise ValueError(
+                f"position_id_rule={self.config.position_id_rule!r} takes its ids from the task, and generate() got "
+                "no position_ids: pass the prompt's ids followed by the planned ids of the answer's positions (e.g. "
+                "hf_attn.tasks.length.coupled_position_ids(task, input), as score-pairs does)."
             )
         return super().generate(inputs, *args, **kwargs)
 
