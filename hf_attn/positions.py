@@ -407,8 +407,9 @@ class ContextualPositions(PositionScheme):
     words or sentences rather than tokens. The logit q_i . e[p_ij] is added to the score, e[p] interpolated between
     the learned vectors e[floor p] and e[ceil p] of the layer (shared by its heads; p at most `cope_max_positions` -
     1), from q . e at every whole position as the paper computes it. The vectors start as transformers' normal init
-    (the paper's code: zero, so no position at first). In an encoder a later key counts k = i..j alike (the paper's
-    count is causal). It needs the scores, so attention runs eagerly; position ids are not read."""
+    (the paper's code: zero, so no position at first). The paper counts causally; in an encoder a later key counts
+    k = i..j, this package's mirror of it. It needs the scores, so attention runs eagerly; position ids are not
+    read."""
 
     own_fields = ("cope_max_positions",)
     reads_scores = True

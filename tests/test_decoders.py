@@ -70,6 +70,7 @@ DECODING_SETTINGS = {
     "alibi-sliding-gqa2": dict(position_embedding_type="alibi", num_key_value_heads=2, **SLIDING),
     "sinusoidal-sliding": dict(position_embedding_type="sinusoidal", sliding_window=3),
     "rope-cross": dict(position_embedding_type="rope", add_cross_attention=True),
+    "cope-cross-gqa2": dict(position_embedding_type="cope", add_cross_attention=True, num_key_value_heads=2),
     "alibi-cross-sliding-mqa": dict(position_embedding_type="alibi", add_cross_attention=True,
                                     num_key_value_heads=1, **SLIDING),
     **NEWER_SETTINGS,
