@@ -99,8 +99,10 @@ class HfAttnConfig(PreTrainedConfig):
         norm_eps: epsilon of every norm.
         norm_position: `pre` (x + f(norm(x))) or `post` (norm(x + f(x)), the original Transformer's and BERT's).
         position_embedding_type: a key of `positions.POSITION_SCHEMES`: `none`, `sinusoidal`, `learned`, `rope`,
-            `alibi`, `t5` (bucketed relative bias), `fire` (a learned function of the normalised log distance) or
-            `rope_nope` (RoPE with some layers without positions, as SmolLM3).
+            `alibi`, `t5` (bucketed relative bias), `fire` (a learned function of the normalised log distance),
+            `rope_nope` (RoPE with some layers without positions, as SmolLM3) or `cope` (positions counted by gates
+            of the attention scores, Golovneva et al.; it reads the scores, so attention runs eagerly whatever
+            `attn_implementation` says).
         position_id_rule: a key of `position_ids.POSITION_ID_RULES`, the ids the scheme reads when none are passed:
             `sequential` (0, 1, 2, ...), `randomized` (a sorted random subset in training, Ruoss et al.), `abacus`
             (each digit's offset inside its number, McLeish et al.) or `coupled` (the task's, Cho et al.).
@@ -126,6 +128,8 @@ class HfAttnConfig(PreTrainedConfig):
             is `None`.
         fire_initial_threshold: `fire` only: FIRE's threshold L at initialisation (it is learned from there), below
             which positions are not normalised further; `None`: `max_position_embeddings`, the training length.
+        cope_max_positions: `cope` only: learned position vectors per layer, counts past the last one clamped to it;
+            `None`: max_position_embeddings + 1 (a count reaches the training length).
         sliding_window: `sliding_attention` layers see keys at most this far away (only backwards when causal).
         layer_types: per layer, `full_attention` or `sliding_attention` (default: all sliding with a window).
         attention_scoring: how a query and a key make a score (docs/attention-notes.md): `dot`; `general`, q^T W k
@@ -195,6 +199,7 @@ class HfAttnConfig(PreTrainedConfig):
     )
     no_rope_layer_interval: int = count(4)
     fire_initial_threshold: int | None = count(512, "max_position_embeddings")
+    cope_max_positions: int | None = count(None, "max_position_embeddings + 1")
     sliding_window: int | None = count(None, "no window")
     layer_types: list[LayerType] | None = None
     attention_scoring: str = one_of("dot", ATTENTION_SCORINGS)

@@ -51,17 +51,20 @@ LOCAL_MIN_BLOCK = 32
 def eager_attention_forward(
     module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     attention_mask: torch.Tensor | None, scaling: float, dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None, **kwargs: object,
+    position_bias: torch.Tensor | None = None, scored_positions: PositionScheme | None = None, **kwargs: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(`module.scoring`(q x scaling, k) + bias) v and the weights: (batch, heads, seq, head_dim) in, (batch,
-    seq, heads, head_dim) out. Masked scores get the dtype's minimum (-inf makes a fully masked row NaN), masked
-    weights 0. Scaling the queries, and a softmax in the scores' dtype (its kernels accumulate in float32), each save
-    a pass over the scores."""
+    seq, heads, head_dim) out; `scored_positions` adds its logits of the scores (CoPE). Masked scores get the dtype's
+    minimum (-inf makes a fully masked row NaN), masked weights 0. Scaling the queries, and a softmax in the scores'
+    dtype (its kernels accumulate in float32), each save a pass over the scores."""
     key = repeat_kv(key, module.num_key_value_groups)
     value = repeat_kv(value, module.num_key_value_groups)
-    scores = module.scoring(query * scaling, key)  # (B, H, Q, K)
+    query = query * scaling
+    scores = module.scoring(query, key)  # (B, H, Q, K)
     if position_bias is not None:
         scores = scores + position_bias
+    if scored_positions is not None:
+        scores = scores + scored_positions.score_logits(query, scores, attention_mask, module.layer_idx)
     if attention_mask is not None:
         scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1).to(query.dtype)
@@ -84,6 +87,7 @@ class AttentionInputs:
     causal_only: bool = False  # `mask` is the causal mask and nothing else
     real: RealTokens | None = None  # the hidden states are the real tokens alone, (1, tokens, hidden)
     context: torch.Tensor | None = None  # cross-attention's keys and values come from it
+    scored_positions: PositionScheme | None = None  # a scheme that reads the scores (`reads_scores`): eager only
     output_attentions: bool = False  # the weights are asked for: only the eager math returns them
 
 
@@ -177,10 +181,12 @@ class HfAttnAttention(nn.Module):
         return query, key, value
 
     def _attention_function(self, inputs: AttentionInputs, query_length: int) -> tuple[Callable, bool]:
-        """The backend (eager where the weights are asked for or the scoring has no kernel), and `is_causal`."""
+        """The backend (eager where the weights are asked for, or the scoring or the position scheme needs the
+        scores), and `is_causal`."""
         implementation = self.scoring.implementation(self.config._attn_implementation)
         # an empty text runs the eager math over no tokens (SDPA's reshapes fail)
-        if inputs.output_attentions or implementation == "eager" or query_length == 0:
+        eager = inputs.output_attentions or implementation == "eager" or query_length == 0
+        if eager or inputs.scored_positions is not None:
             return eager_attention_forward, False
         function = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         # Causality is in the explicit mask, so every backend sees the same one, unless it is the causal mask alone:
@@ -208,7 +214,7 @@ class HfAttnAttention(nn.Module):
         else:
             output, weights = attention_function(
                 self, query, key, value, None if is_causal else mask, scaling=self.scaling, dropout=dropout,
-                position_bias=bias, is_causal=is_causal,
+                position_bias=bias, is_causal=is_causal, scored_positions=inputs.scored_positions,
             )
         if inputs.empty_query_rows is not None:  # backends disagree on rows with no visible key; define them as 0
             output = output.masked_fill(inputs.empty_query_rows, 0.0)
@@ -428,9 +434,10 @@ class HfAttnModel(HfAttnPreTrainedModel):
         device: torch.device,
     ) -> BandBlocks | None:
         """The blocks of sliding layers' band (`local_attention_forward`), or None for a dense mask: after cached
-        keys, below twice the keys a block sees, and when the weights are asked for (returned whole)."""
+        keys, below twice the keys a block sees, when the weights are asked for (returned whole) and for a scheme
+        that reads the scores (`reads_scores`)."""
         window = self.config.sliding_window
-        if window is None or past_length or output_attentions:
+        if window is None or past_length or output_attentions or self.positions.reads_scores:
             return None
         block = max(window, LOCAL_MIN_BLOCK)
         if length < 2 * (block + 2 * window):
@@ -563,6 +570,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 mask=mask, rotary=positions.rotary.get(kind), empty_query_rows=empty_rows(mask),
                 band=band if kind == "sliding_attention" else None,
                 causal_only=causal_only and kind == "full_attention", real=real, output_attentions=output_attentions,
+                scored_positions=self.positions if self.positions.reads_scores else None,
             )
             for kind, mask in masks.items()
         }
@@ -711,12 +719,19 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         self.post_init()
 
     def generate(self, inputs: torch.Tensor | None = None, *args: Any, **kwargs: Any) -> Any:
-        """`GenerationMixin.generate`, with a clear error for an empty prompt (an IndexError in transformers)."""
+        """`GenerationMixin.generate`, with clear errors for an empty prompt (an IndexError in transformers) and for
+        a rule whose ids come from the task without them (transformers would decode at sequential ids)."""
         prompt = inputs if inputs is not None else kwargs.get("input_ids")
         if prompt is not None and prompt.shape[-1] == 0:
             raise ValueError(
                 "generate() got an empty prompt; pass at least one token, or no inputs and a bos_token_id to "
                 "start from."
+            )
+        if self.config.position_id_rule_class.from_task and kwargs.get("position_ids") is None:
+            raise ValueError(
+                f"position_id_rule={self.config.position_id_rule!r} takes its ids from the task, and generate() got "
+                "no position_ids: pass the prompt's ids followed by the planned ids of the answer's positions (e.g. "
+                "hf_attn.tasks.length.coupled_position_ids(task, input), as score-pairs does)."
             )
         return super().generate(inputs, *args, **kwargs)
 

@@ -141,7 +141,7 @@ class CoupledPositionIds(PositionIdRule):
     id but 0 (special tokens) is shifted by one random start per sequence, uniform in [0, `max_coupled_start`], as
     Cho et al. do, so that the ids of longer test sequences were seen; in `generate()` the caller passes the ids of
     the prompt followed by the planned ids of the answer's positions, and each step takes the next (past the plan
-    they go on by one)."""
+    they go on by one); without them `generate()` refuses to guess."""
 
     own_fields = ("max_coupled_start",)
     from_task = True

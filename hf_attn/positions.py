@@ -44,6 +44,8 @@ class PositionScheme(nn.Module):
     # Rotates queries and keys so that q . k depends on the offset alone: it needs a dot-product scoring.
     rotates_queries_and_keys: ClassVar[bool] = False
     paired_width: ClassVar[str | None] = None  # the config width whose channels the scheme pairs: it must be even
+    # Adds logits computed from each layer's attention scores (`score_logits`): attention runs eagerly, densely.
+    reads_scores: ClassVar[bool] = False
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
@@ -95,6 +97,12 @@ class PositionScheme(nn.Module):
         """The bias (1|batch, heads, ..., query, key) of key-minus-query `offsets` (..., query, key) for queries at
         `query_positions` (1|batch, ..., query), or None."""
         return None
+
+    def score_logits(self, query: torch.Tensor, scores: torch.Tensor, visible: torch.Tensor | None,
+                     layer_idx: int) -> torch.Tensor:
+        """With `reads_scores`: the logits (batch, heads, query, key) added to a layer's `scores` of the scaled
+        `query` (batch, heads, query, head_dim), `visible` the attention mask (None: every key)."""
+        raise NotImplementedError(f"{type(self).__name__} reads no attention scores")
 
     def reset_buffers(self) -> None:
         """Recompute the scheme's fp32 buffers (non-persistent: not in checkpoints)."""
@@ -393,6 +401,46 @@ class FirePositions(PositionScheme):
         return bias.movedim(bias.dim() - 1, 1)  # a positive dimension: TorchScript's ONNX export takes no -1 here
 
 
+class ContextualPositions(PositionScheme):
+    """`cope` (Golovneva et al., 2024, "Contextual Position Encoding"): key j's position from query i counts the gates
+    g_ik = sigmoid(q_i . k_k) (the layer's scaled scores) of k = j..i, p_ij = sum_k g_ik, so that a head can count
+    words or sentences rather than tokens. The logit q_i . e[p_ij] is added to the score, e[p] interpolated between
+    the learned vectors e[floor p] and e[ceil p] of the layer (shared by its heads; p at most `cope_max_positions` -
+    1), from q . e at every whole position as the paper computes it. The vectors start as transformers' normal init
+    (the paper's code: zero, so no position at first). The paper counts causally; in an encoder a later key counts
+    k = i..j, this package's mirror of it. It needs the scores, so attention runs eagerly; position ids are not
+    read."""
+
+    own_fields = ("cope_max_positions",)
+    reads_scores = True
+
+    def __init__(self, config: HfAttnConfig) -> None:
+        super().__init__(config)
+        self.max_positions = config.cope_max_positions or config.max_position_embeddings + 1
+        self.embeddings = nn.Parameter(torch.empty(config.num_hidden_layers, config.head_dim, self.max_positions))
+
+    def init_parameters(self) -> None:
+        init.normal_(self.embeddings, std=self.config.initializer_range)
+
+    def score_logits(self, query: torch.Tensor, scores: torch.Tensor, visible: torch.Tensor | None,
+                     layer_idx: int) -> torch.Tensor:
+        gates = torch.sigmoid(scores.float())
+        if visible is not None:
+            gates = gates.masked_fill(~visible, 0.0)
+        counted = gates.cumsum(dim=-1)  # (B, H, Q, K): the gates of keys 0..j
+        if self.config.is_decoder:  # every visible key is at or before the query, whose count ends the row
+            positions = counted[..., -1:] - counted + gates
+        else:  # no cache: the queries are the keys, the diagonal the query's own count and gate
+            own_count, own_gate = (part.diagonal(dim1=-2, dim2=-1)[..., None] for part in (counted, gates))
+            later = torch.ones(gates.shape[-2:], dtype=torch.bool, device=gates.device).triu(1)
+            positions = (own_count - counted).abs() + torch.where(later, own_gate, gates)
+        positions = positions.clamp(max=self.max_positions - 1)
+        floor = positions.floor()
+        logits = torch.matmul(query, self.embeddings[layer_idx].to(query.dtype))  # (B, H, Q, max_positions)
+        at_floor, at_ceil = (logits.gather(-1, index.long()) for index in (floor, positions.ceil()))
+        return at_floor + (positions - floor).to(logits.dtype) * (at_ceil - at_floor)
+
+
 POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
     "none": NoPositions,
     "sinusoidal": SinusoidalPositions,
@@ -402,6 +450,7 @@ POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
     "t5": T5Positions,
     "fire": FirePositions,
     "rope_nope": RopeWithNopeLayers,
+    "cope": ContextualPositions,
 }
 
 

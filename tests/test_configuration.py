@@ -99,6 +99,7 @@ INVALID = [
     (dict(position_embedding_type="rope_nope", no_rope_layers=[1, 2]), "no_rope_layers", "1 (RoPE) or 0"),
     (dict(position_embedding_type="rope_nope", no_rope_layer_interval=0), "no_rope_layer_interval", "positive"),
     (dict(position_embedding_type="fire", fire_initial_threshold=0), "fire_initial_threshold", "positive"),
+    (dict(position_embedding_type="cope", cope_max_positions=0), "cope_max_positions", "positive"),
 ]
 
 
@@ -127,10 +128,11 @@ IGNORED_SETTINGS = [
     ("no_rope_layers", {"no_rope_layers": [1, 0]}, "rope_nope"),
     ("no_rope_layer_interval", {"no_rope_layer_interval": 2}, "rope_nope"),
     ("fire_initial_threshold", {"fire_initial_threshold": None}, "fire"),
+    ("cope_max_positions", {"cope_max_positions": 8}, "cope"),
 ]
 
 
-@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "rope", "alibi", "t5", "fire", "rope_nope"])
+@pytest.mark.parametrize("scheme", list(POSITION_SCHEMES))
 @pytest.mark.parametrize(("field", "setting", "reader"), IGNORED_SETTINGS)
 def test_a_setting_the_scheme_does_not_read_is_refused_naming_field_scheme_and_readers(
     scheme: str, field: str, setting: dict, reader: str
@@ -166,8 +168,9 @@ def test_every_scheme_takes_the_defaults_a_saved_config_carries(scheme: str, tmp
          sliding_window=2, layer_types=["sliding_attention", "full_attention"]),
     dict(position_embedding_type="fire", fire_initial_threshold=None),
     dict(position_embedding_type="fire", fire_initial_threshold=64),
+    dict(position_embedding_type="cope", cope_max_positions=8),
 ], ids=["no-rope-layers", "no-rope-interval", "theta-per-layer-type-and-p-rope", "fire-at-training-length",
-        "fire-at-64"])
+        "fire-at-64", "cope-8-positions"])
 def test_the_newer_schemes_settings_survive_save_and_load(setting: dict, tmp_path) -> None:  # noqa: ANN001
     HfAttnConfig(**tiny_config_kwargs(**setting)).save_pretrained(tmp_path)
     loaded = HfAttnConfig.from_pretrained(tmp_path)

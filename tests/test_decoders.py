@@ -31,7 +31,8 @@ from hf_attn.caching import GrowingCacheLayer
 SCHEMES = list(POSITION_SCHEMES)
 SLIDING = dict(sliding_window=2, layer_types=["sliding_attention", "full_attention"])
 # The newer schemes' settings (test_positions.py checks each against its paper and transformers): a NoPE layer
-# after a RoPE one; ModernBERT's thetas per layer type, p-RoPE on the sliding layers; FIRE's L at the training length.
+# after a RoPE one; ModernBERT's thetas per layer type, p-RoPE on the sliding layers; FIRE's L at the training length;
+# CoPE counting within a sliding window, its counts clamped at 3.
 NEWER_SETTINGS = {
     "rope_nope-1-0": dict(position_embedding_type="rope_nope", no_rope_layers=[1, 0]),
     "rope-theta-per-layer-type-p-rope": dict(
@@ -40,6 +41,7 @@ NEWER_SETTINGS = {
                          "sliding_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
                                                "rope_theta": 10_000.0}}),
     "fire-at-training-length": dict(position_embedding_type="fire", fire_initial_threshold=None),
+    "cope-sliding-4-positions": dict(position_embedding_type="cope", **SLIDING, cope_max_positions=4),
 }
 # Untied, wider-initialised heads: a tiny random model whose head is its embedding mostly repeats the last
 # token, which would let a generation test pass without telling positions apart.
@@ -68,6 +70,7 @@ DECODING_SETTINGS = {
     "alibi-sliding-gqa2": dict(position_embedding_type="alibi", num_key_value_heads=2, **SLIDING),
     "sinusoidal-sliding": dict(position_embedding_type="sinusoidal", sliding_window=3),
     "rope-cross": dict(position_embedding_type="rope", add_cross_attention=True),
+    "cope-cross-gqa2": dict(position_embedding_type="cope", add_cross_attention=True, num_key_value_heads=2),
     "alibi-cross-sliding-mqa": dict(position_embedding_type="alibi", add_cross_attention=True,
                                     num_key_value_heads=1, **SLIDING),
     **NEWER_SETTINGS,
@@ -307,7 +310,7 @@ def test_sampling_is_reproducible_with_a_seed_and_the_same_with_or_without_the_c
 
 
 STATIC_CASES = [
-    ("rope", "sdpa"), ("learned-mqa", "sdpa"), ("rope-gqa2", "eager"), ("rope_nope-1-0", "sdpa"),
+    ("rope", "sdpa"), ("learned-mqa", "sdpa"), ("rope-gqa2", "eager"), ("rope_nope-1-0", "sdpa"), ("cope", "sdpa"),
     *(pytest.param(setting, attn, marks=pytest.mark.slow) for setting, attn in
       [("none", "sdpa"), ("learned", "eager"), ("rope-gqa2", "sdpa"), ("rope", "eager")]),
 ]

@@ -152,7 +152,8 @@ def test_alibi_lines_are_each_heads_slope_times_the_distance(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("rope_layout", ["halves", "interleaved"])
-def test_rope_line_is_the_closed_form_decay_and_no_positions_draw_no_line(tmp_path: Path, rope_layout: str) -> None:
+def test_rope_line_is_the_closed_form_decay_and_no_positions_or_cope_draw_no_line(
+        tmp_path: Path, rope_layout: str) -> None:
     """The picture comes from the scheme's own rotation, in either layout: the mean of cos(d theta_i)."""
     save_tiny_classifier(tmp_path / "rope", position_embedding_type="rope", rope_layout=rope_layout)
     explored = load_explored(tmp_path / "rope")
@@ -161,6 +162,9 @@ def test_rope_line_is_the_closed_form_decay_and_no_positions_draw_no_line(tmp_pa
     assert line.tolist() == pytest.approx(rope_offset_scores(explored.model.config.head_dim, 12).tolist(), abs=1e-5)
     save_tiny_classifier(tmp_path / "none", position_embedding_type="none")
     assert scheme_curves(load_explored(tmp_path / "none"), 12)[2] == {}
+    save_tiny_classifier(tmp_path / "cope", position_embedding_type="cope")  # counts that depend on the text
+    title, _, lines = scheme_curves(load_explored(tmp_path / "cope"), 12)
+    assert lines == {} and "counted from the attention scores" in title
 
 
 @pytest.mark.parametrize("scheme", ["t5", "fire"])

@@ -25,14 +25,14 @@ import pytest
 import torch
 import transformers
 from datasets import Dataset
-from helpers import REPO
+from helpers import REPO, tiny_config_kwargs
 from hub_server import GITATTRIBUTES, USER, LocalHub
 from huggingface_hub import HfApi, ModelCard, RepoFolder, constants, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
 from huggingface_hub.repocard_data import model_index_to_eval_results
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments
 
-from hf_attn import HfAttnForSequenceClassification, cli
+from hf_attn import HfAttnConfig, HfAttnForCausalLM, HfAttnForSequenceClassification, cli
 from hf_attn.publishing.model_code import MODEL_CODE_FILES, write_model_code
 
 # huggingface_hub's LFS upload hands httpx a file as `data=` (httpx2 0.x deprecates it for `content=`): not ours.
@@ -262,6 +262,41 @@ def test_trainer_push_to_hub_uploads_loadable_commits_without_optimizer_state(hu
 
     trainer.push_to_hub()
     assert hub.commits(repo_id) == history
+
+
+# Run in a fresh interpreter where hf_attn cannot be imported: a pushed decoder's greedy tokens and its class's module.
+GENERATE_FROM_THE_HUB = textwrap.dedent("""
+    import json, sys
+    sys.modules["hf_attn"] = None  # no hf_attn package at all
+    import torch
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+    generated = model.generate(torch.tensor(json.loads(sys.argv[2])), max_new_tokens=6, do_sample=False)
+    print(json.dumps({"tokens": generated.tolist(), "module": type(model).__module__}))
+""")
+
+
+@pytest.mark.slow  # test_decoders.py's remote-code generation covers CoPE in the default suite
+def test_a_cope_decoder_pushed_to_the_hub_generates_with_the_repo_s_code(hub: LocalHub, tmp_path: Path) -> None:
+    """CoPE reads the attention scores through a hook of the Hub code (positions.py, modeling_hf_attn.py): a tiny
+    CoPE decoder pushed with `push_to_hub` and loaded in a process without hf_attn generates the pushed model's
+    tokens."""
+    repo_id = f"{USER}/hf-attn-cope"
+    torch.manual_seed(0)
+    config = HfAttnConfig(**tiny_config_kwargs(is_decoder=True, position_embedding_type="cope", cope_max_positions=5,
+                                               tie_word_embeddings=False, initializer_range=0.2))
+    model = HfAttnForCausalLM(config).eval()
+    model.push_to_hub(repo_id)
+    assert missing_remote_code(hub.files(repo_id)) == set()
+    prompt = [[5, 9, 2, 7], [11, 3, 3, 8]]
+    environment = {**os.environ, "HF_HOME": str(tmp_path / "fresh_hf_home"), "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", GENERATE_FROM_THE_HUB, repo_id, json.dumps(prompt)],
+                            capture_output=True, text=True, cwd=tmp_path, env=environment, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["module"].startswith("transformers_modules.")
+    expected = model.generate(torch.tensor(prompt), max_new_tokens=6, do_sample=False)
+    assert loaded["tokens"] == expected.tolist() and expected[:, 4:].unique().numel() > 1
 
 
 # Run in a fresh interpreter where hf_attn cannot be imported: prints each repo's logits and the module of its class.

@@ -831,10 +831,11 @@ def test_the_token_classifier_scores_every_token_with_one_linear_layer_and_ignor
     assert AutoModelForTokenClassification.from_config(model.config).__class__ is HfAttnForTokenClassification
 
 
-@pytest.mark.parametrize("scheme", ["t5", "fire"])
+@pytest.mark.parametrize("scheme", ["t5", "fire", "cope"])
 def test_reentrant_gradient_checkpointing_gives_a_learned_bias_the_gradients_of_plain_backward(scheme: str) -> None:
-    """The bias of t5 and fire is computed once and learned: with reentrant checkpointing (which carries the
-    gradients of tensor arguments only) every parameter gets the gradient of a backward without checkpointing."""
+    """The bias of t5 and fire is computed once and learned, CoPE's table read inside each layer through the scheme:
+    with reentrant checkpointing (which carries the gradients of tensor arguments only) every parameter gets the
+    gradient of a backward without checkpointing."""
     model = build(HfAttnForSequenceClassification, position_embedding_type=scheme, attn="sdpa").train()
     input_ids, attention_mask = random_batch(pad_rows={1: 5})
     labels = torch.tensor([0, 1, 0])

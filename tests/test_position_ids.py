@@ -132,6 +132,19 @@ def test_coupled_ids_come_from_the_caller() -> None:
         model(torch.tensor([encode("12+345=")]))
 
 
+def test_coupled_generation_without_the_planned_ids_is_refused_not_decoded_at_sequential_ids() -> None:
+    torch.manual_seed(0)
+    model = HfAttnForCausalLM(config(is_decoder=True, position_id_rule="coupled")).eval()
+    prompt = torch.tensor([encode("12+345=")])
+    with pytest.raises(ValueError, match="position_id_rule='coupled'.*no position_ids: pass the prompt's ids"):
+        model.generate(input_ids=prompt, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    with pytest.raises(ValueError, match="no position_ids"):
+        model.generate(prompt, max_new_tokens=2, do_sample=False, pad_token_id=0, position_ids=None)
+    planned = torch.tensor([[0, 1, 2, 0, 1, 2, 3, 0, 3, 2]])
+    generated = model.generate(prompt, max_new_tokens=2, do_sample=False, pad_token_id=0, position_ids=planned)
+    assert generated.shape == (1, 9)
+
+
 # ------------------------------------------------------------------------- generate() with the cache
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
 from helpers import tiny_config_kwargs
 
-from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnModel, PositionScheme
+from hf_attn import POSITION_SCHEMES, HfAttnConfig, HfAttnModel, PositionScheme, modeling_hf_attn
 from hf_attn.positions import (
     FirePositions,
     RopeWithNopeLayers,
@@ -447,3 +448,88 @@ def test_fire_threshold_at_the_training_length_interpolates_within_it(threshold:
             assert bias[0, :, query, key].tolist() == pytest.approx(
                 fire_bias_by_the_formula(fire, query, key, initial_threshold=initial), abs=1e-5)
     assert not torch.allclose(bias, at_512.attention_positions(torch.arange(keys)[None], keys).bias)
+
+
+def cope_weights_by_hand(query: torch.Tensor, key: torch.Tensor, visible: torch.Tensor, table: torch.Tensor,
+                         causal: bool) -> tuple[torch.Tensor, float]:
+    """CoPE's attention weights of one head, (query, key), a slow loop over i and j (Golovneva et al., eq. 3-5, as
+    their code scales: scores and position logits by 1/sqrt(d)): g_ik = sigmoid(q_i . k_k / sqrt(d)) over the
+    visible keys, p_ij = sum_{k=j..i} g_ik (in an encoder also k = i..j for a later key), clamped to the table's last
+    position, e[p] = (p - floor p) e[ceil p] + (1 - p + floor p) e[floor p], logit q_i . (k_j + e[p_ij]) / sqrt(d).
+    Also the largest count before clamping."""
+    length, dim = query.shape
+    weights, largest = torch.zeros(length, length, dtype=torch.float64), 0.0
+    for i in range(length):
+        logits = {}
+        for j in range(length):
+            if not visible[j] or (causal and j > i):
+                continue
+            between = range(j, i + 1) if j <= i else range(i, j + 1)
+            p = sum(torch.sigmoid(query[i] @ key[k] / math.sqrt(dim)).item() for k in between if visible[k])
+            largest = max(largest, p)
+            p = min(p, table.shape[1] - 1)
+            low, high = math.floor(p), math.ceil(p)
+            e = (p - low) * table[:, high] + (1 - p + low) * table[:, low]
+            logits[j] = (query[i] @ (key[j] + e) / math.sqrt(dim)).item()
+        if logits:
+            values = torch.softmax(torch.tensor(list(logits.values()), dtype=torch.float64), dim=0)
+            weights[i, list(logits)] = values
+    return weights, largest
+
+
+@pytest.mark.parametrize("is_decoder", [True, False], ids=["causal", "bidirectional"])
+def test_cope_attention_equals_the_papers_formula_computed_by_hand(is_decoder: bool) -> None:
+    """Every head's weights in both layers of a tiny model, a left-padded row included, against the loop above;
+    `cope_max_positions` = 3 so that counts are clamped."""
+    torch.manual_seed(0)
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="cope", is_decoder=is_decoder,
+                                               cope_max_positions=3, initializer_range=0.2))
+    model = HfAttnModel(config).eval()
+    with torch.no_grad():
+        model.positions.embeddings.normal_()  # the default init is small: make the positions matter
+    input_ids = torch.randint(1, 64, (2, 7))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, :2] = 0
+    with torch.no_grad():
+        outputs = model(input_ids, attention_mask=attention_mask, output_hidden_states=True, output_attentions=True)
+        largest = 0.0
+        for layer_idx, layer in enumerate(model.layers):
+            hidden = layer.self_attn_norm(outputs.hidden_states[layer_idx])  # the layer's input, pre-norm
+            query, key, _ = layer.self_attn.qkv_proj(hidden).split(layer.self_attn.split_sizes, dim=-1)
+            query, key = (states.unflatten(-1, (4, 8)).double() for states in (query, key))
+            table = model.positions.embeddings[layer_idx].double()
+            for row in range(2):
+                for head in range(4):
+                    expected, count = cope_weights_by_hand(query[row, :, head], key[row, :, head],
+                                                           attention_mask[row].bool(), table, is_decoder)
+                    largest = max(largest, count)
+                    actual = outputs.attentions[layer_idx][row, head].double()
+                    real = attention_mask[row].bool()
+                    torch.testing.assert_close(actual[real], expected[real], atol=1e-5, rtol=1e-5)
+    assert largest > 3  # some counts were clamped to the last position
+
+
+def test_cope_reads_the_scores_so_an_sdpa_model_runs_eagerly_and_densely(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An `attn_implementation="sdpa"` CoPE encoder runs neither the SDPA kernel nor sliding blocks (its positions
+    count every visible key) and gives the eager model's output; ALiBi on the same input runs both (the check can
+    fail)."""
+    calls = {"kernel": 0, "blocks": 0}
+
+    def counted(name: str, function: Callable) -> Callable:
+        return lambda *args, **kwargs: calls.update({name: calls[name] + 1}) or function(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        counted("kernel", torch.nn.functional.scaled_dot_product_attention))
+    monkeypatch.setattr(modeling_hf_attn, "local_attention_forward",
+                        counted("blocks", modeling_hf_attn.local_attention_forward))
+    input_ids = torch.randint(1, 64, (2, 80), generator=torch.Generator().manual_seed(0))  # long enough for blocks
+    outputs = {}
+    for scheme, attn in (("cope", "eager"), ("cope", "sdpa"), ("alibi", "sdpa")):
+        torch.manual_seed(0)
+        model = HfAttnModel(HfAttnConfig(**tiny_config_kwargs(position_embedding_type=scheme, sliding_window=3)))
+        model.set_attn_implementation(attn)
+        with torch.no_grad():
+            outputs[scheme, attn] = model.eval()(input_ids).last_hidden_state
+        assert all(bool(count) == (scheme == "alibi") for count in calls.values()), (scheme, attn, calls)
+    torch.testing.assert_close(outputs["cope", "sdpa"], outputs["cope", "eager"], atol=0, rtol=0)
+

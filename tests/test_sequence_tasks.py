@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -285,6 +286,24 @@ def test_hf_attn_train_with_abacus_ids_saves_the_task_s_digit_tokens(tmp_path: P
     config = HfAttnConfig.from_pretrained(run)
     assert (config.position_id_rule, config.digit_token_ids) == ("abacus", list(range(6, 16)))  # after 5 specials, +
     assert json.loads((run / "metrics.json").read_text())["test_exact_match_by_length"]
+
+
+def test_hf_attn_train_teaches_a_cope_decoder_reverse_and_scores_it_by_length(tmp_path: Path) -> None:
+    """CoPE through the length study's code path (configs/length/cope.yaml): a few steps of training, its learned
+    table saved, and the test split scored by length."""
+    from safetensors.torch import load_file
+
+    from hf_attn import cli
+
+    run = tmp_path / "run"
+    cli.main(["train", "--config", str(CONFIG.with_name("cope.yaml")), "--output-dir", str(run), *TINY])
+    config = HfAttnConfig.from_pretrained(run)
+    assert config.position_embedding_type == "cope"
+    table = load_file(run / "model.safetensors")["model.positions.embeddings"]
+    assert table.shape == (1, 16, config.max_position_embeddings + 1)  # 1 layer, head_dim 16
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["optimizer_steps"] == 4 and math.isfinite(metrics["val_loss"])
+    assert metrics["test_exact_match_by_length"]
 
 
 @pytest.mark.parametrize(("lines", "message"), [

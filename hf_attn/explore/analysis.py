@@ -198,8 +198,9 @@ def scheme_curves(explored: ExploredModel, max_offset: int) -> tuple[str, str, d
     Drawn from what the model's scheme hands its layers, so every scheme of the registry draws: a rotation
     (rope): q.k of an all-ones query and key after rotation (its long-range decay); an additive bias (alibi,
     t5, fire): each head's bias on a key that many tokens before the last query; vectors added to the
-    embeddings (sinusoidal, learned): the cosine similarity of position vectors that far apart; none of them
-    (none): no line, since nothing in the model knows the distance.
+    embeddings (sinusoidal, learned): the cosine similarity of position vectors that far apart; positions counted
+    from the attention scores (cope): no line, since they depend on the text; none of them (none): no line, since
+    nothing in the model knows the distance.
     """
     config = explored.model.config
     scheme = explored.model.model.positions
@@ -222,6 +223,8 @@ def scheme_curves(explored: ExploredModel, max_offset: int) -> tuple[str, str, d
     if vectors.any():
         return f"{name}: similarity of positions", "mean cosine similarity", {
             "positions": position_similarity_by_offset(vectors)}
+    if scheme.reads_scores:
+        return f"{name}: positions counted from the attention scores, no picture apart from a text", "", {}
     return f"{name}: no position signal", "", {}
 
 
