@@ -59,7 +59,10 @@ def teacher_labels(teacher: str | os.PathLike[str], texts: Sequence[str], label_
     done = {}
     if cache.is_file():
         for line in cache.read_text().splitlines():
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # the last line of a process killed while it wrote: read again
+                continue
             done[record["index"]] = (record["label"], record["probability"])
     order = sorted((index for index in range(len(texts)) if index not in done), key=lambda index: len(texts[index]))
     if order:
@@ -71,6 +74,8 @@ def teacher_labels(teacher: str | os.PathLike[str], texts: Sequence[str], label_
                              f"{list(label_names)}: use a teacher trained on this dataset.")
         cache.parent.mkdir(parents=True, exist_ok=True)
         with cache.open("a") as file:
+            if cache.stat().st_size and not cache.read_bytes().endswith(b"\n"):
+                file.write("\n")  # after a cut line, the next record starts a line of its own
             for start in range(0, len(order), BATCH_SIZE):
                 batch = order[start:start + BATCH_SIZE]
                 # whole texts: the model applies its own reading policy (read length, windows)
