@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import sys
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
@@ -143,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     record = profile_exports(args.model, runs=args.runs, threads=args.threads,
                              precisions=("fp32", "int8") if args.int8 else ("fp32",))
+    record["command"] = shlex.join(["python", "-m", "hf_attn.serving.profiling", *(sys.argv[1:] if argv is None
+                                                                                      else argv)])
     output = Path(args.output)
     output.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     output.write_text("\n".join(format_profile(record)))
