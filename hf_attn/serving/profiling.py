@@ -99,11 +99,15 @@ def profile_exports(model_dir: str | os.PathLike[str], batches: Sequence[int] = 
                     **export_options: Any) -> dict[str, Any]:
     """The node times (`node_times`) of `model_dir` exported by `export_classifier(**export_options)` and of
     `reference_bert` exported alike, at each of `batches` and `length`."""
+    import onnxruntime
     from transformers import AutoConfig
+
+    from ..timing import this_cpu
 
     config = AutoConfig.from_pretrained(model_dir)
     record: dict[str, Any] = {"model": str(model_dir), "length": length, "runs": runs, "threads": threads,
-                              "export_options": export_options, "times": {}}
+                              "export_options": export_options, "onnxruntime": onnxruntime.__version__,
+                              "cpu": this_cpu(), "times": {}}
     with tempfile.TemporaryDirectory() as folder:
         export_classifier(model_dir, Path(folder) / "hf-attn", int8="int8" in precisions, **export_options)
         export_reference(config, Path(folder) / "bert.onnx")
