@@ -95,10 +95,10 @@ def group_of(op_type: str) -> str:
 
 
 def profile_exports(model_dir: str | os.PathLike[str], batches: Sequence[int] = (1, 8), length: int = 128,
-                    runs: int = 20, threads: int | None = None, precisions: Sequence[str] = ("fp32",),
-                    **export_options: Any) -> dict[str, Any]:
-    """The node times (`node_times`) of `model_dir` exported by `export_classifier(**export_options)` and of
-    `reference_bert` exported alike, at each of `batches` and `length`."""
+                    runs: int = 20, threads: int | None = None,
+                    precisions: Sequence[str] = ("fp32",)) -> dict[str, Any]:
+    """The node times (`node_times`) of `model_dir` exported by `export_classifier` and of `reference_bert` exported
+    alike, at each of `batches` and `length`."""
     import onnxruntime
     from transformers import AutoConfig
 
@@ -106,10 +106,10 @@ def profile_exports(model_dir: str | os.PathLike[str], batches: Sequence[int] = 
 
     config = AutoConfig.from_pretrained(model_dir)
     record: dict[str, Any] = {"model": str(model_dir), "length": length, "runs": runs, "threads": threads,
-                              "export_options": export_options, "onnxruntime": onnxruntime.__version__,
+                              "onnxruntime": onnxruntime.__version__,
                               "cpu": this_cpu(), "times": {}}
     with tempfile.TemporaryDirectory() as folder:
-        export_classifier(model_dir, Path(folder) / "hf-attn", int8="int8" in precisions, **export_options)
+        export_classifier(model_dir, Path(folder) / "hf-attn", int8="int8" in precisions)
         export_reference(config, Path(folder) / "bert.onnx")
         files = {f"hf-attn {precision}": Path(folder) / "hf-attn" / ONNX_FILES[precision] for precision in precisions}
         files["BERT fp32"] = Path(folder) / "bert.onnx"
@@ -123,7 +123,7 @@ def profile_exports(model_dir: str | os.PathLike[str], batches: Sequence[int] = 
 def format_profile(record: dict[str, Any], top: int = 12) -> list[str]:
     """Per profiled graph: the run's time, each group's share of the node time, and the `top` operator types."""
     lines = [f"Node times from ONNX Runtime's profiler, {record['length']} tokens, mean of {record['runs']} runs after "
-             f"a warm-up, microseconds per run (export options: {record['export_options'] or 'defaults'}).", "",
+             f"a warm-up, microseconds per run, {record['threads'] or 'the default'} threads.", "",
              "| graph | run | compute | shape and layout | cast | mask and window | other |", "|---|" + "---:|" * 6]
     for name, times in record["times"].items():
         groups: dict[str, float] = defaultdict(float)
