@@ -107,7 +107,9 @@ def session_options(threads: int | None = None, spinning: bool = True) -> Any:
 
 class OnnxClassifier:
     """Texts -> labels and scores with an exported folder and ONNX Runtime, as `pipeline("text-classification")`
-    answers with the PyTorch model (the softmax's top label and its probability)."""
+    answers with the PyTorch model (the softmax's top label and its probability). `threads` and `spinning` are the
+    session's (`session_options`): spinning threads by default, as a server wants; `spinning=False` on a CPU shared
+    with other work."""
 
     def __init__(self, folder: str | os.PathLike[str], precision: str = "fp32", threads: int | None = None,
                  spinning: bool = True) -> None:
