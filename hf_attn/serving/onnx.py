@@ -125,8 +125,10 @@ class OnnxClassifier:
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.id2label = AutoConfig.from_pretrained(folder).id2label
 
-    def logits(self, texts: list[str]) -> np.ndarray:
-        encoded = self.tokenizer(texts, padding=True, return_tensors="np")
+    def logits(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
+        """(texts, labels) logits; `max_length`: read only each text's first `max_length` tokens."""
+        encoded = self.tokenizer(texts, padding=True, truncation=max_length is not None, max_length=max_length,
+                                 return_tensors="np")
         (logits,) = self.session.run(["logits"], {name: encoded[name].astype(np.int64) for name in INPUT_NAMES})
         return logits
 
