@@ -115,8 +115,10 @@ def read_windows(
 
 def split_into_windows(tensor: torch.Tensor, length: int, stride: int, fill: float) -> torch.Tensor:
     """(batch, seq, ...) -> (batch, windows, length, ...): windows of `length` every `stride` positions over the
-    input and `length` positions of `fill` (a fixed padding: shapes without a branch on `seq`, for tracing)."""
-    padding = tensor.new_full((tensor.shape[0], length, *tensor.shape[2:]), fill)
+    input and `length - 1` positions of `fill` (a fixed padding: shapes without a branch on `seq`, for tracing).
+    That makes ceil(seq / stride) windows: one for an input of at most `stride` tokens, and always the window that
+    reaches the input's end, with at most `(length - 1) // stride` after it (none when the stride is `length`)."""
+    padding = tensor.new_full((tensor.shape[0], length - 1, *tensor.shape[2:]), fill)
     return torch.cat([tensor, padding], dim=1).unfold(1, length, stride).movedim(-1, 2)
 
 

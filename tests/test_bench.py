@@ -842,6 +842,41 @@ def test_serving_reads_every_variant_on_the_same_batches_and_scores_them_against
     assert rows["torch_int8"]["agreement_with_torch_fp32"] == 0.8 and rows["torch_int8"]["speed_vs_torch_fp32"] == 2.0
 
 
+def test_serving_latency_reads_every_cell_with_each_variant_and_times_bert_against_its_own_eager() -> None:
+    """The latency part without models: every reader reads the same batches of each cell, cut to the window at the
+    short reading and whole otherwise; BERT's pair only at the short reading; each speed is the round's ratio to its
+    reference (PyTorch fp32, or BERT eager for BERT's export), so the references are 1.0 in every round."""
+    from hf_attn.bench.sections.serving_latency import bench_latency, format_latency
+
+    calls: dict[str, list[tuple[tuple[str, ...], int | None]]] = {}
+
+    def reader(name: str):
+        def logits(texts: list[str], max_length: int | None = None) -> np.ndarray:
+            calls.setdefault(name, []).append((tuple(texts), max_length))
+            return np.zeros((len(texts), 2))
+        return logits
+
+    settings = BenchSettings(serving_latency_batches=(1, 2), serving_latency_reviews=3, serving_latency_rounds=2)
+    readers = {name: reader(name) for name in ("torch_fp32", "onnx_int8")}
+    bert = {name: reader(name) for name in ("bert_fp32", "bert_onnx_fp32")}
+    latency = bench_latency(settings, readers, ["r0", "r1", "r2", "r3"], np.array([2, 0, 1, 3]), 128, bert)
+    assert [(cell["reading"], cell["batch"], cell["batches"]) for cell in latency["cells"]] == [
+        ("short", 1, 3), ("short", 2, 2), ("whole", 1, 3), ("whole", 2, 2)]
+    assert list(latency["cells"][0]["rows"]) == ["torch_fp32", "onnx_int8", "bert_fp32", "bert_onnx_fp32"]
+    assert list(latency["cells"][2]["rows"]) == ["torch_fp32", "onnx_int8"]
+    short_pairs = [(("r2",), 128), (("r0",), 128), (("r1",), 128)]
+    # each cell: a first pass and 2 rounds
+    assert calls["bert_onnx_fp32"] == short_pairs * 3 + [(("r2", "r0"), 128), (("r1",), 128)] * 3
+    assert calls["onnx_int8"][-2:] == [(("r2", "r0"), None), (("r1",), None)]
+    for cell in latency["cells"]:
+        for name in ("torch_fp32", "bert_fp32"):
+            if name in cell["rows"]:
+                row = cell["rows"][name]
+                assert row["speed_median"] == row["speed_min"] == row["speed_max"] == 1.0
+    table = "\n".join(format_latency(latency, spinning=False))
+    assert "| short | 2 | BERT ONNX Runtime fp32 (same shape) |" in table and "not spinning" in table
+
+
 @pytest.mark.slow
 def test_serving_section_scores_each_variant_as_the_model_itself_does(tmp_path: Path) -> None:
     """PyTorch fp32 (always run) and int8 read every test review; fp32's accuracy is the saved model's own over the
@@ -873,3 +908,6 @@ def test_serving_section_exports_the_onnx_variants(tmp_path: Path) -> None:
     section = serving_toy(tmp_path, "onnx_fp32", "onnx_int8")["serving"]
     assert list(section["rows"]) == ["torch_fp32", "onnx_fp32", "onnx_int8"] and "onnxruntime" in section
     assert section["rows"]["onnx_fp32"]["agreement_with_torch_fp32"] == 1.0
+    short_batch_1 = section["latency"]["cells"][0]
+    assert (short_batch_1["reading"], short_batch_1["batch"]) == ("short", 1)
+    assert list(short_batch_1["rows"]) == ["torch_fp32", "onnx_fp32", "onnx_int8", "bert_fp32", "bert_onnx_fp32"]

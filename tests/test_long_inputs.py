@@ -63,6 +63,25 @@ def test_windows_equal_windows_encoded_alone_and_averaged_by_their_tokens(scheme
             torch.testing.assert_close(logits[row], windows_by_hand(model, tokens, stride), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("stride", [WINDOW, 5])
+def test_a_captured_graph_cuts_as_few_windows_as_reach_the_end_of_its_input(stride: int) -> None:
+    """While tracing every window is kept: an input of at most a window is one window (not one more, past its end),
+    and the windows cut always include those `windows_by_hand` reads, with at most (WINDOW - 1) // stride after them."""
+    from hf_attn.reading import split_into_windows
+
+    for length in range(1, 4 * WINDOW + 2):
+        tokens = torch.arange(1, length + 1)[None]
+        windows = split_into_windows(tokens, WINDOW, stride, 0)[0]
+        starts = [0]
+        while starts[-1] + WINDOW < length:
+            starts.append(starts[-1] + stride)
+        for index, start in enumerate(starts):
+            assert windows[index][windows[index] > 0].tolist() == tokens[0, start : start + WINDOW].tolist()
+        assert len(starts) <= windows.shape[0] <= len(starts) + (WINDOW - 1) // stride
+        if length <= stride or stride == WINDOW:
+            assert windows.shape[0] == len(starts)
+
+
 def test_inputs_embeds_are_windowed_like_input_ids() -> None:
     model = classifier("rope", 8)
     input_ids = torch.randint(1, 64, (2, 3 * WINDOW), generator=torch.Generator().manual_seed(2))

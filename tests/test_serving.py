@@ -71,3 +71,39 @@ def test_a_token_classifier_is_refused_instead_of_exported_as_a_sentence_classif
     assert exit_info.value.code == 2 and not (tmp_path / "onnx").exists()
     assert error.startswith(f"hf-attn export: error: {tmp_path / 'model'} does not hold a "
                             "HfAttnForSequenceClassification: it was saved as HfAttnForTokenClassification"), error
+
+
+def write_logits_graph(path: Path) -> None:
+    """A stand-in model.onnx with the export's inputs and output: logits (batch, 2), the mask's sums."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+              for name in ("input_ids", "attention_mask")]
+    logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["mask"], to=TensorProto.FLOAT),
+             helper.make_node("Concat", ["mask", "mask"], ["both"], axis=1),
+             helper.make_node("ReduceSum", ["both", "axes"], ["sums"], keepdims=1),
+             helper.make_node("Concat", ["sums", "sums"], ["logits"], axis=1)]
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    graph = helper.make_graph(nodes, "logits", inputs, [logits], initializer=[axes])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+
+
+@needs_onnx
+@pytest.mark.parametrize(("threads", "spinning"), [(None, True), (3, False), (1, True)])
+def test_the_sessions_threads_and_spinning_are_the_callers_choice_spinning_by_default(
+    tmp_path: Path, threads: int | None, spinning: bool
+) -> None:
+    """What `OnnxClassifier` is given is what its session runs with (read back from the session's own options):
+    ONNX Runtime's thread count unless told (0), and spinning threads unless turned off."""
+    from hf_attn.serving import OnnxClassifier
+
+    save_tiny_classifier(tmp_path)
+    write_logits_graph(tmp_path / "model.onnx")
+    classify = OnnxClassifier(tmp_path) if threads is None else OnnxClassifier(tmp_path, threads=threads,
+                                                                               spinning=spinning)
+    options = classify.session.get_session_options()
+    assert options.intra_op_num_threads == (threads or 0)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == ("1" if spinning else "0")
+    assert classify.logits(["a good film"]).shape == (1, 2)

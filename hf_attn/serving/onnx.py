@@ -39,12 +39,7 @@ def export_classifier(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     example = tokenizer(["a first review", "and a second, longer one"], padding=True, return_tensors="pt")
-    inputs = {name: example[name] for name in INPUT_NAMES}
-    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-    with torch.no_grad(), _exporters_quiet():
-        torch.onnx.export(model, (), str(output_dir / ONNX_FILES["fp32"]), kwargs=inputs, input_names=list(INPUT_NAMES),
-                          output_names=["logits"], dynamic_shapes={name: {0: batch, 1: sequence} for name in inputs},
-                          dynamo=True, external_data=False, verbose=False)
+    export_onnx(model, {name: example[name] for name in INPUT_NAMES}, output_dir / ONNX_FILES["fp32"])
     if int8:
         with _exporters_quiet():
             quantize_dynamic(output_dir / ONNX_FILES["fp32"], output_dir / ONNX_FILES["int8"],
@@ -61,6 +56,16 @@ def export_classifier(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
         record["max_abs_logit_difference"][precision] = float(np.abs(actual - expected).max())
     (output_dir / "export.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def export_onnx(model: torch.nn.Module, inputs: dict[str, torch.Tensor], path: Path) -> None:
+    """`model` (input_ids, attention_mask -> logits) as one ONNX file with torch's dynamo exporter, batch and length
+    dynamic: the export of `hf-attn export`, and of the reference models it is profiled against."""
+    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    with torch.no_grad(), _exporters_quiet():
+        torch.onnx.export(model, (), str(path), kwargs=inputs, input_names=list(inputs), output_names=["logits"],
+                          dynamic_shapes={name: {0: batch, 1: sequence} for name in inputs}, dynamo=True,
+                          external_data=False, verbose=False)
 
 
 @contextlib.contextmanager
@@ -86,11 +91,28 @@ def _exporters_quiet() -> Iterator[None]:
             logger.setLevel(level)
 
 
+def session_options(threads: int | None = None, spinning: bool = True) -> Any:
+    """ONNX Runtime's session options for serving: `threads` intra-op threads (None: ONNX Runtime's choice, one per
+    physical core), and whether they spin while waiting for work. Spinning (ONNX Runtime's default) answers a
+    server's next request sooner; on a CPU shared with other work it takes cores from everything else: turn it off
+    there."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    return options
+
+
 class OnnxClassifier:
     """Texts -> labels and scores with an exported folder and ONNX Runtime, as `pipeline("text-classification")`
-    answers with the PyTorch model (the softmax's top label and its probability)."""
+    answers with the PyTorch model (the softmax's top label and its probability). `threads` and `spinning` are the
+    session's (`session_options`): spinning threads by default, as a server wants; `spinning=False` on a CPU shared
+    with other work."""
 
-    def __init__(self, folder: str | os.PathLike[str], precision: str = "fp32", threads: int | None = None) -> None:
+    def __init__(self, folder: str | os.PathLike[str], precision: str = "fp32", threads: int | None = None,
+                 spinning: bool = True) -> None:
         import onnxruntime
         from transformers import AutoConfig, AutoTokenizer
 
@@ -98,17 +120,15 @@ class OnnxClassifier:
         if not path.is_file():
             raise ValueError(f"{folder} holds no {precision} model ({path.name}); export it with "
                              f"hf-attn export{' --int8' if precision == 'int8' else ''}")
-        options = onnxruntime.SessionOptions()
-        if threads is not None:
-            options.intra_op_num_threads = threads
-        # Threads that spin while waiting for work take cores from everything else on a shared CPU.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(str(path), session_options(threads, spinning),
+                                                    providers=["CPUExecutionProvider"])
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.id2label = AutoConfig.from_pretrained(folder).id2label
 
-    def logits(self, texts: list[str]) -> np.ndarray:
-        encoded = self.tokenizer(texts, padding=True, return_tensors="np")
+    def logits(self, texts: list[str], max_length: int | None = None) -> np.ndarray:
+        """(texts, labels) logits; `max_length`: read only each text's first `max_length` tokens."""
+        encoded = self.tokenizer(texts, padding=True, truncation=max_length is not None, max_length=max_length,
+                                 return_tensors="np")
         (logits,) = self.session.run(["logits"], {name: encoded[name].astype(np.int64) for name in INPUT_NAMES})
         return logits
 

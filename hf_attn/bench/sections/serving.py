@@ -1,7 +1,9 @@
-"""The `serving` section: a saved classifier served on CPUs four ways over the seed split's test reviews, read whole.
+"""The `serving` section: a saved classifier served on CPUs in several ways over the seed split's test reviews.
 
-PyTorch fp32, PyTorch dynamic int8 (`torch.ao.quantization.quantize_dynamic`), ONNX Runtime fp32 and ONNX Runtime
-int8 (the folder `hf-attn export --int8` writes), of `serving_variants` (PyTorch fp32, the reference, always).
+PyTorch fp32, bf16 (autocast, where the CPU has bfloat16 units), dynamic int8 (`torch.ao.quantization.
+quantize_dynamic`) and fp32 compiled (`torch.compile(dynamic=True)`), ONNX Runtime fp32 and int8 (the folder
+`hf-attn export --int8` writes, its threads spinning or not as `serving_spinning` says), of `serving_variants`
+(PyTorch fp32, the reference, always).
 
 Speed and accuracy: the reviews in a seeded random order (`seed`), `serving_limit` of them, in chunks of
 `serving_chunk`; each chunk sorted by length and cut into batches of `serving_batch_size`, and every variant reads
@@ -9,8 +11,11 @@ each batch in turn, so all of them read the same batches under the same load.
 
 Memory: before the timing, each variant in a process of its own (`in_fresh_process`) loads its model and reads the
 longest batch of the test split; the peak resident memory above the process's own after its imports (`VmHWM`),
-after loading and after reading, beside the size of the file each variant serves from. Asked for by name:
-`hf-attn bench --sections serving`.
+after loading and after reading, beside the size of the file each variant serves from (not the compiled variant's:
+compiling again in a fresh process takes minutes).
+
+Latency (`serving_latency.py`): batches of `serving_latency_batches` reviews, cut to one window or read whole, every
+variant and same-shape BERT in interleaved rounds. Asked for by name: `hf-attn bench --sections serving`.
 """
 
 from __future__ import annotations
@@ -33,9 +38,11 @@ if TYPE_CHECKING:  # the settings gather every section's fields
     from ..settings import BenchSettings
 
 # The ways to serve a saved classifier (PyTorch fp32, the reference, always runs).
-SERVING_VARIANTS = ("torch_fp32", "torch_int8", "onnx_fp32", "onnx_int8")
-TITLES = {"torch_fp32": "PyTorch fp32", "torch_int8": "PyTorch dynamic int8", "onnx_fp32": "ONNX Runtime fp32",
-          "onnx_int8": "ONNX Runtime int8"}
+SERVING_VARIANTS = ("torch_fp32", "torch_bf16", "torch_int8", "torch_compiled", "onnx_fp32", "onnx_int8")
+TITLES = {"torch_fp32": "PyTorch fp32", "torch_bf16": "PyTorch bf16 (autocast)", "torch_int8": "PyTorch dynamic int8",
+          "torch_compiled": "PyTorch fp32 compiled", "onnx_fp32": "ONNX Runtime fp32", "onnx_int8": "ONNX Runtime int8"}
+# Texts (and the tokens each is cut to, None: whole) -> logits as numpy.
+Reader = Callable[..., np.ndarray]
 
 
 def load_variant(model_dir: str, precision: str) -> tuple[Any, Any]:
@@ -51,18 +58,28 @@ def load_variant(model_dir: str, precision: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def variant_logits(variant: str, model_dir: str, onnx_folder: str | None, threads: int) -> Callable[[list[str]], Any]:
-    """Texts -> logits (numpy) of one variant (`SERVING_VARIANTS`)."""
+def variant_logits(variant: str, model_dir: str, onnx_folder: str | None, threads: int,
+                   spinning: bool = True) -> Reader:
+    """`logits(texts, max_length=None)` of one variant (`SERVING_VARIANTS`), tokenization included."""
     if variant.startswith("onnx"):
         from ...serving import OnnxClassifier
 
-        return OnnxClassifier(onnx_folder, variant.removeprefix("onnx_"), threads).logits
-    model, tokenizer = load_variant(model_dir, variant.removeprefix("torch_"))
+        return OnnxClassifier(onnx_folder, variant.removeprefix("onnx_"), threads, spinning).logits
+    model, tokenizer = load_variant(model_dir, "int8" if variant == "torch_int8" else "fp32")
+    if variant == "torch_compiled":
+        model = torch.compile(model, fullgraph=True, dynamic=True)
+    return torch_reader(model, tokenizer, bf16=variant == "torch_bf16")
 
-    def logits(texts: list[str]) -> np.ndarray:
-        encoded = tokenizer(texts, padding=True, return_tensors="pt")
-        with torch.inference_mode():
-            return model(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"]).logits.numpy()
+
+def torch_reader(model: torch.nn.Module, tokenizer: Any, bf16: bool = False) -> Reader:
+    """`logits(texts, max_length=None)` of a PyTorch classifier (fp32 logits; `bf16`: under bfloat16 autocast)."""
+
+    def logits(texts: list[str], max_length: int | None = None) -> np.ndarray:
+        encoded = tokenizer(texts, padding=True, truncation=max_length is not None, max_length=max_length,
+                            return_tensors="pt")
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            output = model(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"])
+        return output.logits.float().numpy()
 
     return logits
 
@@ -132,7 +149,19 @@ class ServingSection(BenchSection):
     serving_batch_size: int = option(32, "reviews per batch of the serving section")
     serving_chunk: int = option(500, "reviews per chunk of the serving section (sorted by length inside)")
     serving_variants: tuple[str, ...] = option(
-        SERVING_VARIANTS, "ways to serve in the serving section; torch_fp32 (the reference) always runs")
+        SERVING_VARIANTS, "ways to serve in the serving section; torch_fp32 (the reference) always runs, torch_bf16 "
+        "where the CPU has bfloat16 units")
+    serving_spinning: bool = option(
+        True, "ONNX Runtime's threads spin between runs in the serving section (a server's choice; off for a shared "
+        "CPU)")
+    serving_latency_batches: tuple[int, ...] = option(
+        (1, 8), "batch sizes of the serving section's latency part (empty: no latency part)")
+    serving_latency_reviews: int = option(
+        32, "reviews each variant reads per round and batch size in the serving section's latency part")
+    serving_latency_rounds: int = option(5, "interleaved rounds of the serving section's latency part")
+    serving_clock: str = option(
+        "wall", "clock of the latency part: wall, or thread (CPU time of the calling thread: with --threads 1 and no "
+        "spinning, the work done whatever else runs on the machine)")
 
     @classmethod
     def check(cls, settings: BenchSettings) -> None:
@@ -143,10 +172,13 @@ class ServingSection(BenchSection):
         """Accuracy, agreement with PyTorch fp32, seconds and file size of each variant, and its peak memory (on the
         CPU: `device` is not used)."""
         from ...experiments.data import load_imdb
+        from ...runtime.precision import bf16_units
         from ...serving import export_classifier
         from ...serving.onnx import ONNX_FILES
+        from .serving_latency import latency_record
 
-        chosen = ["torch_fp32", *(name for name in settings.serving_variants if name != "torch_fp32")]
+        skipped = {"torch_bf16": "the CPU has no bfloat16 units"} if bf16_units(torch.device("cpu")) is None else {}
+        chosen = ["torch_fp32", *(name for name in settings.serving_variants if name not in ("torch_fp32", *skipped))]
         model_dir, threads, batch_size = settings.serving_model, torch.get_num_threads(), settings.serving_batch_size
         test = load_imdb(settings.serving_dataset)["test"]
         texts, labels = list(test["text"]), np.asarray(test["label"])
@@ -154,7 +186,9 @@ class ServingSection(BenchSection):
         record: dict[str, Any] = {
             "read": "whole (the model's own reading policy)",
             "order": f"seeded permutation (seed {settings.seed}) of the seed split's {len(texts)} test reviews, chunks "
-            f"of {settings.serving_chunk} sorted by length, batches of {batch_size}", "reviews_planned": len(order)}
+            f"of {settings.serving_chunk} sorted by length, batches of {batch_size}", "reviews_planned": len(order),
+            "spinning": settings.serving_spinning,
+            "skipped": {name: reason for name, reason in skipped.items() if name in settings.serving_variants}}
         with tempfile.TemporaryDirectory() as folder:
             onnx_folder = folder if any(name.startswith("onnx") for name in chosen) else None
             if onnx_folder:
@@ -162,8 +196,11 @@ class ServingSection(BenchSection):
 
                 export_classifier(model_dir, onnx_folder, int8=True)
                 record["onnxruntime"] = onnxruntime.__version__
-            runners = {name: variant_logits(name, model_dir, onnx_folder, threads) for name in chosen}
-            files = {"torch_fp32": (Path(model_dir) / "model.safetensors").stat().st_size,
+            runners = {name: variant_logits(name, model_dir, onnx_folder, threads, settings.serving_spinning)
+                       for name in chosen}
+            record.update(latency_record(settings, runners, texts, order, Path(folder) if onnx_folder else None))
+            safetensors = (Path(model_dir) / "model.safetensors").stat().st_size
+            files = {"torch_fp32": safetensors, "torch_bf16": safetensors, "torch_compiled": safetensors,
                      "torch_int8": state_bytes(load_variant(model_dir, "int8")[0]) if "torch_int8" in runners else None,
                      **{f"onnx_{precision}": (Path(folder) / name).stat().st_size if onnx_folder else None
                         for precision, name in ONNX_FILES.items()}}
@@ -172,16 +209,21 @@ class ServingSection(BenchSection):
                                 **{name: {**in_fresh_process(peak_memory, name, model_dir, onnx_folder, longest,
                                                              threads),
                                           "file_mb": None if files[name] is None else round(files[name] / 1e6, 1)}
-                                   for name in chosen}}
+                                   for name in chosen if name != "torch_compiled"}}  # compiling again: minutes
             predicted, seconds, read = read_in_turn(settings, runners, texts, order)
         return {**record, "reviews": len(read), "rows": serving_rows(predicted, seconds, labels[read], files)}
 
     @classmethod
     def report(cls, record: dict[str, Any]) -> list[str]:
         """The speed and accuracy table and the memory table, as docs/serving.md shows them."""
+        from .serving_latency import format_latency
+
         reference = record["rows"]["torch_fp32"]["file_mb"]
+        notes = [f"{TITLES[name]} not measured: {reason}." for name, reason in record.get("skipped", {}).items()]
+        if "compile_seconds" in record:
+            notes.append(f"PyTorch fp32 compiled: {record['compile_seconds']:,.1f} s for its first batch (compiling).")
         lines = ["## Serving: PyTorch and ONNX Runtime, fp32 and int8", "",
-                 f"{record['reviews']} reviews, {record['order']}.", "",
+                 f"{record['reviews']} reviews, {record['order']}. {' '.join(notes)}".rstrip(), "",
                  "| variant | test accuracy | agrees with fp32 | seconds | speed vs PyTorch fp32 | file |",
                  "|---|---:|---:|---:|---:|---:|"]
         for name, row in record["rows"].items():
@@ -192,10 +234,13 @@ class ServingSection(BenchSection):
         fp32_peak = memory["torch_fp32"]["peak_above_baseline_mb"]
         lines += ["", "| variant | after imports | + loading (peak) | + reading the batch (peak) | vs PyTorch fp32 |",
                   "|---|---:|---:|---:|---:|"]
-        for name in record["rows"]:
+        for name in (name for name in record["rows"] if name in memory):
             row = memory[name]
             ratio = f"{row['peak_above_baseline_mb'] / fp32_peak:.2f}x" if fp32_peak else ""
             lines.append(f"| {TITLES[name]} | {row['baseline_after_imports_mb']:,.0f} MB | "
                          f"{row['peak_above_baseline_after_load_mb']:,.0f} MB | "
                          f"{row['peak_above_baseline_mb']:,.0f} MB | {ratio} |")
-        return [*lines, ""]
+        lines.append("")
+        if "latency" in record:
+            lines += format_latency(record["latency"], record.get("spinning"))
+        return lines
