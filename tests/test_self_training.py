@@ -73,6 +73,14 @@ def test_teacher_labels_are_its_own_predictions_and_a_cache_continues_where_it_s
                                                                                                   abs=1e-4)
 
 
+def test_batches_hold_at_most_their_count_and_their_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(self_training, "BATCH_SIZE", 3)
+    monkeypatch.setattr(self_training, "BATCH_CHARACTERS", 10)
+    sizes = [1, 1, 1, 1, 4, 4, 4, 12, 2]
+    # by hand: three short ones (the count), then 1 + 4 + 4 (9 characters), 4, 12 alone, 2
+    assert self_training.batches_of(range(9), sizes) == [[0, 1, 2], [3, 4, 5], [6], [7], [8]]
+
+
 def test_the_cache_key_changes_with_the_teacher_and_the_texts(run_dir: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()

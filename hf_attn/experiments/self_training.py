@@ -26,7 +26,10 @@ from ..runtime.precision import autocast
 from ..saved import load_saved_classifier
 from .config import SelfTrainingSettings
 
-BATCH_SIZE = 32  # texts the teacher reads at once, sorted by length so that a batch pads little
+# The teacher reads texts sorted by length, at most BATCH_SIZE at once and at most BATCH_CHARACTERS in all, so that a
+# batch pads little and a batch of the longest reviews (read whole) fits in memory as a batch of short ones does.
+BATCH_SIZE = 32
+BATCH_CHARACTERS = 32_000
 
 
 def cache_dir() -> Path:
@@ -76,8 +79,7 @@ def teacher_labels(teacher: str | os.PathLike[str], texts: Sequence[str], label_
         with cache.open("a") as file:
             if cache.stat().st_size and not cache.read_bytes().endswith(b"\n"):
                 file.write("\n")  # after a cut line, the next record starts a line of its own
-            for start in range(0, len(order), BATCH_SIZE):
-                batch = order[start:start + BATCH_SIZE]
+            for batch in batches_of(order, [len(text) for text in texts]):
                 # whole texts: the model applies its own reading policy (read length, windows)
                 inputs = tokenizer([texts[index] for index in batch], padding=True, return_tensors="pt")
                 with autocast(precision, model.device):
@@ -88,6 +90,20 @@ def teacher_labels(teacher: str | os.PathLike[str], texts: Sequence[str], label_
                     file.write(json.dumps({"index": index, "label": label, "probability": probability}) + "\n")
                 file.flush()
     return [done[index] for index in range(len(texts))]
+
+
+def batches_of(order: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
+    """`order` cut into consecutive batches of at most `BATCH_SIZE` indices whose `sizes` add up to at most
+    `BATCH_CHARACTERS` (a longer text alone)."""
+    batches: list[list[int]] = []
+    total = 0
+    for index in order:
+        if not batches or len(batches[-1]) == BATCH_SIZE or total + sizes[index] > BATCH_CHARACTERS:
+            batches.append([])
+            total = 0
+        batches[-1].append(index)
+        total += sizes[index]
+    return batches
 
 
 def pseudo_labelled(settings: SelfTrainingSettings, texts: datasets.Dataset, train: datasets.Dataset,
