@@ -46,16 +46,22 @@ def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
     return metric.compute(predictions=np.argmax(prediction.predictions, axis=-1), references=prediction.label_ids)
 
 
+def unlabelled_texts(experiment: Experiment, reader: str, fix: str) -> datasets.Dataset:
+    """The dataset's unlabelled texts (first `limit_train`) that `reader` (a setting) asks for; refused, naming `fix`,
+    where the dataset has none."""
+    texts = dataset_source(experiment.dataset).unlabelled_texts()
+    if texts is None:
+        raise ValueError(f"{reader}: the dataset {experiment.dataset!r} has no unlabelled texts (IMDb's are its "
+                         f"`unsupervised` split); {fix}.")
+    return limit_rows(texts, experiment.limit_train)
+
+
 def unlabelled_windows(experiment: Experiment, tokenizer: Any) -> datasets.Dataset | None:
     """The dataset's unlabelled texts (first `limit_train`) for virtual adversarial training
     (`adversarial.unlabelled`), tokenized whole and read as random `max_length`-token windows; None when not asked."""
     if not experiment.adversarial.unlabelled:
         return None
-    texts = dataset_source(experiment.dataset).unlabelled_texts()
-    if texts is None:
-        raise ValueError(f"adversarial.unlabelled: the dataset {experiment.dataset!r} has no unlabelled texts (IMDb's "
-                         "are its `unsupervised` split); set adversarial.unlabelled=false.")
-    texts = limit_rows(texts, experiment.limit_train)
+    texts = unlabelled_texts(experiment, "adversarial.unlabelled", "set adversarial.unlabelled=false")
     tokenized = tokenize_splits(DatasetDict(unlabelled=texts), tokenizer, experiment.max_length, ("unlabelled",))
     return tokenized["unlabelled"].with_transform(RandomWindows(experiment.max_length))
 
@@ -66,13 +72,9 @@ def with_pseudo_labels(experiment: Experiment, train: datasets.Dataset
     enough, and what the run records of them; the split alone, and None, without a teacher."""
     if experiment.self_training.teacher is None:
         return train, None
-    texts = dataset_source(experiment.dataset).unlabelled_texts()
-    if texts is None:
-        raise ValueError(f"self_training: the dataset {experiment.dataset!r} has no unlabelled texts (IMDb's are its "
-                         "`unsupervised` split); drop self_training.teacher.")
+    texts = unlabelled_texts(experiment, "self_training", "drop self_training.teacher")
     precision = resolve_precision(experiment.precision, default_device())
-    pseudo, record = pseudo_labelled(experiment.self_training, limit_rows(texts, experiment.limit_train), train,
-                                     precision)
+    pseudo, record = pseudo_labelled(experiment.self_training, texts, train, precision)
     return datasets.concatenate_datasets([train, pseudo]), record
 
 
