@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import REPO, SMOKE
+from helpers import REPO, SMOKE, tiny_config_kwargs
 
+from hf_attn.configuration_hf_attn import HfAttnConfig
 from hf_attn.experiments.config import (
     Experiment,
     ExperimentConfigError,
@@ -268,3 +269,23 @@ def test_a_tasks_section_checks_its_values() -> None:
         load_experiment(SMOKE, ["pretraining.mlm_probability=1.5"])
     with pytest.raises(ExperimentConfigError, match=r"unknown key `objectve` for PretrainingSettings. Did you mean"):
         load_experiment(SMOKE, ["pretraining.objectve=rtd"])
+
+
+@pytest.mark.parametrize(("scheme", "overrides", "refused"), [
+    ("learned", [], True),  # a table of 32 rows has none for token 33
+    ("learned", ["model.window_stride=32"], False),  # read as windows of the 32 positions
+    ("rope", [], False),  # positions for every length
+])
+def test_training_longer_than_the_pretrained_positions(tmp_path: Path, scheme: str, overrides: list[str],
+                                                       refused: bool) -> None:
+    """A fine-tune may read training texts longer than the encoder's pretraining length where the model reads them
+    (as windows, or a scheme with positions for every length); a learned table without windows is refused, naming
+    the fix."""
+    shape = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}  # smoke's
+    HfAttnConfig(**tiny_config_kwargs(**shape, position_embedding_type=scheme)).save_pretrained(tmp_path)
+    arguments = [f"init_from={tmp_path}", "max_length=64", f"model.position_embedding_type={scheme}", *overrides]
+    if refused:
+        with pytest.raises(ExperimentConfigError, match=r"max_length 64 exceeds the 32 positions .*window_stride=32"):
+            load_experiment(SMOKE, arguments)
+    else:
+        assert load_experiment(SMOKE, arguments).max_length == 64

@@ -485,8 +485,13 @@ def check_init_from(experiment: Experiment) -> None:
                 f"[model] {key}={value!r} but {source} was pretrained with {key}={getattr(pretrained, key, None)!r}; "
                 f"drop the key or make it match (fine-tuning may change only {sorted(FINE_TUNING_SETTINGS)})."
             )
-    if experiment.max_length > pretrained.max_position_embeddings:
+    # A longer training text is read as windows of the pretrained length (`window_stride`) or, by a scheme with
+    # positions for every length, in one pass: only a table of positions has no rows for it.
+    reads_longer = (experiment.model.get("window_stride", pretrained.window_stride) is not None
+                    or pretrained.position_scheme.extrapolates)
+    if experiment.max_length > pretrained.max_position_embeddings and not reads_longer:
         raise ExperimentConfigError(
             f"max_length {experiment.max_length} exceeds the {pretrained.max_position_embeddings} positions "
-            f"{source} was pretrained on; use max_length <= {pretrained.max_position_embeddings}."
+            f"{source} was pretrained on; use max_length <= {pretrained.max_position_embeddings}, or read longer "
+            f"texts as windows of them (model.window_stride={pretrained.max_position_embeddings})."
         )
