@@ -60,13 +60,13 @@ def teacher_labels(teacher: str | os.PathLike[str], texts: Sequence[str], label_
     appended there."""
     cache = cache or cache_dir() / f"{labels_key(teacher, texts)}.jsonl"
     done = {}
-    if cache.is_file():
-        for line in cache.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # the last line of a process killed while it wrote: read again
-                continue
-            done[record["index"]] = (record["label"], record["probability"])
+    written = cache.read_text() if cache.is_file() else ""
+    for line in written.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the last line of a process killed while it wrote: read again
+            continue
+        done[record["index"]] = (record["label"], record["probability"])
     order = sorted((index for index in range(len(texts)) if index not in done), key=lambda index: len(texts[index]))
     if order:
         model, tokenizer = load_saved_classifier(teacher)
@@ -77,7 +77,7 @@ def teacher_labels(teacher: str | os.PathLike[str], texts: Sequence[str], label_
                              f"{list(label_names)}: use a teacher trained on this dataset.")
         cache.parent.mkdir(parents=True, exist_ok=True)
         with cache.open("a") as file:
-            if cache.stat().st_size and not cache.read_bytes().endswith(b"\n"):
+            if written and not written.endswith("\n"):
                 file.write("\n")  # after a cut line, the next record starts a line of its own
             for batch in batches_of(order, [len(text) for text in texts]):
                 # whole texts: the model applies its own reading policy (read length, windows)
