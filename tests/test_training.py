@@ -321,3 +321,24 @@ def test_a_run_asked_for_the_dan_embedding_without_one_says_so_in_one_line(
     cli.main(["train", "--config", str(SMOKE), *FAST, "limit_train=64", "training.num_train_epochs=1",
               "--output-dir", str(tmp_path / "run")])
     assert "init_embedding_from_dan: no Week 3 folder (--week3)" in capsys.readouterr().err
+
+
+def test_evaluate_scores_every_row_of_a_file_with_split_all(run_dir: Path, tmp_path: Path) -> None:
+    """`split="all"` scores every row of a file the model never saw, where `test` is the 10% cut a file without a test
+    split gets: its accuracy and loss are the row-weighted means of the three splits' own (a second code path)."""
+    import pandas
+
+    from hf_attn.experiments.data import load_sample
+
+    rows = load_sample()["test"].select(range(40))
+    path = tmp_path / "other.csv"
+    short = [text[:300] for text in rows["text"]]  # the tiny classifier reads long texts in one slow pass
+    pandas.DataFrame({"text": short, "label": ["neg", "pos"] * 20}).to_csv(path, index=False)
+    everything = evaluate_saved(run_dir, dataset=str(path), split="all", precision="fp32")
+    parts = {split: evaluate_saved(run_dir, dataset=str(path), split=split, precision="fp32")
+             for split in ("train", "validation", "test")}
+    sizes = {split: scores[f"{split}_reviews"] for split, scores in parts.items()}
+    assert everything["all_reviews"] == sum(sizes.values()) == 40 and sizes["test"] < 40
+    for metric in ("accuracy", "loss"):
+        weighted = sum(parts[split][f"{split}_{metric}"] * size for split, size in sizes.items()) / 40
+        assert everything[f"all_{metric}"] == pytest.approx(weighted, rel=1e-5)

@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help=DATASET_HELP + " (default: the one the run trained on, as its "
                         "metrics.json says, with its columns and split; stanfordnlp/imdb for a folder without one)")
     add_column_arguments(parser)
-    parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    parser.add_argument("--split", default="test", choices=["train", "validation", "test", "all"],
+                        help="the split scored (default: test); all: every row of the dataset, e.g. a file of texts "
+                             "the model never saw (a file without a test split has one cut from its rows)")
     parser.add_argument("--limit", type=positive_int, help="only the first N reviews of the split")
     parser.add_argument("--read-length", "--max-length", type=read_length, help=READ_LENGTH_HELP)
     parser.add_argument("--window-stride", type=positive_int, help=WINDOW_STRIDE_HELP)

@@ -162,11 +162,11 @@ def evaluate_saved(
     precision: str = "auto",
     **config_changes: Any,
 ) -> dict[str, float]:
-    """Score a saved classifier on one split of a registered dataset (`hf_attn.tasks`; by default the one the run
-    trained on, `trained_dataset`: one that has moved is a FileNotFoundError naming it), reading each review as its
-    config's reading policy says (`read_length`, `window_stride`), as `pipeline` and `hf-attn predict` read it;
-    `config_changes` are config fields the model is loaded with instead of the saved ones (another `read_length` or
-    `window_stride`, a RoPE scaling).
+    """Score a saved classifier on one split of a registered dataset (`hf_attn.tasks`; `all`: every row of it; by
+    default the dataset the run trained on, `trained_dataset`: one that has moved is a FileNotFoundError naming it),
+    reading each review as its config's reading policy says (`read_length`, `window_stride`), as `pipeline` and
+    `hf-attn predict` read it; `config_changes` are config fields the model is loaded with instead of the saved ones
+    (another `read_length` or `window_stride`, a RoPE scaling).
 
     The folder is loaded strictly (`load_saved_classifier`): a weight it lacks or has left over is a
     ValueError, not an accuracy of random weights. `precision` is an experiment's (`auto`, `bf16`, `fp32`);
@@ -183,8 +183,10 @@ def evaluate_saved(
             raise
         raise _moved_dataset(model_dir, spec) from None
     raw = data.splits
+    if split == "all":  # data the model never saw: every row, not the cut a file's missing test split gets
+        raw = {split: datasets.concatenate_datasets(list(raw.values()))}
     if split not in raw:
-        raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)}")
+        raise ValueError(f"split {split!r} does not exist; choose one of {sorted(raw)} or 'all'")
     saved_labels = [model.config.id2label[index] for index in range(model.config.num_labels)]
     if len(saved_labels) != len(data.label_names):
         raise ValueError(f"{model_dir} classifies into {len(saved_labels)} labels ({', '.join(saved_labels)}) but "
