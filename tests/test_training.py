@@ -342,3 +342,29 @@ def test_evaluate_scores_every_row_of_a_file_with_split_all(run_dir: Path, tmp_p
     for metric in ("accuracy", "loss"):
         weighted = sum(parts[split][f"{split}_{metric}"] * size for split, size in sizes.items()) / 40
         assert everything[f"all_{metric}"] == pytest.approx(weighted, rel=1e-5)
+
+
+def test_evaluate_matches_labels_by_name_in_any_order(run_dir: Path, tmp_path: Path) -> None:
+    """A model whose labels are ("pos", "neg") scored on a file labelled neg / pos (whose names sort the other way)
+    matches each row's name to the model's id of it, as the pipeline's predicted names do: by position, every
+    prediction would count as its opposite."""
+    import shutil
+
+    import pandas
+    from transformers import pipeline
+
+    from hf_attn.experiments.data import load_sample
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(run_dir, model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
+    config = json.loads((model_dir / "config.json").read_text())
+    config.update(id2label={"0": "pos", "1": "neg"}, label2id={"pos": 0, "neg": 1})
+    (model_dir / "config.json").write_text(json.dumps(config))
+    texts = [text[:300] for text in load_sample()["test"].select(range(40))["text"]]
+    predicted = [answer["label"] for answer in pipeline("text-classification", model=str(model_dir))(texts)]
+    flipped = {"pos": "neg", "neg": "pos"}
+    labels = predicted[:30] + [flipped[name] for name in predicted[30:]]  # 30 of 40 agree with the model
+    path = tmp_path / "labelled.csv"
+    pandas.DataFrame({"text": texts, "label": labels}).to_csv(path, index=False)
+    scores = evaluate_saved(model_dir, dataset=str(path), split="all", precision="fp32")
+    assert scores["all_accuracy"] == pytest.approx(0.75)

@@ -192,6 +192,10 @@ def evaluate_saved(
         raise ValueError(f"{model_dir} classifies into {len(saved_labels)} labels ({', '.join(saved_labels)}) but "
                          f"{data.name} has {len(data.label_names)} ({', '.join(data.label_names)}); score it on the "
                          "dataset it was trained for")
+    if data.label_names != tuple(saved_labels) and set(data.label_names) == set(saved_labels):
+        # The model's names in another order (a file's labels are sorted): each row scored against its name's id.
+        model_id = [saved_labels.index(name) for name in data.label_names]
+        raw[split] = raw[split].map(lambda row: {"label": model_id[row["label"]]})
     # An hf_attn model cuts at its read_length (no need to tokenize more); other models read at most their
     # tokenizer's model_max_length, as pipelines with truncation do.
     config = model.config
