@@ -904,10 +904,29 @@ def test_serving_section_scores_each_variant_as_the_model_itself_does(tmp_path: 
 
 @pytest.mark.slow
 @needs_onnx
+def test_bert_reference_readers_are_one_model_eager_exported_and_quantized(tmp_path: Path) -> None:
+    """The latency part's BERT references read the same texts to the same logits: the export as transformers' eager
+    model (float rounding), its int8 file within dynamic quantization's error, a tenth of the logits' spread."""
+    from test_cli import save_tiny_classifier
+
+    from hf_attn.bench.sections.serving_latency import bert_readers
+
+    save_tiny_classifier(tmp_path / "model")
+    readers = bert_readers(str(tmp_path / "model"), tmp_path, threads=1, spinning=False)
+    texts = ["A fine film.", "Dull, slow and far too long " * 4]
+    eager, exported, int8 = (readers[name](texts, 16) for name in ("bert_fp32", "bert_onnx_fp32", "bert_onnx_int8"))
+    scale = float(np.abs(eager).max())
+    assert np.abs(exported - eager).max() <= 1e-4 * scale
+    assert 1e-4 * scale < np.abs(int8 - eager).max() <= 0.1 * scale  # quantized, yet the same model
+
+
+@pytest.mark.slow
+@needs_onnx
 def test_serving_section_exports_the_onnx_variants(tmp_path: Path) -> None:
     section = serving_toy(tmp_path, "onnx_fp32", "onnx_int8")["serving"]
     assert list(section["rows"]) == ["torch_fp32", "onnx_fp32", "onnx_int8"] and "onnxruntime" in section
     assert section["rows"]["onnx_fp32"]["agreement_with_torch_fp32"] == 1.0
     short_batch_1 = section["latency"]["cells"][0]
     assert (short_batch_1["reading"], short_batch_1["batch"]) == ("short", 1)
-    assert list(short_batch_1["rows"]) == ["torch_fp32", "onnx_fp32", "onnx_int8", "bert_fp32", "bert_onnx_fp32"]
+    assert list(short_batch_1["rows"]) == ["torch_fp32", "onnx_fp32", "onnx_int8", "bert_fp32", "bert_onnx_fp32",
+                                           "bert_onnx_int8"]

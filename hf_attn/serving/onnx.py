@@ -32,7 +32,6 @@ def export_classifier(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
                       int8: bool = False) -> dict[str, Any]:
     """Export the classifier of `model_dir` to `output_dir` (see the module docstring); returns `export.json`."""
     import onnxruntime  # noqa: F401 - fail now, naming the extra, not after the export
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model, tokenizer = load_saved_classifier(model_dir)
     model.eval()
@@ -41,9 +40,7 @@ def export_classifier(model_dir: str | os.PathLike[str], output_dir: str | os.Pa
     example = tokenizer(["a first review", "and a second, longer one"], padding=True, return_tensors="pt")
     export_onnx(model, {name: example[name] for name in INPUT_NAMES}, output_dir / ONNX_FILES["fp32"])
     if int8:
-        with _exporters_quiet():
-            quantize_dynamic(output_dir / ONNX_FILES["fp32"], output_dir / ONNX_FILES["int8"],
-                             weight_type=QuantType.QInt8)
+        quantize_int8(output_dir / ONNX_FILES["fp32"], output_dir / ONNX_FILES["int8"])
     files = {precision: name for precision, name in ONNX_FILES.items() if precision == "fp32" or int8}
     tokenizer.save_pretrained(output_dir)
     model.config.save_pretrained(output_dir)
@@ -66,6 +63,15 @@ def export_onnx(model: torch.nn.Module, inputs: dict[str, torch.Tensor], path: P
         torch.onnx.export(model, (), str(path), kwargs=inputs, input_names=list(inputs), output_names=["logits"],
                           dynamic_shapes={name: {0: batch, 1: sequence} for name in inputs}, dynamo=True,
                           external_data=False, verbose=False)
+
+
+def quantize_int8(fp32_path: Path, int8_path: Path) -> None:
+    """ONNX Runtime's dynamic int8 quantization of the fp32 file at `fp32_path` (every MatMul's weights int8, the
+    activations quantized at run time): the int8 file of `hf-attn export --int8`, and of its reference models."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _exporters_quiet():
+        quantize_dynamic(fp32_path, int8_path, weight_type=QuantType.QInt8)
 
 
 @contextlib.contextmanager

@@ -9,8 +9,8 @@ included on every side. Each round gives each variant's speed as a multiple of P
 report gives the median and the spread over `serving_latency_rounds` rounds.
 
 Beside them, at the short reading: transformers' `BertForSequenceClassification` of the classifier's shape (random
-weights, `hf_attn.serving.profiling.reference_bert`) eager and exported as `hf-attn export` exports, on the same
-token ids, as a multiple of its own eager time: the reference the issue's goals are set against.
+weights, `hf_attn.serving.profiling.reference_bert`) eager and exported as `hf-attn export --int8` exports (fp32 and
+int8), on the same token ids, as a multiple of its own eager time: the reference the issue's goals are set against.
 """
 
 from __future__ import annotations
@@ -29,29 +29,37 @@ if TYPE_CHECKING:  # the settings gather every section's fields
     from ..settings import BenchSettings
 
 READINGS = ("short", "whole")
-BERT_TITLES = {"bert_fp32": "BERT fp32 (same shape)", "bert_onnx_fp32": "BERT ONNX Runtime fp32 (same shape)"}
+BERT_TITLES = {"bert_fp32": "BERT fp32 (same shape)", "bert_onnx_fp32": "BERT ONNX Runtime fp32 (same shape)",
+               "bert_onnx_int8": "BERT ONNX Runtime int8 (same shape)"}
 
 
 def bert_readers(model_dir: str, folder: Path, threads: int, spinning: bool) -> dict[str, Reader]:
-    """Same-shape BERT eager and in ONNX Runtime (exported to `folder`), reading the classifier's token ids."""
+    """Same-shape BERT eager and in ONNX Runtime, fp32 and int8 (exported to `folder` and quantized as `hf-attn
+    export --int8` does), reading the classifier's token ids."""
     import onnxruntime
     from transformers import AutoConfig
 
     from ...saved import load_tokenizer
-    from ...serving.onnx import INPUT_NAMES, session_options
+    from ...serving.onnx import INPUT_NAMES, quantize_int8, session_options
     from ...serving.profiling import export_reference, reference_bert
 
     config, tokenizer = AutoConfig.from_pretrained(model_dir), load_tokenizer(model_dir)
     export_reference(config, folder / "bert.onnx")
-    session = onnxruntime.InferenceSession(str(folder / "bert.onnx"), session_options(threads, spinning),
-                                           providers=["CPUExecutionProvider"])
+    quantize_int8(folder / "bert.onnx", folder / "bert.int8.onnx")
 
-    def onnx_logits(texts: list[str], max_length: int | None = None) -> np.ndarray:
-        encoded = tokenizer(texts, padding=True, truncation=max_length is not None, max_length=max_length,
-                            return_tensors="np")
-        return session.run(["logits"], {name: encoded[name].astype(np.int64) for name in INPUT_NAMES})[0]
+    def onnx_reader(file: str) -> Reader:
+        session = onnxruntime.InferenceSession(str(folder / file), session_options(threads, spinning),
+                                               providers=["CPUExecutionProvider"])
 
-    return {"bert_fp32": torch_reader(reference_bert(config), tokenizer), "bert_onnx_fp32": onnx_logits}
+        def logits(texts: list[str], max_length: int | None = None) -> np.ndarray:
+            encoded = tokenizer(texts, padding=True, truncation=max_length is not None, max_length=max_length,
+                                return_tensors="np")
+            return session.run(["logits"], {name: encoded[name].astype(np.int64) for name in INPUT_NAMES})[0]
+
+        return logits
+
+    return {"bert_fp32": torch_reader(reference_bert(config), tokenizer),
+            "bert_onnx_fp32": onnx_reader("bert.onnx"), "bert_onnx_int8": onnx_reader("bert.int8.onnx")}
 
 
 def time_cell(readers: dict[str, Reader], batches: list[list[str]], max_length: int | None,
