@@ -334,6 +334,14 @@ class HfAttnConfig(PreTrainedConfig):
                 raise _invalid(field, value, f"must be None or an id in [0, {self.vocab_size})")
         self.position_scheme.check_config(self)
         self.position_id_rule_class.check_config(self)
+        if self.position_id_rule_class.renumbers and not self.position_scheme.reads_position_ids:
+            readers = ", ".join(name for name, scheme in POSITION_SCHEMES.items() if scheme.reads_position_ids)
+            raise _invalid(
+                "position_id_rule", self.position_id_rule,
+                f"position_embedding_type={self.position_embedding_type!r} ignores position ids (it measures "
+                f"distances in slots, or has no positions), so the rule would change nothing: choose a scheme that "
+                f"reads them ({readers}) or position_id_rule='sequential'",
+            )
         # A field of other schemes or rules alone (T5's buckets) keeps its default: the chosen one would not read it.
         choosers = (("position_embedding_type", POSITION_SCHEMES), ("position_id_rule", POSITION_ID_RULES))
         for chooser, registry in choosers:

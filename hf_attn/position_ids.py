@@ -26,6 +26,8 @@ class PositionIdRule:
     own_fields: ClassVar[tuple[str, ...]] = ()
     # The task passes the ids (the collator in training, the planned ids in `generate()`): the model computes none.
     from_task: ClassVar[bool] = False
+    # Its ids differ from the slots' 0, 1, 2, ...: only a scheme that reads position ids sees them.
+    renumbers: ClassVar[bool] = False
 
     def __init__(self, config: HfAttnConfig) -> None:
         self.config = config
@@ -55,6 +57,7 @@ class RandomizedPositionIds(PositionIdRule):
     evaluation and generation the sequential ids. Random in training only, like dropout."""
 
     own_fields = ("max_random_position",)
+    renumbers = True
 
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
@@ -94,6 +97,7 @@ class AbacusPositionIds(PositionIdRule):
     fills them from its tokenizer)."""
 
     own_fields = ("digit_token_ids", "max_abacus_start")
+    renumbers = True
 
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
@@ -144,6 +148,7 @@ class CoupledPositionIds(PositionIdRule):
     they go on by one); without them `generate()` refuses to guess."""
 
     own_fields = ("max_coupled_start",)
+    renumbers = True
     from_task = True
 
     def training_ids(self, position_ids: torch.Tensor) -> torch.Tensor:

@@ -46,6 +46,9 @@ class PositionScheme(nn.Module):
     paired_width: ClassVar[str | None] = None  # the config width whose channels the scheme pairs: it must be even
     # Adds logits computed from each layer's attention scores (`score_logits`): attention runs eagerly, densely.
     reads_scores: ClassVar[bool] = False
+    # The position ids change what it computes (a rule other than `sequential` needs one that reads them); a scheme
+    # that measures distances in slots, or has no positions, ignores them.
+    reads_position_ids: ClassVar[bool] = False
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
@@ -135,6 +138,7 @@ class SinusoidalPositions(PositionScheme):
     """`sinusoidal`: the fixed encoding added once after the embedding; extrapolates to any length."""
 
     paired_width = "hidden_size"
+    reads_position_ids = True
 
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return inputs_embeds + sinusoidal_embedding(position_ids, self.config.hidden_size).to(inputs_embeds.dtype)
@@ -144,6 +148,7 @@ class LearnedPositions(PositionScheme):
     """`learned`: a trained table of `max_position_embeddings` rows (BERT); cannot extrapolate."""
 
     extrapolates = False
+    reads_position_ids = True
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -207,6 +212,7 @@ class RotaryPositions(PositionScheme):
 
     takes_rope_parameters = True
     rotates_queries_and_keys = True
+    reads_position_ids = True
     context_scalings = ROPE_CONTEXT_SCALINGS
     paired_width = "head_dim"
 
@@ -372,6 +378,7 @@ class FirePositions(PositionScheme):
     interpolates and its bias is a learned function of log(1 + c|i - j|) alone."""
 
     own_fields = ("fire_initial_threshold",)
+    reads_position_ids = True  # in its normaliser, psi(max(L, i)): its distances are slots
     mlp_width = 32
     initial_c = 0.1
     eps = 1e-6  # keeps the normaliser above 0 if c is learned down to 0

@@ -26,7 +26,7 @@ from helpers import REPO
 from hf_attn.experiments import sequence
 from hf_attn.experiments.arena import Arena, ArenaConfigError, experiment_for, load_arena, run_arena, trained
 from hf_attn.experiments.arena.kinds import SequenceCell
-from hf_attn.experiments.config import load_experiment
+from hf_attn.experiments.config import ExperimentConfigError, load_experiment
 
 LENGTH_ARENA = REPO / "configs" / "length" / "arena.yaml"
 ENCODER_ARENA = REPO / "configs" / "length" / "encoder-arena.yaml"
@@ -93,15 +93,18 @@ def test_a_task_of_the_arena_sets_its_position_id_rule_and_its_cells_stamps(tmp_
              "addition-abacus": {"dataset": {"name": "addition_reversed"}, "max_length": 200,
                                  "model": {"position_id_rule": "abacus"}},
              "reverse-coupled": {"dataset": {"name": "reverse"}, "model": {"position_id_rule": "coupled"}}}
-    arena = load_arena(write_length_arena(tmp_path, tasks=tasks), "study")
+    schemes = ["sinusoidal", "learned", "rope"]  # schemes that read the ids: with the others a rule is refused
+    arena = load_arena(write_length_arena(tmp_path, tasks=tasks, schemes=schemes), "study")
     for task, rule in (("addition", None), ("addition-abacus", "abacus"), ("reverse-coupled", "coupled")):
         experiment = experiment_for(arena, "sequence", "rope", seed=0, task=task)
         assert (experiment.model.get("position_id_rule"), experiment.model["position_embedding_type"]) == (rule, "rope")
     (tmp_path / "sequential").mkdir()
-    sequential = load_arena(write_length_arena(tmp_path / "sequential", tasks={
+    sequential = load_arena(write_length_arena(tmp_path / "sequential", schemes=schemes, tasks={
         **tasks, "addition-abacus": tasks["addition"]}), "study")
     cell = SequenceCell(task="addition-abacus", scheme="rope", seed=0)
     assert cell.stamp(arena) != cell.stamp(sequential)  # a cell is measured again when its task's rule changes
+    with pytest.raises(ExperimentConfigError, match="position_embedding_type='alibi' ignores position ids"):
+        load_arena(write_length_arena(tmp_path, tasks=tasks, schemes=[*schemes, "alibi"]), "study")
 
 
 def test_a_task_of_another_kind_replaces_the_dataset_whole(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from helpers import tiny_config_kwargs
 
-from hf_attn import POSITION_ID_RULES, HfAttnConfig, HfAttnForCausalLM, HfAttnModel
+from hf_attn import POSITION_ID_RULES, POSITION_SCHEMES, HfAttnConfig, HfAttnForCausalLM, HfAttnModel
 
 # A toy vocabulary for "12+345=": digits 0-9 are ids 10-19, "+" is 20, "=" 21, [PAD] 0.
 DIGIT_IDS = list(range(10, 20))
@@ -97,6 +97,35 @@ def test_a_rule_refuses_the_settings_it_cannot_read(overrides: dict, field: str,
     with pytest.raises(ValueError, match=f"`{field}`") as raised:
         config(**overrides)
     assert says in str(raised.value)
+
+
+@pytest.mark.parametrize("scheme", sorted(POSITION_SCHEMES))
+def test_a_scheme_reads_position_ids_exactly_when_its_class_says_so(scheme: str) -> None:
+    """Other ids, the same tokens: the output changes iff the class says the scheme reads ids. The other ids double
+    the distances (a shift alone leaves RoPE's offsets as they were) and start past FIRE's threshold of 512, where its
+    normaliser reads them; a learned table's stay inside it. Weights drawn at a larger scale than the init's, so that
+    every part (FIRE's small MLP too) moves the output well above rounding."""
+    torch.manual_seed(0)
+    model = HfAttnModel(config(position_embedding_type=scheme, max_position_embeddings=2048)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.5)
+    input_ids = torch.randint(1, 64, (1, 12))
+    slots = torch.arange(12)[None]
+    with torch.no_grad():
+        at_slots = model(input_ids, position_ids=slots).last_hidden_state
+        renumbered = model(input_ids, position_ids=600 + 2 * slots).last_hidden_state
+    changed = not torch.allclose(renumbered, at_slots, rtol=1e-4, atol=1e-4 * float(at_slots.abs().max()))
+    assert changed == POSITION_SCHEMES[scheme].reads_position_ids
+
+
+@pytest.mark.parametrize("scheme", [name for name, kind in POSITION_SCHEMES.items() if not kind.reads_position_ids])
+@pytest.mark.parametrize("rule", [name for name, kind in POSITION_ID_RULES.items() if kind.renumbers])
+def test_a_rule_that_renumbers_is_refused_with_a_scheme_that_ignores_the_ids(rule: str, scheme: str) -> None:
+    """Not a model whose rule silently changes nothing: the error names the schemes that read ids."""
+    with pytest.raises(ValueError, match="`position_id_rule`") as raised:
+        config(position_id_rule=rule, position_embedding_type=scheme, **(ABACUS if rule == "abacus" else {}))
+    assert "ignores position ids" in str(raised.value) and "rope" in str(raised.value)
 
 
 def test_a_rules_settings_survive_save_and_load(tmp_path) -> None:
