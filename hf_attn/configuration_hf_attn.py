@@ -338,9 +338,9 @@ class HfAttnConfig(PreTrainedConfig):
             readers = ", ".join(name for name, scheme in POSITION_SCHEMES.items() if scheme.reads_position_ids)
             raise _invalid(
                 "position_id_rule", self.position_id_rule,
-                f"position_embedding_type={self.position_embedding_type!r} ignores position ids (it measures "
-                f"distances in slots, or has no positions), so the rule would change nothing: choose a scheme that "
-                f"reads them ({readers}) or position_id_rule='sequential'",
+                f"position_embedding_type={self.position_embedding_type!r} ignores position ids (it has none, or "
+                f"counts positions from the attention scores), so the rule would change nothing: choose a scheme "
+                f"that reads them ({readers}) or position_id_rule='sequential'",
             )
         # A field of other schemes or rules alone (T5's buckets) keeps its default: the chosen one would not read it.
         choosers = (("position_embedding_type", POSITION_SCHEMES), ("position_id_rule", POSITION_ID_RULES))

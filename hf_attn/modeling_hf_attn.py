@@ -429,6 +429,27 @@ class HfAttnModel(HfAttnPreTrainedModel):
                 "add_cross_attention=True."
             )
 
+    def _key_position_ids(self, position_ids: torch.Tensor, key_position_ids: torch.Tensor | None, past_length: int,
+                          static: bool) -> torch.Tensor | None:
+        """The keys' ids for a bias of id distances: the caller's, else the queries' own without a cache; None (the
+        slots' distances) after a cache, where a rule whose ids are not the sequential ones must be given them."""
+        if key_position_ids is not None:
+            if key_position_ids.shape[-1] != past_length + position_ids.shape[-1]:
+                raise ValueError(
+                    f"key_position_ids covers {key_position_ids.shape[-1]} keys, but there are {past_length} cached "
+                    f"and {position_ids.shape[-1]} new tokens: pass the ids of all of them, cached first."
+                )
+            return key_position_ids
+        if not past_length and not static:
+            return position_ids
+        if not self.config.position_id_rule_class.sequential_in_evaluation and self.positions.reads_distances:
+            raise ValueError(
+                f"position_embedding_type={self.config.position_embedding_type!r} reads the distances of the ids "
+                f"position_id_rule={self.config.position_id_rule!r} gives, and after a cache it cannot know the "
+                "cached keys' ids: pass key_position_ids (all tokens' ids, cached first), as generate() does."
+            )
+        return None
+
     def _band_blocks(
         self, attention_mask: torch.Tensor | None, batch: int, length: int, past_length: int, output_attentions: bool,
         device: torch.device,
@@ -439,6 +460,8 @@ class HfAttnModel(HfAttnPreTrainedModel):
         window = self.config.sliding_window
         if window is None or past_length or output_attentions or self.positions.reads_scores:
             return None
+        if self.config.position_id_rule_class.renumbers and self.positions.reads_distances:
+            return None  # the band's bias measures slots
         block = max(window, LOCAL_MIN_BLOCK)
         if length < 2 * (block + 2 * window):
             return None
@@ -488,8 +511,12 @@ class HfAttnModel(HfAttnPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,  # BERT-style collators': no segment embeddings
         cache: Cache | None = None,
         use_cache: bool | None = None,
+        key_position_ids: torch.LongTensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """`key_position_ids` (batch, cached + new tokens): the ids of every key, which a scheme that reads their
+        distances (`reads_distances`) needs after a cache under a rule that renumbers (`generate()` passes them);
+        without a cache the keys are the queries, at `position_ids`."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if input_ids is not None:
@@ -513,6 +540,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
             # Attention weights exist only where attention runs eagerly: asking for them selects the eager math.
             output_attentions=kwargs.get("output_attentions", self.config.output_attentions),
             output_hidden_states=kwargs.get("output_hidden_states", self.config.output_hidden_states),
+            key_position_ids=key_position_ids,
         )
         if batch.real is not None:
             hidden_states = batch.real.take(hidden_states)
@@ -529,11 +557,13 @@ class HfAttnModel(HfAttnPreTrainedModel):
         self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | dict[str, torch.Tensor | None] | None,
         position_ids: torch.Tensor, cache: Cache | None, encoder_hidden_states: torch.Tensor | None,
         encoder_attention_mask: torch.Tensor | None, output_attentions: bool, output_hidden_states: bool,
+        key_position_ids: torch.Tensor | None = None,
     ) -> BatchAttention:
         """What every layer's attention needs for this batch, built once (`BatchAttention`)."""
         batch, length = hidden_states.shape[:2]
         past_length = cache.get_seq_length() if cache is not None else 0
         static = cache is not None and cache.is_compileable
+        key_position_ids = self._key_position_ids(position_ids, key_position_ids, past_length, static)
         masks_given = isinstance(attention_mask, dict)  # `create_masks_for_generate`'s, for a static cache
         if masks_given:
             masks, unpadded, band = attention_mask, False, None
@@ -547,7 +577,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
         key_length = cache.get_mask_sizes(length, 0)[0] if static else past_length + length
         # The bias over every query and key only where a layer reads it: sliding layers by blocks take the band's.
         dense_bias = band is None or "full_attention" in self.config.layer_types
-        positions = self.positions.attention_positions(position_ids, key_length, bias=dense_bias)
+        positions = self.positions.attention_positions(position_ids, key_length, dense_bias, key_position_ids)
         if static and positions.bias is not None:
             raise ValueError(
                 f"position_embedding_type={self.config.position_embedding_type!r} adds a bias over the keys, which "
@@ -741,7 +771,10 @@ class HfAttnForCausalLM(HfAttnHead, GenerationMixin):
         """transformers' step inputs, with the ids of the whole sequence `input_ids` as the config's
         `position_id_rule` gives them (the step keeps the last ones): a cached step gets a full pass's ids."""
         position_ids = self.model.position_id_rule.generation_ids(input_ids, position_ids)
-        return super().prepare_inputs_for_generation(input_ids, *args, position_ids=position_ids, **kwargs)
+        inputs = super().prepare_inputs_for_generation(input_ids, *args, position_ids=position_ids, **kwargs)
+        if position_ids is not None and self.config.position_id_rule_class.renumbers:
+            inputs["key_position_ids"] = position_ids  # every token's: a bias of id distances reads the cached keys'
+        return inputs
 
     def create_masks_for_generate(
         self, config: HfAttnConfig, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None,

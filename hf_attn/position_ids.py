@@ -28,6 +28,8 @@ class PositionIdRule:
     from_task: ClassVar[bool] = False
     # Its ids differ from the slots' 0, 1, 2, ...: only a scheme that reads position ids sees them.
     renumbers: ClassVar[bool] = False
+    # Outside training its ids are the sequential ones (a cached step's keys then sit at their slots' distances).
+    sequential_in_evaluation: ClassVar[bool] = True
 
     def __init__(self, config: HfAttnConfig) -> None:
         self.config = config
@@ -98,6 +100,7 @@ class AbacusPositionIds(PositionIdRule):
 
     own_fields = ("digit_token_ids", "max_abacus_start")
     renumbers = True
+    sequential_in_evaluation = False
 
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
@@ -149,6 +152,7 @@ class CoupledPositionIds(PositionIdRule):
 
     own_fields = ("max_coupled_start",)
     renumbers = True
+    sequential_in_evaluation = False
     from_task = True
 
     def training_ids(self, position_ids: torch.Tensor) -> torch.Tensor:

@@ -47,8 +47,10 @@ class PositionScheme(nn.Module):
     # Adds logits computed from each layer's attention scores (`score_logits`): attention runs eagerly, densely.
     reads_scores: ClassVar[bool] = False
     # The position ids change what it computes (a rule other than `sequential` needs one that reads them); a scheme
-    # that measures distances in slots, or has no positions, ignores them.
+    # with no positions, or one that counts them from the scores, ignores them.
     reads_position_ids: ClassVar[bool] = False
+    # Its `relative_bias` reads key-minus-query distances of the ids: a cached step needs the cached keys' ids.
+    reads_distances: ClassVar[bool] = False
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__()
@@ -73,11 +75,11 @@ class PositionScheme(nn.Module):
     def embed(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         return inputs_embeds
 
-    def attention_positions(self, position_ids: torch.Tensor, key_length: int, bias: bool = True
-                            ) -> AttentionPositions:
+    def attention_positions(self, position_ids: torch.Tensor, key_length: int, bias: bool = True,
+                            key_position_ids: torch.Tensor | None = None) -> AttentionPositions:
         """RoPE's tables of each layer type and (with `bias`) the scores' bias for the queries of `position_ids`, the
-        last of `key_length` slots."""
-        offsets = key_minus_query(position_ids, key_length) if bias else None
+        last of `key_length` slots, the keys at `key_position_ids` (`key_minus_query`)."""
+        offsets = key_minus_query(position_ids, key_length, key_position_ids) if bias else None
         rotary = {kind: self.rotation(position_ids, key_length, kind) for kind in sorted(set(self.config.layer_types))}
         return AttentionPositions(
             rotary={kind: tables for kind, tables in rotary.items() if tables is not None},
@@ -86,7 +88,7 @@ class PositionScheme(nn.Module):
 
     def band_bias(self, position_ids: torch.Tensor, band: BandBlocks) -> torch.Tensor | None:
         """The scores' bias inside a band's blocks alone, (batch x blocks, heads, block, span): linear in the length."""
-        offsets = band.key_slots[:, None, :] - band.query_slots[:, :, None]  # (blocks, block, span)
+        offsets = (band.key_slots[:, None, :] - band.query_slots[:, :, None])[None]  # (1, blocks, block, span)
         bias = self.relative_bias(offsets, position_ids[:, band.query_slots])  # (1|batch, heads, blocks, ...)
         return fold_blocks(bias, band.batch) if bias is not None else None
 
@@ -97,8 +99,8 @@ class PositionScheme(nn.Module):
         return None
 
     def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor | None:
-        """The bias (1|batch, heads, ..., query, key) of key-minus-query `offsets` (..., query, key) for queries at
-        `query_positions` (1|batch, ..., query), or None."""
+        """The bias (1|batch, heads, ..., query, key) of key-minus-query `offsets` (1|batch, ..., query, key) for
+        queries at `query_positions` (1|batch, ..., query), or None."""
         return None
 
     def score_logits(self, query: torch.Tensor, scores: torch.Tensor, visible: torch.Tensor | None,
@@ -291,15 +293,22 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def key_minus_query(position_ids: torch.Tensor, key_length: int) -> torch.Tensor:
-    """Key slot - query slot, (Q, K), the queries being the last of `key_length` slots: slots, not position ids,
-    so left padding changes nothing."""
+def key_minus_query(position_ids: torch.Tensor, key_length: int,
+                    key_position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """Key id - query id, (1|batch, Q, K), the queries (at `position_ids`) being the last of `key_length` keys at
+    `key_position_ids` (1|batch, K), so that a bias reads the distances of the ids a rule gives (coupled places,
+    randomized ids); without them (sequential ids after a cache) the slots' distances, which left padding leaves as
+    the ids' are."""
+    if key_position_ids is not None:
+        return key_position_ids[:, None, :] - position_ids[:, :, None]
     slots = torch.arange(key_length, device=position_ids.device)
-    return slots[None, :] - slots[key_length - position_ids.shape[-1] :, None]
+    return (slots[None, :] - slots[key_length - position_ids.shape[-1] :, None])[None]
 
 
 class AlibiPositions(PositionScheme):
     """`alibi`: a per-head linear penalty on query-key distance, -slope * |i - j|; no extra parameters."""
+
+    reads_position_ids = reads_distances = True
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -309,8 +318,8 @@ class AlibiPositions(PositionScheme):
         self.slopes = alibi_slopes(self.config.num_attention_heads).to(self.slopes.device)
 
     def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor:
-        slopes = self.slopes.to(offsets.device).view(1, -1, *[1] * offsets.dim())
-        return -slopes * offsets.abs().float()
+        slopes = self.slopes.to(offsets.device).view(1, -1, *[1] * (offsets.dim() - 1))
+        return -slopes * offsets[:, None].abs().float()
 
 
 def t5_buckets(
@@ -336,6 +345,7 @@ class T5Positions(PositionScheme):
     """`t5`: a learned bias per head and bucket of the key-query offset (T5's, one table per model)."""
 
     own_fields = ("relative_attention_num_buckets", "relative_attention_max_distance")
+    reads_position_ids = reads_distances = True
 
     def __init__(self, config: HfAttnConfig) -> None:
         super().__init__(config)
@@ -364,13 +374,13 @@ class T5Positions(PositionScheme):
             num_buckets=self.config.relative_attention_num_buckets,
             max_distance=self.config.relative_attention_max_distance,
         )
-        return self.relative_attention_bias.weight.T[:, buckets][None]  # (1, heads, ..., Q, K)
+        return self.relative_attention_bias.weight.T[:, buckets].transpose(0, 1)  # (1|batch, heads, ..., Q, K)
 
 
 class FirePositions(PositionScheme):
     """`fire` (Li et al., ICLR 2024): the bias of query i and key j is a small MLP (1 -> 32 -> heads) of
     psi(|i - j|) / psi(max(L, i)), psi(x) = log(|c x| + 1), c and L learned: every offset maps into [0, 1], so a
-    longer input interpolates between offsets the MLP saw. i - j counts slots, i is the query's position id.
+    longer input interpolates between offsets the MLP saw. i and j are the query's and the key's position ids.
 
     L starts at `fire_initial_threshold` (the paper's listing: 512, this package's default, so models saved before the
     field are unchanged; `None`: max_position_embeddings, the training length). Below L the normaliser is the fixed
@@ -378,7 +388,7 @@ class FirePositions(PositionScheme):
     interpolates and its bias is a learned function of log(1 + c|i - j|) alone."""
 
     own_fields = ("fire_initial_threshold",)
-    reads_position_ids = True  # in its normaliser, psi(max(L, i)): its distances are slots
+    reads_position_ids = reads_distances = True
     mlp_width = 32
     initial_c = 0.1
     eps = 1e-6  # keeps the normaliser above 0 if c is learned down to 0

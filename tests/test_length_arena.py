@@ -103,8 +103,8 @@ def test_a_task_of_the_arena_sets_its_position_id_rule_and_its_cells_stamps(tmp_
         **tasks, "addition-abacus": tasks["addition"]}), "study")
     cell = SequenceCell(task="addition-abacus", scheme="rope", seed=0)
     assert cell.stamp(arena) != cell.stamp(sequential)  # a cell is measured again when its task's rule changes
-    with pytest.raises(ExperimentConfigError, match="position_embedding_type='alibi' ignores position ids"):
-        load_arena(write_length_arena(tmp_path, tasks=tasks, schemes=[*schemes, "alibi"]), "study")
+    with pytest.raises(ExperimentConfigError, match="position_embedding_type='none' ignores position ids"):
+        load_arena(write_length_arena(tmp_path, tasks=tasks, schemes=[*schemes, "none"]), "study")
 
 
 def test_a_task_of_another_kind_replaces_the_dataset_whole(tmp_path: Path) -> None:

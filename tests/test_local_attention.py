@@ -192,7 +192,7 @@ def test_with_every_layer_sliding_no_bias_over_every_query_and_key_is_built(monk
     with torch.no_grad():
         by_blocks, dense = run_both_ways(
             monkeypatch, lambda: encoder(input_ids, attention_mask=attention_mask).last_hidden_state)
-    assert shapes[0] != (LENGTH, LENGTH) and shapes[-1] == (LENGTH, LENGTH)  # by blocks, then the dense path
+    assert shapes[0] != (1, LENGTH, LENGTH) and shapes[-1] == (1, LENGTH, LENGTH)  # by blocks, then the dense path
     assert len(shapes) == 2
     torch.testing.assert_close(by_blocks, dense, atol=1e-5, rtol=1e-5)
 

@@ -128,6 +128,25 @@ def test_a_rule_that_renumbers_is_refused_with_a_scheme_that_ignores_the_ids(rul
     assert "ignores position ids" in str(raised.value) and "rope" in str(raised.value)
 
 
+@pytest.mark.parametrize("scheme", ["alibi", "t5"])
+def test_a_bias_reads_the_distances_of_the_ids_not_of_the_slots(scheme: str) -> None:
+    """Coupled ids of "12+34=" (places 1 2, 1 2, then the answer's 1 2 3): the bias of each query and key is the
+    scheme's formula at the ids' distance, written out (ALiBi: -slope x |id_k - id_q|; T5: its table at the causal
+    bucket of id_k - id_q, distances below 16 exact), not at the slots'."""
+    torch.manual_seed(0)
+    model = HfAttnModel(config(is_decoder=True, position_embedding_type=scheme, position_id_rule="coupled")).eval()
+    ids = torch.tensor([[0, 1, 2, 0, 1, 2, 0, 1, 2, 3]])
+    bias = model.positions.attention_positions(ids, 10, key_position_ids=ids).bias[0]  # (heads, query, key)
+    distances = ids[0][None, :] - ids[0][:, None]  # key - query
+    if scheme == "alibi":
+        slopes = torch.tensor([2.0 ** (-8 * (head + 1) / 4) for head in range(4)])
+        expected = -slopes[:, None, None] * distances.abs()
+    else:
+        buckets = (-distances).clamp(min=0)  # a later key: bucket 0
+        expected = model.positions.relative_attention_bias.weight.T[:, buckets]
+    torch.testing.assert_close(bias, expected)
+
+
 def test_a_rules_settings_survive_save_and_load(tmp_path) -> None:
     config(position_id_rule="abacus", **ABACUS, max_abacus_start=7).save_pretrained(tmp_path)
     loaded = HfAttnConfig.from_pretrained(tmp_path)
@@ -195,13 +214,12 @@ def sequential_ids_by_hand(mask: list[int]) -> list[int]:
 PLANNED = [[0, 1, 2, 0, 1, 2, 3, 0, 9, 8, 7], [0, 0, 1, 0, 1, 2, 3, 0, 4, 5, 6]]
 
 
-@pytest.mark.parametrize("scheme", ["rope", "learned", "sinusoidal", "fire"])
+@pytest.mark.parametrize("scheme", ["rope", "learned", "sinusoidal", "fire", "alibi", "t5"])
 @pytest.mark.parametrize("rule", ["sequential", "randomized", "abacus", "coupled"])
 def test_cached_generation_reads_the_ids_a_full_forward_pass_over_the_same_sequence_gives(rule: str,
                                                                                          scheme: str) -> None:
     """Each step's logits under `generate()` (with the cache) equal a full pass's over the generated sequence, with
-    the ids of the rule written out by hand (FIRE reads the query's id only past its threshold: a check that the
-    rule composes with it, not of the ids)."""
+    the ids of the rule written out by hand: the biases (FIRE, ALiBi, T5) read the cached keys' ids at every step."""
     settings = dict(**ABACUS, max_abacus_start=3) if rule == "abacus" else {}
     torch.manual_seed(0)
     model = HfAttnForCausalLM(config(is_decoder=True, position_embedding_type=scheme, position_id_rule=rule,
