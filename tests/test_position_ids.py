@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from helpers import tiny_config_kwargs
@@ -145,6 +147,23 @@ def test_a_bias_reads_the_distances_of_the_ids_not_of_the_slots(scheme: str) -> 
         buckets = (-distances).clamp(min=0)  # a later key: bucket 0
         expected = model.positions.relative_attention_bias.weight.T[:, buckets]
     torch.testing.assert_close(bias, expected)
+
+
+def test_a_cached_step_of_a_bias_under_coupled_ids_needs_every_keys_id() -> None:
+    """After a cache the model cannot know the cached keys' coupled ids: without them, or with too few, it refuses
+    rather than bias by the slots; with them the step equals the full pass's last position."""
+    torch.manual_seed(0)
+    model = HfAttnModel(config(is_decoder=True, position_embedding_type="alibi", position_id_rule="coupled")).eval()
+    input_ids, ids = torch.tensor([encode("12+34=35")]), torch.tensor([[1, 2, 0, 1, 2, 0, 1, 2]])
+    with torch.no_grad():
+        full = model(input_ids, position_ids=ids).last_hidden_state
+        cache = model(input_ids[:, :-1], position_ids=ids[:, :-1], use_cache=True).cache
+        with pytest.raises(ValueError, match="pass key_position_ids"):
+            model(input_ids[:, -1:], position_ids=ids[:, -1:], cache=copy.deepcopy(cache))
+        with pytest.raises(ValueError, match="covers 7 keys, but there are 7 cached and 1 new"):
+            model(input_ids[:, -1:], position_ids=ids[:, -1:], cache=copy.deepcopy(cache), key_position_ids=ids[:, 1:])
+        step = model(input_ids[:, -1:], position_ids=ids[:, -1:], cache=cache, key_position_ids=ids).last_hidden_state
+    torch.testing.assert_close(step[:, -1], full[:, -1], rtol=1e-5, atol=1e-5 * float(full.abs().max()))
 
 
 def test_a_rules_settings_survive_save_and_load(tmp_path) -> None:
