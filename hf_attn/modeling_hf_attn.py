@@ -432,7 +432,10 @@ class HfAttnModel(HfAttnPreTrainedModel):
     def _key_position_ids(self, position_ids: torch.Tensor, key_position_ids: torch.Tensor | None, past_length: int,
                           static: bool) -> torch.Tensor | None:
         """The keys' ids for a bias of id distances: the caller's, else the queries' own without a cache; None (the
-        slots' distances) after a cache, where a rule whose ids are not the sequential ones must be given them."""
+        slots' distances) after a cache, where a rule whose ids are not the sequential ones must be given them. A
+        static cache takes no bias (refused below) and its length is a tensor: no branch on it while compiling."""
+        if static:
+            return None
         if key_position_ids is not None:
             if key_position_ids.shape[-1] != past_length + position_ids.shape[-1]:
                 raise ValueError(
@@ -440,7 +443,7 @@ class HfAttnModel(HfAttnPreTrainedModel):
                     f"and {position_ids.shape[-1]} new tokens: pass the ids of all of them, cached first."
                 )
             return key_position_ids
-        if not past_length and not static:
+        if not past_length:
             return position_ids
         if not self.config.position_id_rule_class.sequential_in_evaluation and self.positions.reads_distances:
             raise ValueError(
