@@ -34,32 +34,24 @@ BERT_TITLES = {"bert_fp32": "BERT fp32 (same shape)", "bert_onnx_fp32": "BERT ON
 
 
 def bert_readers(model_dir: str, folder: Path, threads: int, spinning: bool) -> dict[str, Reader]:
-    """Same-shape BERT eager and in ONNX Runtime, fp32 and int8 (exported to `folder` and quantized as `hf-attn
-    export --int8` does), reading the classifier's token ids."""
-    import onnxruntime
+    """Same-shape BERT eager and in ONNX Runtime, fp32 and int8 (exported to `folder`/bert as `hf-attn export --int8`
+    exports and quantizes, with the classifier's tokenizer), reading the classifier's token ids."""
     from transformers import AutoConfig
 
     from ...saved import load_tokenizer
-    from ...serving.onnx import INPUT_NAMES, quantize_int8, session_options
+    from ...serving.onnx import ONNX_FILES, OnnxClassifier, quantize_int8
     from ...serving.profiling import export_reference, reference_bert
 
     config, tokenizer = AutoConfig.from_pretrained(model_dir), load_tokenizer(model_dir)
-    export_reference(config, folder / "bert.onnx")
-    quantize_int8(folder / "bert.onnx", folder / "bert.int8.onnx")
-
-    def onnx_reader(file: str) -> Reader:
-        session = onnxruntime.InferenceSession(str(folder / file), session_options(threads, spinning),
-                                               providers=["CPUExecutionProvider"])
-
-        def logits(texts: list[str], max_length: int | None = None) -> np.ndarray:
-            encoded = tokenizer(texts, padding=True, truncation=max_length is not None, max_length=max_length,
-                                return_tensors="np")
-            return session.run(["logits"], {name: encoded[name].astype(np.int64) for name in INPUT_NAMES})[0]
-
-        return logits
-
-    return {"bert_fp32": torch_reader(reference_bert(config), tokenizer),
-            "bert_onnx_fp32": onnx_reader("bert.onnx"), "bert_onnx_int8": onnx_reader("bert.int8.onnx")}
+    bert, bert_folder = reference_bert(config), folder / "bert"
+    bert_folder.mkdir(parents=True, exist_ok=True)
+    export_reference(config, bert_folder / ONNX_FILES["fp32"])
+    quantize_int8(bert_folder / ONNX_FILES["fp32"], bert_folder / ONNX_FILES["int8"])
+    tokenizer.save_pretrained(bert_folder)
+    bert.config.save_pretrained(bert_folder)
+    exported = {f"bert_onnx_{precision}": OnnxClassifier(bert_folder, precision, threads, spinning).logits
+                for precision in ONNX_FILES}
+    return {"bert_fp32": torch_reader(bert, tokenizer), **exported}
 
 
 def time_cell(readers: dict[str, Reader], batches: list[list[str]], max_length: int | None,
