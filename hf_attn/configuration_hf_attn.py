@@ -100,7 +100,8 @@ class HfAttnConfig(PreTrainedConfig):
         norm_position: `pre` (x + f(norm(x))) or `post` (norm(x + f(x)), the original Transformer's and BERT's).
         position_embedding_type: a key of `positions.POSITION_SCHEMES`: `none`, `sinusoidal`, `learned`, `rope`,
             `alibi`, `t5` (bucketed relative bias), `fire` (a learned function of the normalised log distance),
-            `rope_nope` (RoPE with some layers without positions, as SmolLM3) or `cope` (positions counted by gates
+            `rope_nope` (RoPE with some layers without positions, as SmolLM3), `rope_alibi` (RoPE's rotations and
+            ALiBi's penalty of the distance on the same scores) or `cope` (positions counted by gates
             of the attention scores, Golovneva et al.; it reads the scores, so attention runs eagerly whatever
             `attn_implementation` says).
         position_id_rule: a key of `position_ids.POSITION_ID_RULES`, the ids the scheme reads when none are passed:

@@ -110,7 +110,8 @@ class PositionScheme(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} reads no attention scores")
 
     def reset_buffers(self) -> None:
-        """Recompute the scheme's fp32 buffers (non-persistent: not in checkpoints)."""
+        """Recompute the scheme's fp32 buffers (non-persistent: not in checkpoints); an override ends by calling
+        `super().reset_buffers()`, so that a scheme of two parents recomputes both's."""
 
     def init_parameters(self) -> None:
         """Initialise the parameters that transformers' default init does not (called by `_init_weights`)."""
@@ -247,6 +248,7 @@ class RotaryPositions(PositionScheme):
         device = None if self.inv_freq.is_meta else self.inv_freq.device  # a meta buffer: not materialised yet
         inv_freq, self.attention_scaling = self._all_frequencies()
         self.inv_freq = inv_freq.to(device)
+        super().reset_buffers()
 
     def rotation(
         self, position_ids: torch.Tensor, key_length: int, layer_type: str
@@ -316,10 +318,18 @@ class AlibiPositions(PositionScheme):
 
     def reset_buffers(self) -> None:
         self.slopes = alibi_slopes(self.config.num_attention_heads).to(self.slopes.device)
+        super().reset_buffers()
 
     def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor:
         slopes = self.slopes.to(offsets.device).view(1, -1, *[1] * (offsets.dim() - 1))
         return -slopes * offsets[:, None].abs().float()
+
+
+class RotaryWithAlibi(RotaryPositions, AlibiPositions):
+    """`rope_alibi`: RoPE's rotations and ALiBi's penalty -slope * |i - j| on the same scores, i and j the query's
+    and the key's position ids. RoPE scores a key at an id distance that training never showed by a rotation the
+    model never learned, so past the training length a far key can outscore the near ones; the penalty keeps far
+    keys below near ones whatever their rotation (Press et al.'s argument for ALiBi, applied on top of RoPE)."""
 
 
 def t5_buckets(
@@ -467,6 +477,7 @@ POSITION_SCHEMES: dict[str, type[PositionScheme]] = {
     "t5": T5Positions,
     "fire": FirePositions,
     "rope_nope": RopeWithNopeLayers,
+    "rope_alibi": RotaryWithAlibi,
     "cope": ContextualPositions,
 }
 

@@ -117,7 +117,7 @@ def test_unknown_scheme_lists_every_known_scheme() -> None:
     assert all(name in str(excinfo.value) for name in POSITION_SCHEMES)
 
 
-ROPE_READERS = "rope, rope_nope"
+ROPE_READERS = "rope, rope_nope, rope_alibi"
 IGNORED_SETTINGS = [
     ("rope_parameters", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, ROPE_READERS),
     ("rope_parameters", {"rope_theta": 500_000.0}, ROPE_READERS),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 import torch
@@ -93,7 +94,9 @@ def test_rope_keeps_half_precision_inputs_in_half_precision(layout: str) -> None
     torch.testing.assert_close(rotated.float(), expected, atol=3e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize(("scheme", "buffer"), [("rope", "inv_freq"), ("alibi", "slopes")])
+@pytest.mark.parametrize(("scheme", "buffer"), [
+    ("rope", "inv_freq"), ("alibi", "slopes"), ("rope_alibi", "inv_freq"), ("rope_alibi", "slopes")
+])
 def test_position_buffers_survive_casting_the_model_to_half_precision(scheme: str, buffer: str, tmp_path) -> None:  # noqa: ANN001
     """`model.to(bf16)` (and `from_pretrained(dtype=...)`) would round position buffers (RoPE's
     frequencies, ALiBi's slopes) to 8 bits of mantissa: each must stay the fp32 model's."""
@@ -302,6 +305,20 @@ def test_rope_nope_rotates_the_layers_a_smollm3_config_of_the_same_shape_rotates
     assert [layer.self_attn.rotates for layer in HfAttnModel(config).layers] == expected
 
 
+def copy_attention_weights(ours: torch.nn.Module, theirs: torch.nn.Module) -> torch.nn.Module:
+    """Copy a layer's fused Q/K/V (4 heads of 8, 2 key-value heads) and output projections into transformers'
+    separate ones (Llama's names)."""
+    q, k, v = ours.qkv_proj.weight.split([32, 16, 16])
+    q_bias, k_bias, v_bias = ours.qkv_proj.bias.split([32, 16, 16])
+    with torch.no_grad():
+        for projection, weight, bias in ((theirs.q_proj, q, q_bias), (theirs.k_proj, k, k_bias),
+                                         (theirs.v_proj, v, v_bias), (theirs.o_proj, ours.o_proj.weight,
+                                                                      ours.o_proj.bias)):
+            projection.weight.copy_(weight)
+            projection.bias.copy_(bias)
+    return theirs
+
+
 def test_rope_nope_attention_equals_smollm3_attention_given_the_same_weights() -> None:
     """Each of 4 layers (the 4th without RoPE) against transformers' SmolLM3Attention of the same config, Q/K/V
     weights copied, causal, eager."""
@@ -324,18 +341,44 @@ def test_rope_nope_attention_equals_smollm3_attention_given_the_same_weights() -
     causal = torch.full((length, length), float("-inf")).triu(1)[None, None]
     batch = model.attention_batch(hidden, None, position_ids, None, None, None, False, False)
     for index, layer in enumerate(model.layers):
-        theirs = SmolLM3Attention(smollm3, index).eval()
-        q, k, v = layer.self_attn.qkv_proj.weight.split([32, 16, 16])
-        q_bias, k_bias, v_bias = layer.self_attn.qkv_proj.bias.split([32, 16, 16])
+        theirs = copy_attention_weights(layer.self_attn, SmolLM3Attention(smollm3, index).eval())
         with torch.no_grad():
-            for projection, weight, bias in ((theirs.q_proj, q, q_bias), (theirs.k_proj, k, k_bias),
-                                             (theirs.v_proj, v, v_bias), (theirs.o_proj, layer.self_attn.o_proj.weight,
-                                                                          layer.self_attn.o_proj.bias)):
-                projection.weight.copy_(weight)
-                projection.bias.copy_(bias)
             expected = theirs(hidden, cos_sin, causal)[0]
             ours = layer.self_attn(hidden, batch.self_attention[layer.attention_type])[0]
         assert theirs.use_rope == layer.self_attn.rotates == (index != 3)
+        torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_rope_alibi_attention_equals_llama_attention_with_alibi_of_the_ids_in_its_mask() -> None:
+    """RoPE with ALiBi: transformers' LlamaAttention (same weights, its rotary tables of the same ids) with the
+    causal mask plus -slope * |id_j - id_i| per head, written out, at ids that are not the slots (coupled places:
+    repeated, out of order)."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+    torch.manual_seed(0)
+    config = HfAttnConfig(**tiny_config_kwargs(position_embedding_type="rope_alibi", num_key_value_heads=2,
+                                               is_decoder=True))
+    model = HfAttnModel(config).eval()
+    llama = LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        attention_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 10_000.0})
+    llama._attn_implementation = "eager"
+    ids = [0, 3, 2, 1, 9, 3, 2, 1, 9, 5, 4]
+    length = len(ids)
+    hidden = torch.randn(1, length, 32)
+    position_ids = torch.tensor([ids])
+    cos_sin = LlamaRotaryEmbedding(llama)(hidden, position_ids)
+    slopes = [2.0 ** -(2 * (head + 1)) for head in range(4)]
+    mask = torch.tensor([[[0.0 if j <= i else float("-inf") for j in range(length)] for i in range(length)]])
+    mask = mask - torch.tensor([[[slope * abs(ids[j] - ids[i]) for j in range(length)] for i in range(length)]
+                                for slope in slopes])
+    batch = model.attention_batch(hidden, None, position_ids, None, None, None, False, False)
+    for index, layer in enumerate(model.layers):
+        theirs = copy_attention_weights(layer.self_attn, LlamaAttention(llama, index).eval())
+        with torch.no_grad():
+            expected = theirs(hidden, cos_sin, mask[None])[0]
+            inputs = replace(batch.self_attention[layer.attention_type], bias=batch.biases[layer.attention_type])
+            ours = layer.self_attn(hidden, inputs)[0]
         torch.testing.assert_close(ours, expected, atol=1e-5, rtol=1e-5)
 
 
