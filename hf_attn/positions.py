@@ -352,7 +352,10 @@ def t5_buckets(
 
 
 class T5Positions(PositionScheme):
-    """`t5`: a learned bias per head and bucket of the key-query offset (T5's, one table per model)."""
+    """`t5`: a learned bias per head and bucket of the key-query offset (T5's, one table per model). A decoder's
+    keys are at or before the query, so its buckets are causal (one side) under sequential ids; a rule that
+    renumbers (coupled, Abacus) puts a key of the next place at a larger id than the query's, so then the buckets
+    are bidirectional, as an encoder's: causal buckets would give that key the bucket of the query's own place."""
 
     own_fields = ("relative_attention_num_buckets", "relative_attention_max_distance")
     reads_position_ids = reads_distances = True
@@ -361,14 +364,20 @@ class T5Positions(PositionScheme):
         super().__init__(config)
         self.relative_attention_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_attention_heads)
 
+    @staticmethod
+    def bidirectional(config: HfAttnConfig) -> bool:
+        """Whether a key may have a larger id than its query: in an encoder, or in a decoder whose rule renumbers."""
+        return not config.is_decoder or config.position_id_rule_class.renumbers
+
     @classmethod
     def check_config(cls, config: HfAttnConfig) -> None:
-        per_side = config.relative_attention_num_buckets // (1 if config.is_decoder else 2)
+        bidirectional = cls.bidirectional(config)
+        per_side = config.relative_attention_num_buckets // (2 if bidirectional else 1)
         if per_side < 2:
             raise ValueError(
                 f"HfAttnConfig: invalid `relative_attention_num_buckets`={config.relative_attention_num_buckets}; "
-                f"position_embedding_type='t5' needs at least {2 if config.is_decoder else 4} (an exact bucket and "
-                f"a logarithmic one{'' if config.is_decoder else ' on each side of the query'}); T5 uses 32."
+                f"position_embedding_type='t5' needs at least {4 if bidirectional else 2} (an exact bucket and "
+                f"a logarithmic one{' on each side of the query' if bidirectional else ''}); T5 uses 32."
             )
         if config.relative_attention_max_distance <= per_side // 2:
             raise ValueError(
@@ -380,7 +389,7 @@ class T5Positions(PositionScheme):
     def relative_bias(self, offsets: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor:
         buckets = t5_buckets(
             offsets,
-            bidirectional=not self.config.is_decoder,
+            bidirectional=self.bidirectional(self.config),
             num_buckets=self.config.relative_attention_num_buckets,
             max_distance=self.config.relative_attention_max_distance,
         )

@@ -79,6 +79,9 @@ INVALID = [
     (dict(layer_types=["full_attention", "local"]), "layer_types", "sliding_attention"),
     (dict(classifier_dropout=1.0), "classifier_dropout", "or None (hidden_dropout)"),
     (dict(position_embedding_type="t5", relative_attention_num_buckets=3), "relative_attention_num_buckets", "4"),
+    # a decoder's buckets are one-sided, but not under ids that put a key after its query (coupled places)
+    (dict(position_embedding_type="t5", is_decoder=True, position_id_rule="coupled", relative_attention_num_buckets=3),
+     "relative_attention_num_buckets", "each side"),
     (dict(position_embedding_type="t5", relative_attention_num_buckets=32, relative_attention_max_distance=8),
      "relative_attention_max_distance", "exceed the 8"),
     (dict(position_embedding_type="rope", rope_parameters={"rope_type": "longrope", "factor": 2.0}),

@@ -133,8 +133,9 @@ def test_a_rule_that_renumbers_is_refused_with_a_scheme_that_ignores_the_ids(rul
 @pytest.mark.parametrize("scheme", ["alibi", "t5"])
 def test_a_bias_reads_the_distances_of_the_ids_not_of_the_slots(scheme: str) -> None:
     """Coupled ids of "12+34=" (places 1 2, 1 2, then the answer's 1 2 3): the bias of each query and key is the
-    scheme's formula at the ids' distance, written out (ALiBi: -slope x |id_k - id_q|; T5: its table at the causal
-    bucket of id_k - id_q, distances below 16 exact), not at the slots'."""
+    scheme's formula at the ids' distance, written out (ALiBi: -slope x |id_k - id_q|; T5: its table at the
+    bidirectional bucket of id_k - id_q, 16 buckets a side, distances below 8 exact: a key of the next place, whose
+    id is larger than the query's, gets a bucket of its own), not at the slots'."""
     torch.manual_seed(0)
     model = HfAttnModel(config(is_decoder=True, position_embedding_type=scheme, position_id_rule="coupled")).eval()
     ids = torch.tensor([[0, 1, 2, 0, 1, 2, 0, 1, 2, 3]])
@@ -144,7 +145,7 @@ def test_a_bias_reads_the_distances_of_the_ids_not_of_the_slots(scheme: str) -> 
         slopes = torch.tensor([2.0 ** (-8 * (head + 1) / 4) for head in range(4)])
         expected = -slopes[:, None, None] * distances.abs()
     else:
-        buckets = (-distances).clamp(min=0)  # a later key: bucket 0
+        buckets = distances.abs() + 16 * (distances > 0)  # a larger id: the second half of the buckets
         expected = model.positions.relative_attention_bias.weight.T[:, buckets]
     torch.testing.assert_close(bias, expected)
 
