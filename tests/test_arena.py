@@ -578,6 +578,8 @@ def test_the_command_line_limits_a_stage_by_every_field_the_arena_does() -> None
     (["--seeds", "7"], "has no cell of seed 7; choose among 42"),
     (["--tasks", "addition"], "has no cell of task addition; choose among imdb"),
     (["--schemes", "rope", "--report-only"], "--report-only measures nothing, so --schemes limits nothing"),
+    (["--schemes", "rope", "alibi"], "'alibi' is not a key=value override; --schemes, --tasks, --seeds take one "
+                                     "comma-separated list"),
 ])
 def test_a_stage_limited_to_what_the_arena_lacks_is_refused_naming_what_it_has(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str) -> None:

@@ -45,6 +45,10 @@ def run(args: argparse.Namespace) -> None:
     measured and how to continue a stage that --max-time stopped."""
     from ..experiments.arena import load_arena, run_arena
 
+    if loose := [word for word in args.overrides if "=" not in word]:
+        limits = ", ".join(f"--{field}s" for field in ARENA_LIMITS)
+        raise ValueError(f"{loose[0]!r} is not a key=value override; {limits} take one comma-separated list "
+                         f"(--tasks abacus,coupled, not --tasks abacus coupled)")
     arena = load_arena(args.config, args.budget, experiment_overrides(args))
     results = args.results or str(Path(args.output_dir) / "results")
     only = {field: values for field in ARENA_LIMITS if (values := getattr(args, f"{field}s"))}
